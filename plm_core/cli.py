@@ -1,0 +1,191 @@
+"""The `plm` command line. User errors print one message and exit 2; bugs keep their traceback."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import click
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from plm_core.config import load_job
+from plm_core.errors import PipelineError, PlmUserError
+from plm_core.job import Job
+from plm_core.registry import default_registry
+from plm_core.settings import Settings
+
+app = typer.Typer(help="plm: hybrid retrieval where a recipe is one TOML file.", no_args_is_help=True,
+                  pretty_exceptions_enable=False, add_completion=False)
+config_app = typer.Typer(help="Check job configs.", no_args_is_help=True)
+index_app = typer.Typer(help="Inspect and rebuild an index.", no_args_is_help=True)
+app.add_typer(config_app, name="config")
+app.add_typer(index_app, name="index")
+out = Console()
+err = Console(stderr=True)
+
+ConfigOpt = Annotated[Path, typer.Option("--config", "-c", help="Job config (TOML).")]
+SetOpt = Annotated[list[str] | None, typer.Option("--set", help="Override a config value: query.retrieve.fuser.rank_base=1")]
+DatasetOpt = Annotated[Path | None, typer.Option(help="BEIR-layout dataset folder (default: [job].dataset).")]
+IndexOpt = Annotated[Path | None, typer.Option("--index", help="Index folder (default: PLM_DATA_DIR/<job>[-<dataset>]).")]
+
+
+def _job(config: Path, overrides: list[str] | None, dataset: Path | None, index: Path | None) -> Job:
+    settings = Settings()
+    logging.basicConfig(level=settings.log_level)
+    return Job.from_config(config, overrides or [], index_dir=index, dataset=dataset, settings=settings)
+
+
+@app.command()
+def plugins(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
+    """List registered components: name, family, package, version."""
+    rows = [
+        {"name": r.name, "family": r.family, "package": r.package, "version": r.version, "class": r.cls.__name__}
+        for r in default_registry().all()
+    ]
+    if as_json:
+        print(json.dumps(rows, indent=1))
+        return
+    table = Table("name", "family", "package", "version", "class")
+    for r in rows:
+        table.add_row(r["name"], r["family"], r["package"], r["version"], r["class"])
+    out.print(table)
+
+
+@config_app.command("check")
+def config_check(file: Path, set_: SetOpt = None) -> None:
+    """Validate a config and print the resolved pipelines; runs nothing."""
+    job = load_job(file, default_registry(), set_ or [])
+    out.print(job.describe(), highlight=False)
+    out.print(f"[green]ok[/green]: {file} is valid")
+
+
+@app.command()
+def ingest(
+    paths: Annotated[list[Path], typer.Argument(help="Files or folders for the [index] loader.")],
+    config: ConfigOpt, set_: SetOpt = None, index: IndexOpt = None,
+    force: Annotated[bool, typer.Option(help="Re-ingest even when nothing changed.")] = False,
+) -> None:
+    """Index files with the config's [index] pipeline."""
+    job = _job(config, set_, None, index)
+    report = job.ingest(paths, force=force)
+    status = "unchanged, skipped" if report.skipped else "indexed"
+    out.print(f"{status}: {report.documents} documents, {report.chunks} chunks in {job.index_dir} (model {report.model})")
+    _print_timings("ingest", report.timings)
+
+
+@app.command()
+def query(
+    text: str, config: ConfigOpt, k: Annotated[int, typer.Option("-k", help="Hits to return.")] = 5,
+    set_: SetOpt = None, dataset: DatasetOpt = None, index: IndexOpt = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Query an index built by `plm ingest` or `plm run`."""
+    job = _job(config, set_, dataset, index)
+    ranking, timings = job.search(text, k=k)
+    if as_json:
+        hits = [
+            {"rank": h.rank + 1, "chunk_id": h.chunk_id, "doc_id": h.doc_id, "score": h.score,
+             "heading_path": list(h.heading_path), "sources": {s: {"rank": r, "score": v} for s, (r, v) in h.sources.items()},
+             "text": h.text}
+            for h in ranking.hits
+        ]
+        print(json.dumps({"query": text, "expanded": ranking.query.text, "hits": hits, "timings_ms":
+                          {s: round(1000 * t, 3) for s, t in timings.items()}}, indent=1))
+        return
+    if ranking.query.fired:
+        out.print(f"expanded ({', '.join(ranking.query.fired)}): {ranking.query.text}", highlight=False)
+    table = Table("#", "score", "doc", "section", "sources", "text")
+    for h in ranking.hits:
+        srcs = " ".join(f"{s}#{r + 1}" for s, (r, _) in h.sources.items())
+        snippet = " ".join(h.text.split())[:100]
+        table.add_row(str(h.rank + 1), f"{h.score:.4f}", h.doc_id, " > ".join(h.heading_path), srcs, snippet)
+    out.print(table)
+
+
+@app.command()
+def run(
+    config: ConfigOpt, set_: SetOpt = None, dataset: DatasetOpt = None,
+    corpus: Annotated[str | None, typer.Option(help="What the loader reads inside the dataset.")] = None,
+    queries: Annotated[str | None, typer.Option(help="Comma-separated query sets (default: [job].queries).")] = None,
+    index: IndexOpt = None, force: Annotated[bool, typer.Option(help="Re-ingest even when unchanged.")] = False,
+    report: Annotated[Path | None, typer.Option(help="Where to write the JSON report.")] = None,
+) -> None:
+    """Ingest the job's dataset (skipped when unchanged) and evaluate its query sets."""
+    from plm_core.runner import run_job, write_report
+
+    job = _job(config, set_, dataset, index)
+    sets = [s.strip() for s in queries.split(",") if s.strip()] if queries else None
+    result = run_job(job, dataset=dataset, corpus=corpus, query_sets=sets, force=force)
+    ing = result["ingest"]
+    status = "index up to date, ingest skipped" if ing["skipped"] else "ingested"
+    out.print(f"{status}: {ing['documents']} documents, {ing['chunks']} chunks; model {result['model']}", highlight=False)
+    _print_timings("ingest", ing["timings_s"])
+    table = Table("set", "queries", *result["sets"][0]["metrics"].keys(), title=f"{result['job']} on {result['dataset']}")
+    for s in result["sets"]:
+        table.add_row(s["set"], str(s["queries"]), *(f"{v:.3f}" for v in s["metrics"].values()))
+    out.print(table)
+    for s in result["sets"]:
+        per = ", ".join(f"{k} {v:.1f}" for k, v in s["ms_per_query"].items())
+        out.print(f"{s['set']}: ms per query by stage: {per}", highlight=False)
+    if report is None:
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        report = Path(job.config.job.report_dir) / f"{result['job']}-{Path(result['dataset']).name}-{stamp}.json"
+    out.print(f"report: {write_report(result, report)}", highlight=False)
+
+
+@index_app.command("stats")
+def index_stats(config: ConfigOpt, set_: SetOpt = None, dataset: DatasetOpt = None, index: IndexOpt = None) -> None:
+    """Counts, model, dimensions and sizes of an index."""
+    job = _job(config, set_, dataset, index).open()
+    stats = job.store.stats()
+    stats["index_dir"] = str(job.index_dir)
+    stats["index_dir_bytes"] = sum(p.stat().st_size for p in job.index_dir.rglob("*") if p.is_file())
+    for key, value in stats.items():
+        out.print(f"{key:>16}: {value}", highlight=False)
+
+
+@index_app.command("rebuild")
+def index_rebuild(config: ConfigOpt, set_: SetOpt = None, dataset: DatasetOpt = None, index: IndexOpt = None) -> None:
+    """Rebuild every derived index (BM25, ...) from the texts and vectors in the store."""
+    job = _job(config, set_, dataset, index).open()
+    timings: dict[str, float] = {}
+    from plm_core.job import IngestReport
+
+    rep = IngestReport(timings=timings)
+    job.rebuild_indexes(rep)
+    _print_timings("rebuild", timings)
+
+
+def _print_timings(what: str, timings: dict[str, Any]) -> None:
+    if timings:
+        out.print(f"{what} time: " + ", ".join(f"{k} {v:.2f}s" for k, v in timings.items()), highlight=False)
+
+
+def main() -> None:
+    try:
+        rv = app(standalone_mode=False)
+    except PipelineError as exc:
+        if isinstance(exc.cause, PlmUserError):
+            err.print(f"error: {exc}", highlight=False)
+            sys.exit(2)
+        raise
+    except PlmUserError as exc:
+        err.print(f"error: {exc}", highlight=False, markup=False)
+        sys.exit(2)
+    except click.exceptions.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except click.exceptions.Abort:
+        err.print("aborted")
+        sys.exit(130)
+    sys.exit(rv if isinstance(rv, int) else 0)
+
+
+if __name__ == "__main__":
+    main()

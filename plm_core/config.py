@@ -1,0 +1,191 @@
+"""TOML job configs: load, override with `--set`, and validate every stage's parameters
+against its component's pydantic model before anything runs.
+
+A job file has these tables (stage tables keep their order, which is the run order):
+
+    [job]        name, description, dataset, corpus, queries, report_dir
+    [store]      use = "<store>", ...
+    [embedder]   use = "<embedder>", ...           (shared by indexing and querying)
+    [index.<label>]  use = "<stage>", ...         (documents -> enriched chunks)
+    [query.<label>]  use = "<stage>", ...         (query -> hits)
+
+A table that has a `use` key anywhere inside a stage's parameters is a nested component
+(e.g. the retrievers and fuser of the `hybrid` stage); it is validated the same way.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from plm_core.errors import ConfigError, PlmUserError
+from plm_core.registry import Registry
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+
+class JobSection(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = "job"
+    description: str = ""
+    # BEIR-layout folder (queries, qrels), relative to the config file; --dataset overrides.
+    dataset: str | None = None
+    # What the loader reads inside the dataset: the first of these that exists.
+    corpus: list[str] = ["corpus.jsonl"]
+    queries: list[str] = ["test"]
+    report_dir: str = "reports"
+
+
+@dataclass(frozen=True)
+class StageSpec:
+    """One component as the config names it, with validated parameters."""
+
+    label: str  # dotted path of its table, e.g. "query.retrieve"
+    use: str
+    family: str
+    cls: type
+    config: Any  # the component's validated pydantic Config
+    nested: dict[str, Any] = field(default_factory=dict)  # param -> StageSpec or {name: StageSpec}
+
+    def describe(self, indent: int = 0) -> str:
+        pad = "  " * indent
+        params = self.config.model_dump(exclude=set(self.nested))
+        lines = [f"{pad}{self.label.rsplit('.', 1)[-1]}: {self.use} ({self.family}) {params}"]
+        for value in self.nested.values():
+            for spec in value.values() if isinstance(value, dict) else [value]:
+                lines.append(spec.describe(indent + 1))
+        return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class JobConfig:
+    path: Path
+    raw: dict[str, Any]
+    job: JobSection
+    store: StageSpec
+    embedder: StageSpec | None
+    index: list[StageSpec]
+    query: list[StageSpec]
+
+    def describe(self) -> str:
+        out = [f"job {self.job.name!r} from {self.path}"]
+        if self.job.description:
+            out.append(f"  {self.job.description}")
+        out.append("store:\n" + self.store.describe(1))
+        if self.embedder:
+            out.append("embedder:\n" + self.embedder.describe(1))
+        out.append("index pipeline:\n" + "\n".join(s.describe(1) for s in self.index))
+        out.append("query pipeline:\n" + "\n".join(s.describe(1) for s in self.query))
+        return "\n".join(out)
+
+
+def parse_override(assignment: str) -> tuple[list[str], Any]:
+    """`a.b.c=VALUE` -> (["a","b","c"], VALUE parsed as TOML, else a plain string)."""
+    if "=" not in assignment:
+        raise ConfigError(f"--set {assignment!r}: expected KEY=VALUE, e.g. query.retrieve.fuser.k=30")
+    key, value = assignment.split("=", 1)
+    try:
+        parsed = tomllib.loads(f"v = {value}")["v"]
+    except tomllib.TOMLDecodeError:
+        parsed = value
+    return key.strip().split("."), parsed
+
+
+def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> None:
+    for assignment in overrides:
+        keys, value = parse_override(assignment)
+        node = raw
+        for k in keys[:-1]:
+            node = node.setdefault(k, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"--set {assignment!r}: {k!r} is not a table")
+        node[keys[-1]] = value
+
+
+def _format_validation(err: ValidationError, where: str, cls: type) -> str:
+    allowed = ", ".join(cls.Config.model_fields) or "(none)"
+    parts = []
+    for e in err.errors():
+        key = ".".join(str(x) for x in e["loc"]) or "(table)"
+        if e["type"] == "extra_forbidden":
+            parts.append(f"unknown key {key!r}; allowed keys: {allowed}")
+        elif e["type"] == "missing":
+            parts.append(f"missing required key {key!r}")
+        else:
+            parts.append(f"key {key!r} = {e.get('input')!r}: {e['msg']}")
+    return f"{where}: " + "; ".join(parts)
+
+
+def build_spec(table: Any, label: str, registry: Registry, path: Path) -> StageSpec:
+    where = f"{path} [{label}]"
+    if not isinstance(table, dict):
+        raise ConfigError(f"{where}: expected a table with a 'use' key, got {table!r}")
+    if "use" not in table:
+        raise ConfigError(f"{where}: missing 'use' (the registered component name); see `plm plugins`")
+    params = dict(table)
+    use = params.pop("use")
+    reg = registry.get(str(use), where=where)
+    nested: dict[str, Any] = {}
+    for key, value in list(params.items()):
+        if isinstance(value, dict) and "use" in value:
+            nested[key] = build_spec(value, f"{label}.{key}", registry, path)
+        elif isinstance(value, dict) and value and all(isinstance(v, dict) and "use" in v for v in value.values()):
+            nested[key] = {n: build_spec(v, f"{label}.{key}.{n}", registry, path) for n, v in value.items()}
+    try:
+        config = reg.cls.Config(**params)
+    except ValidationError as err:
+        raise ConfigError(_format_validation(err, where, reg.cls)) from None
+    return StageSpec(label, reg.name, reg.family, reg.cls, config, nested)
+
+
+def _stage_tables(raw: dict[str, Any], section: str, path: Path, registry: Registry) -> list[StageSpec]:
+    tables = raw.get(section, {})
+    if not isinstance(tables, dict):
+        raise ConfigError(f"{path} [{section}]: expected a table of stages")
+    return [build_spec(t, f"{section}.{label}", registry, path) for label, t in tables.items()]
+
+
+def load_toml(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        raise ConfigError(f"config file not found: {path}")
+    try:
+        with path.open("rb") as fh:
+            return tomllib.load(fh)
+    except tomllib.TOMLDecodeError as err:
+        raise ConfigError(f"{path}: malformed TOML: {err}") from None
+
+
+KNOWN_TABLES = {"job", "store", "embedder", "index", "query"}
+
+
+def load_job(path: str | Path, registry: Registry, overrides: list[str] = ()) -> JobConfig:
+    """Read, override and validate a job config; raises ConfigError/PluginError on any problem."""
+    path = Path(path)
+    raw = load_toml(path)
+    apply_overrides(raw, list(overrides))
+    unknown = set(raw) - KNOWN_TABLES
+    if unknown:
+        raise ConfigError(f"{path}: unknown table(s) {sorted(unknown)}; allowed: {sorted(KNOWN_TABLES)}")
+    try:
+        job = JobSection(**raw.get("job", {}))
+    except ValidationError as err:
+        bad = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in err.errors())
+        raise ConfigError(f"{path} [job]: {bad}; allowed keys: {', '.join(JobSection.model_fields)}") from None
+    try:
+        store = build_spec(raw.get("store", {"use": "sqlite"}), "store", registry, path)
+        embedder = build_spec(raw["embedder"], "embedder", registry, path) if "embedder" in raw else None
+        index = _stage_tables(raw, "index", path, registry)
+        query = _stage_tables(raw, "query", path, registry)
+    except PlmUserError as err:
+        raise ConfigError(str(err)) from None
+    if not query:
+        raise ConfigError(f"{path}: no [query.<stage>] tables; a job needs at least a retrieval stage")
+    return JobConfig(path, raw, job, store, embedder, index, query)

@@ -1,0 +1,61 @@
+"""Reading BEIR-layout evaluation data: queries and qrels (pure Python, no ML)."""
+
+from __future__ import annotations
+
+import csv
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from plm_core.errors import PlmUserError
+
+
+@dataclass(frozen=True)
+class QuerySet:
+    name: str
+    queries: dict[str, str]  # query id -> text, file order
+    qrels: dict[str, dict[str, int]]  # query id -> doc id -> grade
+
+
+def _read_queries(path: Path) -> dict[str, str]:
+    out: dict[str, str] = {}
+    with path.open(encoding="utf-8") as fh:
+        for n, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+                out[str(rec["_id"])] = str(rec["text"])
+            except (json.JSONDecodeError, KeyError) as err:
+                raise PlmUserError(f"{path}:{n}: bad query line ({err}); expected {{'_id', 'text'}}") from None
+    return out
+
+
+def read_qrels(path: Path) -> dict[str, dict[str, int]]:
+    qrels: dict[str, dict[str, int]] = {}
+    with path.open(encoding="utf-8", newline="") as fh:
+        rows = csv.reader(fh, delimiter="\t")
+        for n, row in enumerate(rows, 1):
+            if not row or (n == 1 and row[0] == "query-id"):
+                continue
+            if len(row) < 3:
+                raise PlmUserError(f"{path}:{n}: expected 'query-id<TAB>corpus-id<TAB>score'")
+            qrels.setdefault(row[0], {})[row[1]] = int(float(row[2]))
+    return qrels
+
+
+def load_query_set(dataset: Path, name: str) -> QuerySet:
+    """`queries/<name>.jsonl` if present, else the shared `queries.jsonl`; qrels from `qrels/<name>.tsv`."""
+    qrels_path = dataset / "qrels" / f"{name}.tsv"
+    if not qrels_path.is_file():
+        have = sorted(p.stem for p in (dataset / "qrels").glob("*.tsv"))
+        raise PlmUserError(f"no qrels for query set {name!r} in {dataset}; available: {', '.join(have) or 'none'}")
+    qpath = dataset / "queries" / f"{name}.jsonl"
+    if not qpath.is_file():
+        qpath = dataset / "queries.jsonl"
+    if not qpath.is_file():
+        raise PlmUserError(f"no queries for set {name!r} in {dataset} (looked for queries/{name}.jsonl, queries.jsonl)")
+    qrels = read_qrels(qrels_path)
+    queries = _read_queries(qpath)
+    judged = {qid: queries[qid] for qid in queries if qid in qrels}
+    return QuerySet(name, judged, qrels)

@@ -1,0 +1,44 @@
+"""Errors. `PlmUserError` and its children are the user's to fix: the CLI prints their
+message without a traceback. Anything else is a bug and keeps its traceback."""
+
+from __future__ import annotations
+
+
+class PlmUserError(Exception):
+    """Something the user can fix (bad config, missing file, missing model)."""
+
+
+class ConfigError(PlmUserError):
+    """A config file is missing, malformed, or fails validation."""
+
+
+class PluginError(PlmUserError):
+    """A plugin is unknown, duplicated, or failed to load."""
+
+
+class TypeValidationError(PlmUserError):
+    """Two adjacent pipeline stages do not fit together."""
+
+
+class MissingDependencyError(PlmUserError):
+    """A stage needs an optional dependency that is not installed."""
+
+    def __init__(self, what: str, extra: str) -> None:
+        super().__init__(f"{what} is not installed. Install it with: pip install 'plm[{extra}]'")
+
+
+class ModelNotFoundError(PlmUserError):
+    """No model named in a config could be loaded."""
+
+
+class StoreError(PlmUserError):
+    """A stored index is missing, stale or corrupt."""
+
+
+class PipelineError(Exception):
+    """A stage failed while running; names the stage. Wraps the original error."""
+
+    def __init__(self, stage: str, cause: BaseException) -> None:
+        super().__init__(f"stage {stage!r} failed: {type(cause).__name__}: {cause}")
+        self.stage = stage
+        self.cause = cause

@@ -1,0 +1,18 @@
+"""The hooks a plm plugin can implement (project name and entry-point group: `plm`)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pluggy
+
+if TYPE_CHECKING:
+    from plm_core.registry import Registry
+
+hookspec = pluggy.HookspecMarker("plm")
+hookimpl = pluggy.HookimplMarker("plm")
+
+
+@hookspec
+def plm_register_components(registry: Registry) -> None:
+    """Register component classes with `registry.add(cls, name=...)`."""

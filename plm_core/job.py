@@ -1,0 +1,309 @@
+"""A job: one config turned into live components over one index folder.
+
+`Job.open(config).ingest(paths)` builds the index; `.retrieve(text, k)` queries it. The
+store holds everything; derived indexes (BM25, vector matrix) are rebuilt from it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from plm_core.component import BaseComponent
+from plm_core.config import JobConfig, StageSpec, load_job
+from plm_core.errors import ConfigError, PipelineError, PlmUserError, StoreError
+from plm_core.interfaces import Embedder, Loader, Ranking, Store
+from plm_core.pipeline import Pipeline
+from plm_core.progress import progress_iter
+from plm_core.records import Document, Hit, Query
+from plm_core.registry import Registry, default_registry
+from plm_core.settings import Settings
+
+INGEST_BATCH_DOCS = 64
+FORMAT_VERSION = "1"
+
+
+@dataclass
+class IngestReport:
+    documents: int = 0
+    chunks: int = 0
+    skipped: bool = False
+    model: str | None = None
+    timings: dict[str, float] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "documents": self.documents,
+            "chunks": self.chunks,
+            "skipped": self.skipped,
+            "model": self.model,
+            "timings_s": {k: round(v, 3) for k, v in self.timings.items()},
+        }
+
+
+class JobContext:
+    """What components may reach: settings, the store, the embedder, the index folder."""
+
+    def __init__(self, job: Job) -> None:
+        self.job = job
+
+    @property
+    def settings(self) -> Settings:
+        return self.job.settings
+
+    @property
+    def store(self) -> Store:
+        return self.job.store
+
+    @property
+    def embedder(self) -> Embedder | None:
+        return self.job.embedder
+
+    @property
+    def index_dir(self) -> Path:
+        return self.job.index_dir
+
+    def build(self, spec: StageSpec) -> Any:
+        return self.job.build(spec)
+
+
+def _labelled(spec: StageSpec, obj: Any) -> Any:
+    obj.label = spec.label.rsplit(".", 1)[-1]
+    return obj
+
+
+class Job:
+    def __init__(
+        self,
+        config: JobConfig,
+        index_dir: Path,
+        settings: Settings | None = None,
+        registry: Registry | None = None,
+    ) -> None:
+        self.config = config
+        self.settings = settings or Settings()
+        self.registry = registry or default_registry()
+        self.index_dir = Path(index_dir)
+        self.context = JobContext(self)
+        self.store: Store = self.build(config.store)
+        self.embedder: Embedder | None = self.build(config.embedder) if config.embedder else None
+        self.index_stages = [self.build(s) for s in config.index]
+        self.query_stages = [self.build(s) for s in config.query]
+        self._loader: Loader | None = None
+        if self.index_stages and isinstance(self.index_stages[0], Loader):
+            self._loader = self.index_stages[0]
+        self.transform = Pipeline()
+        for stage in self.index_stages[1:] if self._loader else self.index_stages:
+            self.transform.add(stage)
+        self.query_pipeline = Pipeline()
+        for stage in self.query_stages:
+            self.query_pipeline.add(stage)
+        self._opened = False
+
+    # ---------------------------------------------------------------- construction
+    @classmethod
+    def from_config(
+        cls,
+        path: str | Path,
+        overrides: Sequence[str] = (),
+        index_dir: str | Path | None = None,
+        dataset: str | Path | None = None,
+        settings: Settings | None = None,
+        registry: Registry | None = None,
+    ) -> Job:
+        registry = registry or default_registry()
+        settings = settings or Settings()
+        config = load_job(path, registry, list(overrides))
+        if index_dir is None:
+            index_dir = index_dir_for(config.job.name, settings.data_dir, dataset)
+        return cls(config, Path(index_dir), settings, registry)
+
+    def build(self, spec: StageSpec) -> Any:
+        obj = spec.cls(spec.config)
+        if not isinstance(obj, BaseComponent):
+            raise ConfigError(f"{spec.label}: {spec.use} is not a plm component")
+        _labelled(spec, obj)
+        for key, value in spec.nested.items():
+            if isinstance(value, dict):
+                setattr(obj, key, {n: self.build(s) for n, s in value.items()})
+            else:
+                setattr(obj, key, self.build(value))
+        obj.bind(self.context)
+        return obj
+
+    def open(self) -> Job:
+        if not self._opened:
+            self.index_dir.mkdir(parents=True, exist_ok=True)
+            self.store.open(self.index_dir)
+            self._opened = True
+        return self
+
+    def close(self) -> None:
+        if self._opened:
+            self.store.close()
+            self._opened = False
+
+    # ---------------------------------------------------------------- ingest
+    def load(self, sources: Iterable[str | Path | Document | dict[str, Any]]) -> list[Document]:
+        docs: list[Document] = []
+        for src in sources:
+            if isinstance(src, Document):
+                docs.append(src)
+            elif isinstance(src, dict):
+                docs.append(document_from_record(src))
+            else:
+                if self._loader is None:
+                    raise ConfigError(f"{self.config.path}: no loader stage in [index] to read {src}")
+                self._loader.ensure_warm()
+                docs.extend(self._loader.run(str(src)))
+        seen: set[str] = set()
+        for d in docs:
+            if d.id in seen:
+                raise PlmUserError(f"duplicate document id {d.id!r} (from {d.path or 'records'})")
+            seen.add(d.id)
+        return docs
+
+    def fingerprint(self, docs: Sequence[Document]) -> str:
+        h = hashlib.sha256(FORMAT_VERSION.encode())
+        spec_json = json.dumps(
+            {"index": self.config.raw.get("index", {}), "embedder": self.config.raw.get("embedder", {})},
+            sort_keys=True,
+            default=str,
+        )
+        h.update(spec_json.encode())
+        for d in docs:
+            h.update(d.id.encode() + b"\0" + d.text.encode() + b"\0")
+        return h.hexdigest()
+
+    def ingest(
+        self, sources: Iterable[str | Path | Document | dict[str, Any]], force: bool = False
+    ) -> IngestReport:
+        """Index the sources, replacing what the store held; skipped when nothing changed."""
+        self.open()
+        report = IngestReport()
+        t0 = time.perf_counter()
+        docs = self.load(sources)
+        report.timings["load"] = time.perf_counter() - t0
+        report.documents = len(docs)
+        if not docs:
+            raise PlmUserError("nothing to ingest: no documents found in the given sources")
+        fp = self.fingerprint(docs)
+        if not force and self.store.get_meta("fingerprint") == fp and self._derived_ok():
+            report.skipped = True
+            report.chunks = int(self.store.stats().get("chunks", 0))
+            report.model = self.store.get_meta("model")
+            return report
+        self.store.set_meta("fingerprint", "")
+        self.store.clear()
+        batches = [docs[i : i + INGEST_BATCH_DOCS] for i in range(0, len(docs), INGEST_BATCH_DOCS)]
+        show = self.settings.progress
+        for batch in progress_iter(batches, "enrich", show, total_items=len(docs), unit="docs"):
+            result = self.transform.run(batch) if self.transform.stages else None
+            chunks = result.output if result else []
+            if result:
+                for k, v in result.timings.items():
+                    report.timings[k] = report.timings.get(k, 0.0) + v
+            t1 = time.perf_counter()
+            self.store.write_batch(batch, chunks)
+            report.timings["store"] = report.timings.get("store", 0.0) + time.perf_counter() - t1
+            report.chunks += len(chunks)
+        self._build_derived(report)
+        self.store.set_meta("fingerprint", fp)
+        return report
+
+    def _build_derived(self, report: IngestReport) -> None:
+        chunks = self.store.chunks()
+        if self.embedder is not None:
+            t0 = time.perf_counter()
+            self.embedder.ensure_warm()
+            matrix = self.embedder.embed([c.index_text for c in chunks], progress=self.settings.progress)
+            report.timings["embed"] = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            self.store.write_vectors([c.id for c in chunks], matrix, self.embedder.model_name)
+            report.timings["store"] = report.timings.get("store", 0.0) + time.perf_counter() - t0
+            report.model = self.embedder.model_name
+        self.rebuild_indexes(report, chunks)
+
+    def rebuild_indexes(self, report: IngestReport | None = None, chunks: Any = None) -> None:
+        """Rebuild every retrieval index from what the store holds."""
+        chunks = self.store.chunks() if chunks is None else chunks
+        _, matrix, _ = self.store.vectors()
+        for stage in self.query_stages:
+            builder = getattr(stage, "build_indexes", None)
+            if builder is not None:
+                for name, seconds in builder(chunks, matrix).items():
+                    if report is not None:
+                        report.timings[name] = seconds
+        self.store.set_meta("indexes_version", self.store.get_meta("corpus_version") or "")
+
+    def _derived_ok(self) -> bool:
+        return all(
+            getattr(stage, "indexes_ok", lambda: True)() for stage in self.query_stages
+        ) and self.store.get_meta("indexes_version") == (self.store.get_meta("corpus_version") or "")
+
+    # ---------------------------------------------------------------- query
+    def search(self, query: str | Query, k: int = 5, filters: dict[str, Any] | None = None) -> tuple[Ranking, dict[str, float]]:
+        """Run the query pipeline; returns the ranking and per-stage seconds."""
+        self.open()
+        if int(self.store.stats().get("chunks", 0)) == 0:
+            raise StoreError(f"the index at {self.index_dir} is empty: run `plm ingest` or `plm run` first")
+        q = query if isinstance(query, Query) else Query(text=query, k=k, filters=filters)
+        try:
+            result = self.query_pipeline.run(q)
+        except PipelineError as err:
+            if isinstance(err.cause, PlmUserError):
+                raise err.cause from None
+            raise
+        ranking = result.output
+        if not isinstance(ranking, Ranking):
+            raise ConfigError(f"{self.config.path}: the last [query] stage must produce a ranking of hits")
+        return ranking, dict(result.timings)
+
+    def retrieve(self, query: str | Query, k: int = 5, filters: dict[str, Any] | None = None) -> list[Hit]:
+        return list(self.search(query, k, filters)[0].hits)
+
+
+def index_dir_for(job_name: str, data_dir: str, dataset: str | Path | None) -> Path:
+    """One index per job, plus one per named dataset given with --dataset."""
+    base = Path(data_dir) / job_name
+    return base if dataset is None else Path(f"{base}-{Path(dataset).resolve().name}")
+
+
+def document_from_record(rec: dict[str, Any], text_field: str = "text") -> Document:
+    if "id" not in rec and "_id" not in rec:
+        raise PlmUserError(f"record has no 'id' or '_id': {str(rec)[:80]}")
+    if text_field not in rec:
+        raise PlmUserError(f"record {rec.get('id', rec.get('_id'))!r} has no {text_field!r} field")
+    return Document(
+        id=str(rec.get("id", rec.get("_id"))),
+        text=str(rec[text_field]),
+        title=str(rec.get("title", "")),
+        metadata=dict(rec.get("metadata") or {}),
+    )
+
+
+def resolve_dataset(config: JobConfig, dataset: str | Path | None) -> Path | None:
+    """The dataset folder: the CLI's --dataset, else [job].dataset relative to the config."""
+    if dataset is not None:
+        path = Path(dataset)
+    elif config.job.dataset:
+        path = (config.path.parent / config.job.dataset).resolve()
+    else:
+        return None
+    if not path.is_dir():
+        raise PlmUserError(f"dataset folder not found: {path}")
+    return path
+
+
+def resolve_corpus(config: JobConfig, dataset: Path, corpus: str | None = None) -> Path:
+    """What the loader reads inside a dataset: --corpus, else the first of [job].corpus that exists."""
+    candidates = [corpus] if corpus else list(config.job.corpus)
+    for cand in candidates:
+        if (dataset / cand).exists():
+            return dataset / cand
+    raise PlmUserError(f"none of {candidates} exists in dataset {dataset}; pass --corpus SUBPATH")

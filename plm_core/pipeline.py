@@ -1,0 +1,69 @@
+"""`Pipeline().add(a).add(b).run(x)`: a linear chain of stages, type-checked at assembly."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from plm_core.component import Component, fits, type_name
+from plm_core.errors import PipelineError, TypeValidationError
+from plm_core.records import PipelineResult
+
+
+def _label(stage: Component) -> str:
+    return getattr(stage, "label", None) or type(stage).__name__
+
+
+class Pipeline:
+    """Runs stages in order; each stage's output is the next one's input."""
+
+    def __init__(self) -> None:
+        self.stages: list[Component] = []
+        self.last_timings: dict[str, float] = {}
+
+    def add(self, stage: Component) -> Pipeline:
+        if self.stages:
+            prev = self.stages[-1]
+            if not fits(prev.output_type, stage.input_type):
+                raise TypeValidationError(
+                    f"stage {_label(prev)!r} outputs {type_name(prev.output_type)} but the next "
+                    f"stage {_label(stage)!r} expects {type_name(stage.input_type)}"
+                )
+        self.stages.append(stage)
+        return self
+
+    @property
+    def input_type(self) -> Any:
+        return self.stages[0].input_type if self.stages else object
+
+    @property
+    def output_type(self) -> Any:
+        return self.stages[-1].output_type if self.stages else object
+
+    def warm_up(self) -> None:
+        for stage in self.stages:
+            ensure = getattr(stage, "ensure_warm", None)
+            if ensure is not None:
+                ensure()
+
+    def run(self, data: Any) -> PipelineResult:
+        timings: dict[str, float] = {}
+        for stage in self.stages:
+            label = _label(stage)
+            t0 = time.perf_counter()
+            try:
+                ensure = getattr(stage, "ensure_warm", None)
+                if ensure is not None:
+                    ensure()
+                data = stage.run(data)
+            except PipelineError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - re-raised with the stage named
+                raise PipelineError(label, exc) from exc
+            finally:
+                timings[label] = timings.get(label, 0.0) + time.perf_counter() - t0
+        self.last_timings = timings
+        return PipelineResult(output=data, timings=timings)
+
+    def __repr__(self) -> str:
+        return " -> ".join(_label(s) for s in self.stages) or "Pipeline()"

@@ -1,0 +1,115 @@
+"""Evaluation: the POC's chunk view and standard doc-level IR metrics (via ir-measures).
+
+Chunk view (POC_SPEC section 6): among the top `chunk_k` chunks, the 1-based rank of the
+first chunk whose doc is relevant; Hit@1, Hit@k and MRR over those chunks. Doc view: the
+chunk ranking of a deeper retrieval (`doc_k` chunks) turned into a doc ranking by first
+occurrence, scored with ir-measures (nDCG@10, R@100, RR@10 by default; graded qrels).
+The two views use separate retrievals because fusion candidates grow with k.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pydantic import Field
+
+from plm_core.component import BaseComponent, ComponentConfig
+from plm_core.dataset import QuerySet
+from plm_core.errors import MissingDependencyError
+from plm_core.hookspecs import hookimpl
+from plm_core.progress import progress_iter
+from plm_core.records import Query
+
+
+def doc_ranking(doc_ids: Sequence[str]) -> list[str]:
+    """Chunk hits' doc ids -> docs in order of first occurrence."""
+    return list(dict.fromkeys(doc_ids))
+
+
+def chunk_view(chunk_docs: Sequence[str], relevant: Mapping[str, int], k: int) -> int | None:
+    """1-based rank of the first relevant chunk within the top k, else None."""
+    for i, doc in enumerate(chunk_docs[:k], 1):
+        if relevant.get(doc, 0) > 0:
+            return i
+    return None
+
+
+def ir_scores(
+    doc_runs: Mapping[str, Sequence[str]], qrels: Mapping[str, Mapping[str, int]], measures: Sequence[str]
+) -> dict[str, dict[str, float]]:
+    """Per-query values {measure: {qid: value}}; queries with no retrieved doc score 0."""
+    try:
+        import ir_measures
+    except ImportError:
+        raise MissingDependencyError("ir-measures", "eval") from None
+    parsed = [ir_measures.parse_measure(m) for m in measures]
+    qrel_list = [
+        ir_measures.Qrel(qid, did, int(g)) for qid, docs in qrels.items() if qid in doc_runs for did, g in docs.items()
+    ]
+    run = [
+        ir_measures.ScoredDoc(qid, did, float(len(docs) - i)) for qid, docs in doc_runs.items() for i, did in enumerate(docs)
+    ]
+    out: dict[str, dict[str, float]] = {m: {qid: 0.0 for qid in doc_runs} for m in measures}
+    names = {str(p): m for p, m in zip(parsed, measures)}
+    for metric in ir_measures.iter_calc(parsed, qrel_list, run):
+        out[names[str(metric.measure)]][metric.query_id] = float(metric.value)
+    return out
+
+
+class IRMetricsEvaluator(BaseComponent[object, object]):
+    """Runs a query set through a job and scores it in both views."""
+
+    name = "ir_metrics"
+    family = "evaluator"
+
+    class Config(ComponentConfig):
+        chunk_k: int = Field(5, ge=1)
+        doc_k: int = Field(100, ge=1)
+        measures: list[str] = ["nDCG@10", "R@100", "RR@10"]
+
+    def evaluate(self, job: Any, qset: QuerySet, progress: bool = False) -> dict[str, Any]:
+        k = self.config.chunk_k
+        per_query: list[dict[str, Any]] = []
+        doc_runs: dict[str, list[str]] = {}
+        stage_time: dict[str, float] = {}
+        t0 = time.perf_counter()
+        for qid, text in progress_iter(list(qset.queries.items()), f"queries {qset.name}", progress):
+            ranking, timings = job.search(Query(text=text, k=k, id=qid))
+            for name, sec in timings.items():
+                stage_time[name] = stage_time.get(name, 0.0) + sec
+            deep, _ = job.search(Query(text=text, k=max(self.config.doc_k, k), id=qid))
+            doc_runs[qid] = doc_ranking([h.doc_id for h in deep.hits])
+            chunk_docs = [h.doc_id for h in ranking.hits]
+            rank = chunk_view(chunk_docs, qset.qrels[qid], k)
+            per_query.append({
+                "query_id": qid, "query": text, "expanded": ranking.query.text,
+                "fired": list(ranking.query.fired), "relevant": sorted(qset.qrels[qid]),
+                "rank": rank, "chunks": [h.chunk_id for h in ranking.hits], "docs": chunk_docs,
+            })
+        elapsed = time.perf_counter() - t0
+        n = len(per_query)
+        scores = ir_scores(doc_runs, qset.qrels, self.config.measures)
+        for row in per_query:
+            row.update({m: round(scores[m][row["query_id"]], 6) for m in self.config.measures})
+        ranks = [r["rank"] for r in per_query]
+        metrics = {
+            "Hit@1": sum(r == 1 for r in ranks) / n if n else 0.0,
+            f"Hit@{k}": sum(r is not None for r in ranks) / n if n else 0.0,
+            "MRR": sum(1.0 / r for r in ranks if r) / n if n else 0.0,
+        }
+        metrics.update({m: sum(scores[m].values()) / n if n else 0.0 for m in self.config.measures})
+        return {
+            "set": qset.name,
+            "queries": n,
+            "metrics": metrics,
+            "ms_per_query": {s: 1000 * t / n for s, t in stage_time.items()} if n else {},
+            "seconds": elapsed,
+            "per_query": per_query,
+        }
+
+
+@hookimpl
+def plm_register_components(registry: Any) -> None:
+    registry.add(IRMetricsEvaluator)

@@ -1,0 +1,89 @@
+from __future__ import annotations
+
+import pytest
+
+from plm_core import BaseComponent, Chunk, Document, Pipeline, PipelineError, Query, TypeValidationError
+from plm_core.component import ComponentConfig, fits
+from plm_core.records import ExpandedQuery
+
+
+class Split(BaseComponent[list[Document], list[Chunk]]):
+    input_type = list[Document]
+    output_type = list[Chunk]
+
+    def run(self, data: list[Document]) -> list[Chunk]:
+        return [Chunk(id=f"{d.id}_{i}", doc_id=d.id, text=w) for d in data for i, w in enumerate(d.text.split())]
+
+
+class Upper(BaseComponent[list[Chunk], list[Chunk]]):
+    input_type = list[Chunk]
+    output_type = list[Chunk]
+
+    class Config(ComponentConfig):
+        suffix: str = ""
+
+    def run(self, data: list[Chunk]) -> list[Chunk]:
+        from dataclasses import replace
+
+        return [replace(c, text=c.text.upper() + self.config.suffix) for c in data]
+
+
+class Boom(BaseComponent[list[Chunk], list[Chunk]]):
+    input_type = list[Chunk]
+    output_type = list[Chunk]
+
+    def run(self, data: list[Chunk]) -> list[Chunk]:
+        raise ValueError("kaput")
+
+
+class Expand(BaseComponent[Query, ExpandedQuery]):
+    input_type = Query
+    output_type = ExpandedQuery
+
+    def run(self, data: Query) -> ExpandedQuery:
+        return ExpandedQuery(text=data.text + " more", original=data.text, fired=("x",))
+
+
+def test_chain_runs_in_order_and_times_each_stage() -> None:
+    pipe = Pipeline().add(Split()).add(Upper(suffix="!"))
+    result = pipe.run([Document(id="d", text="a b")])
+    assert [c.text for c in result.output] == ["A!", "B!"]
+    assert set(result.timings) == {"Split", "Upper"}
+    assert all(t >= 0 for t in result.timings.values())
+
+
+def test_type_mismatch_names_both_stages_and_types() -> None:
+    pipe = Pipeline().add(Split())
+    with pytest.raises(TypeValidationError) as info:
+        pipe.add(Expand())
+    msg = str(info.value)
+    assert "Split" in msg and "Expand" in msg and "list[Chunk]" in msg and "Query" in msg
+
+
+def test_failing_stage_is_named() -> None:
+    pipe = Pipeline().add(Split()).add(Boom())
+    with pytest.raises(PipelineError) as info:
+        pipe.run([Document(id="d", text="a")])
+    assert info.value.stage == "Boom" and "kaput" in str(info.value)
+    assert isinstance(info.value.cause, ValueError)
+
+
+def test_records_are_immutable() -> None:
+    chunk = Chunk(id="c", doc_id="d", text="t")
+    with pytest.raises(AttributeError):
+        chunk.text = "x"  # type: ignore[misc]
+
+
+def test_fits_handles_subclasses_and_generics() -> None:
+    assert fits(ExpandedQuery, Query)
+    assert not fits(Query, ExpandedQuery)
+    assert fits(list[Chunk], list[Chunk])
+    assert not fits(list[Document], list[Chunk])
+    assert not fits(list[Chunk], Chunk)
+
+
+def test_component_config_forbids_unknown_keys() -> None:
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError):
+        Upper(sufix="!")
