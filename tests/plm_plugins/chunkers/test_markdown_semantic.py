@@ -134,7 +134,7 @@ def test_chunk_fields_ids_stable_ids_and_metadata() -> None:
     doc = Document(id="doc", text=f"# A\n\n{words(60)}", title="Title", path="x/doc.md", metadata={"k": 1})
     [c] = MarkdownSemanticChunker().run([doc])
     assert (c.id, c.doc_id, c.end_char) == ("doc_mdsem_0", "doc", len(doc.text))
-    assert c.stable_id == hashlib.sha1(f"x/doc.md:0:{len(doc.text)}".encode()).hexdigest()[:16]
+    assert c.stable_id == hashlib.sha1(f"doc:0:{len(doc.text)}".encode()).hexdigest()[:16]
     assert dict(c.metadata) == {"k": 1, "title": "Title"}
     assert MarkdownSemanticChunker().run([Document(id="empty", text="  \n")]) == []
 
