@@ -3,6 +3,7 @@
 from plm_core.component import BaseComponent, Component, ComponentConfig
 from plm_core.errors import ConfigError, PipelineError, PlmUserError, PluginError, TypeValidationError
 from plm_core.hookspecs import hookimpl
+from plm_core.job import Job
 from plm_core.pipeline import Pipeline
 from plm_core.records import (
     Chunk,
@@ -21,7 +22,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "BaseComponent", "Chunk", "Component", "ComponentConfig", "ConfigError", "Document",
-    "EmbeddedQuery", "ExpandedQuery", "FusionConfig", "Hit", "Pipeline", "PipelineError",
+    "EmbeddedQuery", "ExpandedQuery", "FusionConfig", "Hit", "Job", "Pipeline", "PipelineError",
     "PipelineResult", "PlmUserError", "PluginError", "Query", "RewrittenQuery", "ScoredChunk",
     "TypeValidationError", "hookimpl",
 ]

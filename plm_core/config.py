@@ -16,6 +16,7 @@ A table that has a `use` key anywhere inside a stage's parameters is a nested co
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -110,7 +111,7 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> None:
         node[keys[-1]] = value
 
 
-def _format_validation(err: ValidationError, where: str, cls: type) -> str:
+def _format_validation(err: ValidationError, where: str, cls: Any) -> str:
     allowed = ", ".join(cls.Config.model_fields) or "(none)"
     parts = []
     for e in err.errors():
@@ -133,6 +134,7 @@ def build_spec(table: Any, label: str, registry: Registry, path: Path) -> StageS
     params = dict(table)
     use = params.pop("use")
     reg = registry.get(str(use), where=where)
+    cls: Any = reg.cls
     nested: dict[str, Any] = {}
     for key, value in list(params.items()):
         if isinstance(value, dict) and "use" in value:
@@ -140,9 +142,9 @@ def build_spec(table: Any, label: str, registry: Registry, path: Path) -> StageS
         elif isinstance(value, dict) and value and all(isinstance(v, dict) and "use" in v for v in value.values()):
             nested[key] = {n: build_spec(v, f"{label}.{key}.{n}", registry, path) for n, v in value.items()}
     try:
-        config = reg.cls.Config(**params)
+        config = cls.Config(**params)
     except ValidationError as err:
-        raise ConfigError(_format_validation(err, where, reg.cls)) from None
+        raise ConfigError(_format_validation(err, where, cls)) from None
     return StageSpec(label, reg.name, reg.family, reg.cls, config, nested)
 
 
@@ -166,7 +168,7 @@ def load_toml(path: Path) -> dict[str, Any]:
 KNOWN_TABLES = {"job", "store", "embedder", "index", "query"}
 
 
-def load_job(path: str | Path, registry: Registry, overrides: list[str] = ()) -> JobConfig:
+def load_job(path: str | Path, registry: Registry, overrides: Sequence[str] = ()) -> JobConfig:
     """Read, override and validate a job config; raises ConfigError/PluginError on any problem."""
     path = Path(path)
     raw = load_toml(path)

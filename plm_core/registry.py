@@ -9,6 +9,7 @@ from __future__ import annotations
 import difflib
 import importlib.metadata as md
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,8 +41,8 @@ class Registry:
 
     def add(self, cls: type, name: str | None = None, family: str | None = None) -> None:
         """Register `cls` as `name` in `family` (defaults: cls.name, cls.family)."""
-        name = name or getattr(cls, "name", None) or cls.__name__
-        family = family or getattr(cls, "family", "stage")
+        name = str(name or getattr(cls, "name", None) or cls.__name__)
+        family = str(family or getattr(cls, "family", "stage"))
         package, version, plugin = self._current
         key = (family, name)
         if key in self._items:
@@ -82,7 +83,7 @@ def _entry_points() -> list[md.EntryPoint]:
     return sorted(eps, key=lambda ep: (ep.dist.name if ep.dist else "", ep.name))
 
 
-def build_registry(extra_plugins: list[Any] = (), autoload: bool | None = None) -> Registry:
+def build_registry(extra_plugins: Sequence[Any] = (), autoload: bool | None = None) -> Registry:
     """Load plugins from entry points (built-ins only when autoload is off) into a registry."""
     if autoload is None:
         autoload = os.environ.get("PLM_DISABLE_PLUGIN_AUTOLOAD", "") not in ("1", "true", "yes")

@@ -1,0 +1,83 @@
+"""The CLI as a user meets it: real `plm` processes, exit codes, messages, no tracebacks."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+POC = REPO / "configs" / "poc_parity.toml"
+
+
+def plm(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    full_env = {**os.environ, "PLM_PROGRESS": "0", "HF_HUB_OFFLINE": "1", **(env or {})}
+    return subprocess.run(
+        [sys.executable, "-m", "plm_core.cli", *args], capture_output=True, text=True, env=full_env, cwd=REPO, timeout=120
+    )
+
+
+def _broken(tmp_path: Path, old: str, new: str) -> Path:
+    path = tmp_path / "broken.toml"
+    path.write_text(POC.read_text().replace(old, new, 1))
+    return path
+
+
+def test_plugins_lists_every_builtin_family() -> None:
+    res = plm("plugins", "--json")
+    assert res.returncode == 0, res.stderr
+    rows = json.loads(res.stdout)
+    families = {r["family"] for r in rows if r["package"] == "plm"}
+    assert {"loader", "chunker", "keywords", "entities", "enricher", "embedder", "retriever",
+            "expander", "fuser", "store", "evaluator"} <= families
+    assert all(r["version"] for r in rows)
+
+
+def test_config_check_accepts_poc_parity() -> None:
+    res = plm("config", "check", str(POC))
+    assert res.returncode == 0, res.stderr
+    assert "hybrid" in res.stdout and "rrf" in res.stdout and "ok" in res.stdout
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "expect"),
+    [
+        ('use = "rrf"', 'use = "rff"', "Did you mean 'rrf'?"),
+        ("target_words = 400", "target_wrds = 400", "unknown key 'target_wrds'"),
+        ("target_words = 400", 'target_words = "lots"', "target_words"),
+        ("[index.chunk]", "[index.chunk", "malformed TOML"),
+    ],
+)
+def test_broken_configs_fail_with_one_clear_message(tmp_path: Path, old: str, new: str, expect: str) -> None:
+    res = plm("config", "check", str(_broken(tmp_path, old, new)))
+    assert res.returncode != 0
+    assert expect in res.stderr
+    assert "Traceback" not in res.stderr + res.stdout
+    assert res.stderr.strip().startswith("error:")
+
+
+def test_missing_config_file_fails_cleanly(tmp_path: Path) -> None:
+    res = plm("config", "check", str(tmp_path / "missing.toml"))
+    assert res.returncode != 0 and "not found" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_set_override_is_validated() -> None:
+    res = plm("config", "check", str(POC), "--set", "query.retrieve.fuser.default.k=-3")
+    assert res.returncode != 0 and "[query.retrieve.fuser]" in res.stderr
+
+
+def test_every_command_has_help() -> None:
+    for cmd in (["--help"], ["run", "--help"], ["ingest", "--help"], ["query", "--help"], ["plugins", "--help"],
+                ["config", "check", "--help"], ["index", "stats", "--help"], ["index", "rebuild", "--help"]):
+        res = plm(*cmd)
+        assert res.returncode == 0 and "Usage" in res.stdout, cmd
+
+
+def test_autoload_off_hides_third_party_plugins() -> None:
+    res = plm("plugins", "--json", env={"PLM_DISABLE_PLUGIN_AUTOLOAD": "1"})
+    assert res.returncode == 0
+    assert {r["package"] for r in json.loads(res.stdout)} == {"plm"}

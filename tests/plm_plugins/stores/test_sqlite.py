@@ -1,0 +1,81 @@
+from __future__ import annotations
+
+import sqlite3
+
+import numpy as np
+import pytest
+
+from plm_core.errors import StoreError
+from plm_core.records import Chunk, Document
+from plm_plugins.stores.sqlite import SQLiteStore
+
+
+def _store(tmp_path) -> SQLiteStore:
+    store = SQLiteStore()
+    store.open(tmp_path)
+    return store
+
+
+def _docs():
+    docs = [Document(id="a", text="alpha text", title="A", metadata={"v": 1}), Document(id="b", text="beta", title="B")]
+    chunks = [
+        Chunk(id="a_0", doc_id="a", text="alpha", heading_path=("A", "Intro"), start_char=0, end_char=5,
+              stable_id="s1", metadata={"v": 1}, keywords=("alpha",), entities={"ORG": ("Acme",)}, enriched="alpha | Acme\n\nalpha"),
+        Chunk(id="a_1", doc_id="a", text="text", start_char=6, end_char=10),
+        Chunk(id="b_0", doc_id="b", text="beta"),
+    ]
+    return docs, chunks
+
+
+def test_round_trip_keeps_every_field_and_order(tmp_path) -> None:
+    store = _store(tmp_path)
+    docs, chunks = _docs()
+    store.write_batch(docs, chunks)
+    assert store.chunks() == chunks
+    assert store.get_chunks(["b_0", "a_0"]) == {"b_0": chunks[2], "a_0": chunks[0]}
+    assert store.db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_vectors_are_float32_blobs_with_model_and_dim(tmp_path) -> None:
+    store = _store(tmp_path)
+    docs, chunks = _docs()
+    store.write_batch(docs, chunks)
+    mat = np.arange(12, dtype=np.float64).reshape(3, 4)
+    store.write_vectors([c.id for c in chunks], mat, "tiny-model")
+    ids, got, model = store.vectors()
+    assert ids == ["a_0", "a_1", "b_0"] and model == "tiny-model"
+    assert got.dtype == np.float32 and got.flags["C_CONTIGUOUS"] and np.array_equal(got, mat.astype(np.float32))
+    stats = store.stats()
+    assert stats["documents"] == 2 and stats["chunks"] == 3 and stats["vectors"] == 3 and stats["dimension"] == 4
+
+
+def test_failed_batch_leaves_nothing_behind(tmp_path) -> None:
+    store = _store(tmp_path)
+    docs, chunks = _docs()
+    bad = [*chunks, Chunk(id="a_0", doc_id="a", text="duplicate id")]
+    with pytest.raises(sqlite3.IntegrityError):
+        store.write_batch(docs, bad)
+    assert store.stats()["documents"] == 0 and store.chunks() == []
+
+
+def test_clear_bumps_corpus_version_and_persists(tmp_path) -> None:
+    store = _store(tmp_path)
+    docs, chunks = _docs()
+    store.write_batch(docs, chunks)
+    v1 = store.stats()["corpus_version"]
+    store.clear()
+    assert store.stats()["corpus_version"] == v1 + 1 and store.stats()["chunks"] == 0
+    store.write_batch(docs, chunks)
+    store.close()
+    again = _store(tmp_path)
+    assert len(again.chunks()) == 3
+
+
+def test_truncated_vector_is_detected(tmp_path) -> None:
+    store = _store(tmp_path)
+    docs, chunks = _docs()
+    store.write_batch(docs, chunks)
+    store.write_vectors([c.id for c in chunks], np.ones((3, 4)), "m")
+    store.db.execute("UPDATE vectors SET vector = substr(vector, 1, 8) WHERE chunk_id = 'a_1'")
+    with pytest.raises(StoreError, match="rebuild"):
+        store.vectors()

@@ -1,0 +1,60 @@
+"""The whole POC recipe on the real corpus, through the public Job API, as `plm run` does it.
+
+Ingests poc_needle with configs/poc_parity.toml (MiniLM: BGE cannot be had offline) and
+checks the port plan's accuracy bar and parity with the POC's own outputs. Ingest takes
+several minutes; set PLM_TEST_INDEX_DIR to keep the index between local runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from plm_core.job import Job
+from plm_core.runner import run_job
+from plm_core.settings import Settings
+
+REPO = Path(__file__).resolve().parents[1]
+POC = REPO / "configs" / "poc_parity.toml"
+SETS = ["needle", "informed", "realistic50"]
+
+pytestmark = [pytest.mark.dataset, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def run(poc_needle: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Job, dict]:
+    index_dir = Path(os.environ.get("PLM_TEST_INDEX_DIR") or tmp_path_factory.mktemp("poc_needle_index"))
+    job = Job.from_config(POC, index_dir=index_dir, dataset=poc_needle, settings=Settings(progress=False))
+    return job, run_job(job, dataset=poc_needle, query_sets=SETS)
+
+
+def test_ingest_gives_the_poc_chunks_and_enriched_texts(run: tuple[Job, dict], reference_enriched: list[dict]) -> None:
+    job, report = run
+    assert report["ingest"]["documents"] == 1569
+    chunks = job.store.chunks()
+    assert [c.id for c in chunks] == [r["chunk_id"] for r in reference_enriched]
+    mismatched = [c.id for c, r in zip(chunks, reference_enriched, strict=True) if c.index_text != r["enriched"]]
+    assert mismatched == [], f"{len(mismatched)} enriched texts differ, e.g. {mismatched[:5]}"
+
+
+def test_needle_hit_at_5_meets_the_port_plan_bar(run: tuple[Job, dict]) -> None:
+    _, report = run
+    metrics = {s["set"]: s["metrics"] for s in report["sets"]}
+    assert metrics["needle"]["Hit@5"] >= 0.85
+
+
+def test_top5_lists_equal_the_poc_reference(run: tuple[Job, dict], poc_needle: Path) -> None:
+    _, report = run
+    differ = []
+    total = 0
+    for s in report["sets"]:
+        reference = json.loads((poc_needle / "reference" / f"{s['set']}.json").read_text())
+        for row in s["per_query"]:
+            total += 1
+            if row["chunks"] != reference[row["query_id"]]["chunks"]:
+                differ.append(f"{s['set']}/{row['query_id']}")
+    assert total == 120
+    assert differ == [], f"{len(differ)} of 120 top-5 lists differ from the POC: {differ[:10]}"
