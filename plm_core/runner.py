@@ -43,6 +43,8 @@ def run_job(
         "corpus": str(source),
         "index_dir": str(job.index_dir),
         "model": job.store.get_meta("model"),
+        # Models the embedder preferred but could not load (e.g. BGE offline), and why.
+        "model_skipped": list(getattr(job.embedder, "skipped", []) or []),
         "ingest": {**ingest.as_dict(), "wall_s": round(ingest_s, 3)},
         "sets": results,
         "machine": {"python": platform.python_version(), "platform": platform.platform()},

@@ -1,0 +1,69 @@
+"""The query-embedding stage: an expanded query -> the same query with its vector.
+
+It uses the job's shared [embedder], the one the chunks were embedded with, so query
+and chunk vectors always come from the same model.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from plm_core.component import BaseComponent, ComponentConfig
+from plm_core.errors import ConfigError
+from plm_core.hookspecs import hookimpl
+from plm_core.interfaces import Embedder
+from plm_core.records import EmbeddedQuery, ExpandedQuery, Query
+
+if TYPE_CHECKING:
+    from plm_core.registry import Registry
+
+
+class QueryEmbedder(BaseComponent[ExpandedQuery, EmbeddedQuery]):
+    """Embeds the (expanded) query text with the job's embedder."""
+
+    name = "embed_query"
+    family = "query_embedder"
+    input_type = ExpandedQuery
+    output_type = EmbeddedQuery
+
+    class Config(ComponentConfig):
+        pass
+
+    def _embedder(self) -> Embedder:
+        embedder = getattr(self.context, "embedder", None)
+        if embedder is None:
+            label = getattr(self, "label", self.name)
+            raise ConfigError(
+                f"query stage {label!r} ({self.name}) needs the job's embedder: add an [embedder] "
+                'table (e.g. use = "sentence_transformers") to the config, or remove this stage'
+            )
+        return embedder
+
+    def warm_up(self) -> None:
+        self._embedder().ensure_warm()
+
+    def run(self, data: ExpandedQuery) -> EmbeddedQuery:
+        embedder = self._embedder()
+        embedder.ensure_warm()
+        embed_query = getattr(embedder, "embed_query", None)
+        vector = embed_query(data.text) if embed_query is not None else embedder.embed([data.text])[0]
+        expanded = data if isinstance(data, ExpandedQuery) else _as_expanded(data)
+        return EmbeddedQuery(
+            text=expanded.text,
+            k=expanded.k,
+            filters=expanded.filters,
+            id=expanded.id,
+            original=expanded.original,
+            fired=expanded.fired,
+            vector=vector,
+            model=embedder.model_name,
+        )
+
+
+def _as_expanded(query: Query) -> ExpandedQuery:
+    return ExpandedQuery(text=query.text, k=query.k, filters=query.filters, id=query.id, original=query.text)
+
+
+@hookimpl
+def plm_register_components(registry: Registry) -> None:
+    registry.add(QueryEmbedder)

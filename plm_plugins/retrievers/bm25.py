@@ -1,0 +1,235 @@
+"""BM25 over the chunks' index text with bm25s, including an exact rank_bm25 Okapi mode.
+
+bm25s precomputes a sparse (docs x vocabulary) matrix of per-term scores, so a query's
+scores are a sum of a few columns. The POC used `rank_bm25.BM25Okapi`, whose IDF differs
+from every bm25s method: log((N - df + 0.5) / (df + 0.5)) with negative values (terms in
+more than half of the chunks) replaced by epsilon x the mean IDF, where bm25s's
+`robertson` clips them to 0 and reorders results. `method = "rank_bm25_okapi"` builds
+bm25s's matrix with that IDF and ATIRE's term-frequency part (the (k1 + 1) numerator
+rank_bm25 uses), in float64 and in rank_bm25's operation order, so its scores are
+bit-identical; the index is saved and loaded with bm25s's own format.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import Field
+
+from plm_core.component import ComponentConfig
+from plm_core.errors import MissingDependencyError, StoreError
+from plm_core.hookspecs import hookimpl
+from plm_core.interfaces import Retriever
+from plm_core.records import Chunk, ExpandedQuery, ScoredChunk
+
+if TYPE_CHECKING:
+    from plm_core.registry import Registry
+
+META_FILE = "plm_bm25.json"
+FORMAT = 1
+
+
+class BM25Retriever(Retriever):
+    """Sparse lexical retrieval; ranks by the full score vector like the POC."""
+
+    name = "bm25s"
+    label = "bm25"  # the Job replaces this with the config table's name
+
+    class Config(ComponentConfig):
+        # whitespace_lower: `text.lower().split()` (the POC: no stopwords, no stemming).
+        # bm25s_stem: bm25s's regex tokenizer, English stopwords, Snowball English stemmer.
+        tokenizer: Literal["whitespace_lower", "bm25s_stem"] = "whitespace_lower"
+        method: Literal["rank_bm25_okapi", "robertson", "lucene", "atire", "bm25l", "bm25+"] = "rank_bm25_okapi"
+        k1: float = Field(1.5, ge=0)
+        b: float = Field(0.75, ge=0, le=1)
+        delta: float = Field(0.5, ge=0)  # bm25l and bm25+ only
+        epsilon: float = Field(0.25, ge=0)  # rank_bm25_okapi only: the negative-IDF floor factor
+        # float64 is what rank_bm25 summed in, so scores are bit-identical; float32 halves
+        # the index but its rounding can merge or split near-ties and reorder candidates.
+        dtype: Literal["float64", "float32"] = "float64"
+        # The POC kept zero-score chunks among its BM25 candidates (they still earn RRF
+        # points); set true to leave them out.
+        drop_zero_scores: bool = False
+
+    config: Config
+
+    # ------------------------------------------------------------------ tokens
+    def tokenize(self, texts: Sequence[str]) -> list[list[str]]:
+        if self.config.tokenizer == "whitespace_lower":
+            return [text.lower().split() for text in texts]
+        bm25s = _import_bm25s()
+        try:
+            import Stemmer
+        except ImportError:
+            raise MissingDependencyError("PyStemmer", "bm25") from None
+        if getattr(self, "_stemmer", None) is None:
+            self._stemmer = Stemmer.Stemmer("english")
+        out = bm25s.tokenize(list(texts), stopwords="en", stemmer=self._stemmer, return_ids=False, show_progress=False)
+        return [list(tokens) for tokens in out]
+
+    # ------------------------------------------------------------------ index
+    def index_path(self, index_dir: Path) -> Path:
+        return Path(index_dir) / f"bm25_{self.label}"
+
+    def _settings(self) -> dict[str, Any]:
+        """What the saved index depends on (search-time options left out)."""
+        return {"format": FORMAT, **self.config.model_dump(exclude={"drop_zero_scores"})}
+
+    def build(self, chunks: Sequence[Chunk], vectors: Any, index_dir: Path) -> None:
+        corpus = self.tokenize([c.index_text for c in chunks])
+        retriever = self._index(corpus) if any(corpus) else None
+        target = self.index_path(index_dir)
+        # bm25s.save writes file by file; building in a sibling folder and renaming it
+        # into place means a crash never leaves a half-written index under the real name.
+        tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
+        old = target.with_name(f".{target.name}.old-{os.getpid()}")
+        for leftover in (tmp, old):
+            shutil.rmtree(leftover, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        if retriever is not None:
+            retriever.save(str(tmp), show_progress=False)
+        meta = {**self._settings(), "num_docs": len(chunks), "empty": retriever is None}
+        (tmp / META_FILE).write_text(json.dumps(meta, indent=2))
+        if target.exists():
+            target.rename(old)
+        tmp.rename(target)
+        shutil.rmtree(old, ignore_errors=True)
+        self._retriever, self._n_docs = retriever, len(chunks)
+        self._chunk_ids = [c.id for c in chunks]
+
+    def _index(self, corpus: list[list[str]]) -> Any:
+        bm25s = _import_bm25s()
+        c = self.config
+        if c.method != "rank_bm25_okapi":
+            retriever = bm25s.BM25(k1=c.k1, b=c.b, delta=c.delta, method=c.method, dtype=c.dtype)
+            retriever.index(corpus, show_progress=False)
+            return retriever
+        # The tf part is ATIRE's; idf_method only matters inside bm25s.index(), which is
+        # not used here, and is recorded as robertson (rank_bm25's IDF before flooring).
+        retriever = bm25s.BM25(k1=c.k1, b=c.b, method="atire", idf_method="robertson", dtype=c.dtype)
+        retriever.scores, retriever.vocab_dict = okapi_matrix(corpus, c.k1, c.b, c.epsilon)
+        retriever.scores["data"] = retriever.scores["data"].astype(c.dtype, copy=False)
+        retriever.unique_token_ids_set = set(retriever.vocab_dict.values())
+        retriever.nonoccurrence_array = None
+        return retriever
+
+    def index_matches(self, index_dir: Path, n_chunks: int) -> bool:
+        """True when a saved index exists for `n_chunks` chunks and these settings."""
+        meta = self._read_meta(self.index_path(index_dir))
+        return meta is not None and meta.get("num_docs") == n_chunks and self._same_settings(meta)
+
+    def _read_meta(self, path: Path) -> dict[str, Any] | None:
+        try:
+            return dict(json.loads((path / META_FILE).read_text()))
+        except (OSError, ValueError):
+            return None
+
+    def _same_settings(self, meta: dict[str, Any]) -> bool:
+        return all(meta.get(k) == v for k, v in self._settings().items())
+
+    def load(self, index_dir: Path, chunk_ids: Sequence[str], vectors: Any = None) -> None:
+        path = self.index_path(index_dir)
+        meta = self._read_meta(path)
+        if meta is None:
+            raise StoreError(f"BM25 index {path} is missing or unreadable: run `plm ingest --force` to rebuild it")
+        if meta.get("num_docs") != len(chunk_ids) or not self._same_settings(meta):
+            raise StoreError(
+                f"BM25 index {path} was built for {meta.get('num_docs')} chunks with other settings than "
+                f"the store's {len(chunk_ids)} chunks and this config: run `plm ingest --force` to rebuild it"
+            )
+        self._retriever = None
+        if not meta.get("empty"):
+            bm25s = _import_bm25s()
+            try:
+                self._retriever = bm25s.BM25.load(str(path), mmap=True, load_corpus=False, show_progress=False)
+            except (OSError, ValueError) as err:
+                raise StoreError(f"BM25 index {path} is corrupt ({err}): run `plm ingest --force`") from None
+        self._n_docs, self._chunk_ids = len(chunk_ids), list(chunk_ids)
+
+    # ------------------------------------------------------------------ search
+    def scores(self, text: str) -> Any:
+        """The BM25 score of every chunk (row order) for a query text."""
+        import numpy as np
+
+        retriever = self._retriever
+        if retriever is None:
+            return np.zeros(self._n_docs, dtype=self.config.dtype)
+        vocab = retriever.vocab_dict
+        # Repeated query words count once per occurrence, as in rank_bm25 and bm25s.
+        ids = [vocab[t] for t in self.tokenize([text])[0] if t in vocab]
+        if not ids:  # bm25s's get_scores() fails on an empty token list
+            return np.zeros(self._n_docs, dtype=self.config.dtype)
+        return retriever.get_scores_from_ids(ids)
+
+    def search(self, query: ExpandedQuery, n: int, allowed: Any = None) -> list[ScoredChunk]:
+        import numpy as np
+
+        scores = self.scores(query.text)
+        # Not bm25s.retrieve(): it raises when k exceeds the corpus and its top-k selection
+        # orders ties differently. The POC ranked with numpy.argsort(scores)[::-1] over
+        # all chunks, and that order decides among the many exactly tied chunks.
+        order = np.argsort(scores)[::-1]
+        if allowed is not None:
+            order = order[np.asarray(allowed, dtype=bool)[order]]
+        if self.config.drop_zero_scores:
+            order = order[scores[order] > 0]
+        order = order[: max(0, n)]
+        return [
+            ScoredChunk(chunk_id=self._chunk_ids[i], score=float(scores[i]), source=self.label, rank=r)
+            for r, i in enumerate(order.tolist())
+        ]
+
+    def run(self, data: ExpandedQuery) -> list[ScoredChunk]:
+        return self.search(data, data.k)
+
+
+def okapi_matrix(corpus: list[list[str]], k1: float, b: float, epsilon: float) -> tuple[dict[str, Any], dict[str, int]]:
+    """bm25s's CSC score arrays and vocabulary, with rank_bm25.BM25Okapi's exact float64 scores."""
+    import numpy as np
+
+    vocab: dict[str, int] = {}
+    # Vocabulary in first-occurrence order: rank_bm25 sums its IDFs in that order, and a
+    # float sum in another order can differ in the last bit of the epsilon floor.
+    rows = [[vocab.setdefault(t, len(vocab)) for t in tokens] for tokens in corpus]
+    n_docs, n_vocab = len(corpus), len(vocab)
+    doc_len = np.array([len(r) for r in rows], dtype=np.int64)
+    term = np.fromiter((t for r in rows for t in r), dtype=np.int64, count=int(doc_len.sum()))
+    doc = np.repeat(np.arange(n_docs, dtype=np.int64), doc_len)
+    pairs, tf = np.unique(term * n_docs + doc, return_counts=True)  # sorted by (term, doc): CSC order
+    term, doc = pairs // n_docs, pairs % n_docs
+    df = np.bincount(term, minlength=n_vocab).tolist()
+
+    idf = [math.log(n_docs - f + 0.5) - math.log(f + 0.5) for f in df]
+    idf_sum = 0.0
+    for value in idf:  # sequential, not sum(): Python 3.12+ sum() compensates rounding
+        idf_sum += value
+    floor = epsilon * (idf_sum / n_vocab)
+    idf_arr = np.array([floor if value < 0 else value for value in idf], dtype=np.float64)
+
+    avgdl = int(doc_len.sum()) / n_docs
+    q_freq, dl = tf.astype(np.float64), doc_len[doc].astype(np.float64)
+    # Same expression and order as rank_bm25's get_scores, so every product is identical.
+    data = idf_arr[term] * (q_freq * (k1 + 1) / (q_freq + k1 * (1 - b + b * dl / avgdl)))
+    indptr = np.zeros(n_vocab + 1, dtype=np.int64)
+    np.cumsum(np.bincount(term, minlength=n_vocab), out=indptr[1:])
+    scores = {"data": data, "indices": doc.astype(np.int32), "indptr": indptr, "num_docs": n_docs}
+    return scores, vocab
+
+
+def _import_bm25s() -> Any:
+    try:
+        import bm25s
+    except ImportError:
+        raise MissingDependencyError("bm25s", "bm25") from None
+    return bm25s
+
+
+@hookimpl
+def plm_register_components(registry: Registry) -> None:
+    registry.add(BM25Retriever)

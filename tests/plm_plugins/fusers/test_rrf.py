@@ -1,0 +1,93 @@
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from plm_core.errors import ConfigError
+from plm_core.records import ExpandedQuery, FusionConfig, ScoredChunk
+from plm_plugins.fusers.rrf import Profile, RRFFuser
+
+
+def _ranking(source: str, ids: str) -> list[ScoredChunk]:
+    return [ScoredChunk(chunk_id=c, score=1.0 / (r + 1), source=source, rank=r) for r, c in enumerate(ids.split())]
+
+
+def _scores(fused: list[ScoredChunk]) -> list[tuple[str, float]]:
+    return [(s.chunk_id, s.score) for s in fused]
+
+
+def test_settings_default_and_expanded_profiles() -> None:
+    fuser = RRFFuser()
+    plain = fuser.settings_for(ExpandedQuery(text="q", k=5), n_chunks=7269)
+    assert plain == FusionConfig(rrf_k=60, weights={"dense": 1.0, "bm25": 1.0}, candidates=50, profile="default")
+    fired = fuser.settings_for(ExpandedQuery(text="q", k=5, fired=("rpo",)), n_chunks=7269)
+    assert fired == FusionConfig(rrf_k=10, weights={"dense": 0.3, "bm25": 3.0}, candidates=100, profile="expanded")
+    # candidates never exceed the corpus
+    assert fuser.settings_for(ExpandedQuery(text="q", k=5), n_chunks=12).candidates == 12
+    # no expanded profile: always default
+    assert RRFFuser(expanded=None).settings_for(ExpandedQuery(text="q", k=5, fired=("x",)), 100).profile == "default"
+
+
+def test_default_profile_scores_by_hand() -> None:
+    fuser = RRFFuser()
+    settings = fuser.settings_for(ExpandedQuery(text="q", k=5), 100)
+    fused = fuser.fuse({"bm25": _ranking("bm25", "b a d"), "dense": _ranking("dense", "a b c")}, settings)
+    # a: dense rank 0 + bm25 rank 1; b: dense 1 + bm25 0 -> equal: a first (inserted first, dense first)
+    assert _scores(fused) == [
+        ("a", 1 / (60 + 0) + 1 / (60 + 1)),
+        ("b", 1 / (60 + 1) + 1 / (60 + 0)),
+        ("c", 1 / (60 + 2)),
+        ("d", 1 / (60 + 2)),
+    ]
+    assert [s.rank for s in fused] == [0, 1, 2, 3] and {s.source for s in fused} == {"fused"}
+
+
+def test_ties_keep_insertion_order_dense_first() -> None:
+    fuser = RRFFuser()
+    settings = fuser.settings_for(ExpandedQuery(text="q", k=5), 100)
+    fused = fuser.fuse({"dense": _ranking("dense", "x y"), "bm25": _ranking("bm25", "p q")}, settings)
+    # x and p tie at 1/60, y and q at 1/61: dense's chunk of each pair was inserted first.
+    assert _scores(fused) == [("x", 1 / 60), ("p", 1 / 60), ("y", 1 / 61), ("q", 1 / 61)]
+    # the configured order, not the mapping's, decides insertion
+    fused = RRFFuser(order=["bm25", "dense"]).fuse(
+        {"dense": _ranking("dense", "x y"), "bm25": _ranking("bm25", "p q")}, settings
+    )
+    assert [s.chunk_id for s in fused] == ["p", "x", "q", "y"]
+
+
+def test_expanded_profile_weights_by_hand() -> None:
+    fuser = RRFFuser()
+    settings = fuser.settings_for(ExpandedQuery(text="q", k=5, fired=("rpo",)), 100)
+    fused = fuser.fuse({"dense": _ranking("dense", "a b c"), "bm25": _ranking("bm25", "c a")}, settings)
+    assert _scores(fused) == [
+        ("c", 0.3 / (10 + 2) + 3.0 / (10 + 0)),  # 0.325
+        ("a", 0.3 / (10 + 0) + 3.0 / (10 + 1)),  # 0.3027...
+        ("b", 0.3 / (10 + 1)),
+    ]
+    assert fused[0].score == pytest.approx(0.325)
+
+
+def test_rank_base_one_is_textbook_rrf() -> None:
+    fuser = RRFFuser(rank_base=1)
+    settings = fuser.settings_for(ExpandedQuery(text="q", k=5), 100)
+    fused = fuser.fuse({"dense": _ranking("dense", "a b"), "bm25": _ranking("bm25", "b")}, settings)
+    assert _scores(fused) == [("b", 1 / (60 + 2) + 1 / (60 + 1)), ("a", 1 / (60 + 1))]
+
+
+def test_missing_weight_and_bad_profile_are_errors() -> None:
+    fuser = RRFFuser()
+    settings = fuser.settings_for(ExpandedQuery(text="q", k=5), 100)
+    with pytest.raises(ConfigError, match="sparse"):
+        fuser.fuse({"sparse": _ranking("sparse", "a")}, settings)
+    with pytest.raises(ValidationError):
+        Profile(k=0)
+    with pytest.raises(ValidationError):
+        RRFFuser(unknown=1)
+
+
+def test_single_source_and_empty() -> None:
+    fuser = RRFFuser()
+    settings = fuser.settings_for(ExpandedQuery(text="q", k=5), 100)
+    assert _scores(fuser.fuse({"bm25": _ranking("bm25", "a")}, settings)) == [("a", 1 / 60)]
+    assert fuser.fuse({}, settings) == []
+    assert _scores(fuser.run({"dense": _ranking("dense", "a b")})) == [("a", 1 / 60), ("b", 1 / 61)]

@@ -1,0 +1,214 @@
+"""HybridRetrieval built by a real Job from TOML, over an in-memory store and a toy embedder."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from plm_core.component import ComponentConfig
+from plm_core.config import load_job
+from plm_core.errors import PlmUserError
+from plm_core.interfaces import Embedder, Ranking, Store
+from plm_core.job import Job
+from plm_core.records import Chunk, Document, Query
+from plm_core.registry import Registry
+from plm_core.settings import Settings
+
+pytest.importorskip("bm25s")
+from plm_plugins.embedders.query import QueryEmbedder  # noqa: E402
+from plm_plugins.expanders.dictionary import DictionaryExpander  # noqa: E402
+from plm_plugins.fusers.rrf import RRFFuser  # noqa: E402
+from plm_plugins.retrievers.bm25 import BM25Retriever  # noqa: E402
+from plm_plugins.retrievers.dense import DenseRetriever  # noqa: E402
+from plm_plugins.retrievers.hybrid import HybridRetrieval  # noqa: E402
+
+VOCAB = ["pod", "node", "backup", "restore", "token", "cluster"]
+
+
+class MemoryStore(Store):
+    name = "sqlite"  # stands in for the default store
+
+    class Config(ComponentConfig):
+        pass
+
+    def open(self, index_dir: Path) -> None:
+        self._meta: dict[str, str] = getattr(self, "_meta", {})
+        self._chunks: list[Chunk] = getattr(self, "_chunks", [])
+        self._vectors: tuple[list[str], Any, str | None] = getattr(self, "_vectors", ([], None, None))
+
+    def close(self) -> None:
+        pass
+
+    def get_meta(self, key: str) -> str | None:
+        return self._meta.get(key)
+
+    def set_meta(self, key: str, value: str) -> None:
+        self._meta[key] = value
+
+    def clear(self) -> None:
+        self._chunks, self._vectors = [], ([], None, None)
+
+    def write_batch(self, documents: Sequence[Document], chunks: Sequence[Chunk]) -> None:
+        self._chunks.extend(chunks)
+
+    def write_vectors(self, chunk_ids: Sequence[str], matrix: Any, model: str) -> None:
+        self._vectors = (list(chunk_ids), matrix, model)
+
+    def chunks(self) -> list[Chunk]:
+        return list(self._chunks)
+
+    def get_chunks(self, chunk_ids: Sequence[str]) -> dict[str, Chunk]:
+        by_id = {c.id: c for c in self._chunks}
+        return {i: by_id[i] for i in chunk_ids if i in by_id}
+
+    def vectors(self) -> tuple[list[str], Any, str | None]:
+        return self._vectors
+
+    def stats(self) -> dict[str, Any]:
+        return {"chunks": len(self._chunks)}
+
+
+class BagOfWordsEmbedder(Embedder):
+    """Counts of a few words, L2-normalised: enough to make dense results predictable."""
+
+    name = "bag_of_words"
+
+    class Config(ComponentConfig):
+        pass
+
+    @property
+    def model_name(self) -> str:
+        return "bag-of-words"
+
+    def embed(self, texts: Sequence[str], progress: bool = False) -> Any:
+        rows = np.array([[t.lower().split().count(w) for w in VOCAB] for t in texts], dtype=np.float32) + 1e-3
+        return rows / np.linalg.norm(rows, axis=1, keepdims=True)
+
+    def embed_query(self, text: str) -> Any:
+        return self.embed([text])[0]
+
+
+CONFIG = """
+[job]
+name = "hybrid-test"
+[store]
+use = "sqlite"
+[embedder]
+use = "bag_of_words"
+[query.expand]
+use = "dictionary"
+[query.embed]
+use = "embed_query"
+[query.retrieve]
+use = "hybrid"
+[query.retrieve.retrievers.dense]
+use = "dense"
+[query.retrieve.retrievers.bm25]
+use = "bm25s"
+[query.retrieve.fuser]
+use = "rrf"
+"""
+
+DOCS = {
+    "a": "pod pod node scheduling",
+    "b": "backup restore of the cluster",
+    "c": "token rotation for the cluster",
+    "d": "pod restore after node failure",
+    "e": "unrelated words only",
+}
+
+
+@pytest.fixture()
+def job(tmp_path: Path) -> Job:
+    registry = Registry()
+    for cls in (
+        MemoryStore,
+        BagOfWordsEmbedder,
+        DictionaryExpander,
+        QueryEmbedder,
+        HybridRetrieval,
+        DenseRetriever,
+        BM25Retriever,
+        RRFFuser,
+    ):
+        registry.add(cls)
+    path = tmp_path / "job.toml"
+    path.write_text(CONFIG)
+    config = load_job(path, registry)
+    job = Job(config, tmp_path / "index", Settings(progress=False), registry)
+    job.open()
+    chunks = [
+        Chunk(id=f"{d}_0", doc_id=d, text=t, heading_path=("H", d), metadata={"n": i})
+        for i, (d, t) in enumerate(DOCS.items())
+    ]
+    job.store.write_batch([], chunks)
+    matrix = job.embedder.embed([c.index_text for c in chunks])
+    job.store.write_vectors([c.id for c in chunks], matrix, job.embedder.model_name)
+    return job
+
+
+def test_job_builds_nested_parts_with_labels(job: Job) -> None:
+    hybrid = job.query_stages[-1]
+    assert isinstance(hybrid, HybridRetrieval)
+    assert {k: type(v) for k, v in hybrid.retrievers.items()} == {"dense": DenseRetriever, "bm25": BM25Retriever}
+    assert [r.label for r in hybrid.retrievers.values()] == ["dense", "bm25"]
+    assert isinstance(hybrid.fuser, RRFFuser)
+
+
+def test_build_search_and_indexes_ok(job: Job) -> None:
+    hybrid = job.query_stages[-1]
+    assert not hybrid.indexes_ok()  # nothing built yet
+    job.rebuild_indexes()
+    assert hybrid.indexes_ok()
+    assert (job.index_dir / "bm25_bm25" / "plm_bm25.json").is_file()
+    ranking, timings = job.search("pod on a node", k=3)
+    assert isinstance(ranking, Ranking) and set(timings) == {"expand", "embed", "retrieve"}
+    assert ranking.fusion is not None and ranking.fusion.profile == "default" and ranking.fusion.candidates == 5
+    assert [h.rank for h in ranking.hits] == [0, 1, 2]
+    top = ranking.hits[0]
+    assert (top.chunk_id, top.doc_id, top.text, top.heading_path, dict(top.metadata)) == (
+        "a_0",
+        "a",
+        DOCS["a"],
+        ("H", "a"),
+        {"n": 0},
+    )
+    assert top.sources["dense"][0] == 0 and top.sources["bm25"][0] == 0
+    assert top.score == pytest.approx(1 / 60 + 1 / 60)
+    # every hit's score is the RRF of its per-source ranks
+    for hit in ranking.hits:
+        assert hit.score == pytest.approx(sum(1 / (60 + r) for r, _ in hit.sources.values()))
+
+
+def test_expanded_query_uses_expanded_profile(job: Job) -> None:
+    job.rebuild_indexes()
+    ranking, _ = job.search("rotate my jwt", k=2)
+    assert ranking.query.fired == ("jwt",) and "token" in ranking.query.text
+    assert ranking.fusion is not None and ranking.fusion.profile == "expanded" and ranking.fusion.rrf_k == 10
+    assert ranking.hits[0].chunk_id == "c_0"
+
+
+def test_fresh_job_loads_saved_indexes(job: Job) -> None:
+    job.rebuild_indexes()
+    expected = [h.chunk_id for h in job.retrieve("backup restore", k=5)]
+    # a new Job over the same store: the hybrid stage warms up from the saved index
+    fresh = Job(job.config, job.index_dir, job.settings, job.registry)
+    fresh.store = job.store  # the context reads the store through the job
+    assert [h.chunk_id for h in fresh.retrieve("backup restore", k=5)] == expected
+    assert len(expected) == 5  # k = corpus size works
+
+
+def test_filters_are_refused_for_now(job: Job) -> None:
+    job.rebuild_indexes()
+    with pytest.raises(PlmUserError, match="filters"):
+        job.search(Query(text="pod", k=2, filters={"doc_id": "a"}))
+
+
+def test_missing_parts_are_config_errors() -> None:
+    hybrid = HybridRetrieval(retrievers={}, fuser={})
+    with pytest.raises(PlmUserError, match="retriever"):
+        hybrid.build_indexes([], None)
