@@ -41,7 +41,7 @@ class Chunker(BaseComponent[list[Document], list[Chunk]]):
 class ChunkTransform(BaseComponent[list[Chunk], list[Chunk]]):
     """Keyword/entity extractors and enrichers: chunks in, new chunks out (same order)."""
 
-    family = "enrichment"
+    family = "enricher"
     input_type = list[Chunk]
     output_type = list[Chunk]
 

