@@ -71,7 +71,7 @@ def ingest(
     config: ConfigOpt, set_: SetOpt = None, index: IndexOpt = None,
     force: Annotated[bool, typer.Option(help="Re-ingest even when nothing changed.")] = False,
 ) -> None:
-    """Index files with the config's [index] pipeline."""
+    """Index files with the config's index pipeline."""
     job = _job(config, set_, None, index)
     report = job.ingest(paths, force=force)
     status = "unchanged, skipped" if report.skipped else "indexed"
@@ -165,6 +165,23 @@ def index_rebuild(config: ConfigOpt, set_: SetOpt = None, dataset: DatasetOpt = 
 def _print_timings(what: str, timings: dict[str, Any]) -> None:
     if timings:
         out.print(f"{what} time: " + ", ".join(f"{k} {v:.2f}s" for k, v in timings.items()), highlight=False)
+
+
+def _add_command_modules() -> None:
+    # Larger commands live in their own modules; each exposes `register(app)`.
+    import importlib
+
+    for name in ("eval", "validate"):
+        try:
+            module = importlib.import_module(f"plm_core.commands.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"plm_core.commands.{name}":
+                raise
+            continue
+        module.register(app)
+
+
+_add_command_modules()
 
 
 def main() -> None:
