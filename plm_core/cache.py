@@ -86,12 +86,13 @@ def _decode_fields(chunk: Chunk, raw: bytes) -> Chunk:
 class CachedStage(BaseComponent[list[Chunk], list[Chunk]]):
     """Wraps a chunk stage that declares `cache_fields`: only uncached texts reach it."""
 
+    input_type = list[Chunk]
+    output_type = list[Chunk]
+
     def __init__(self, stage: Any, use: str, cache: ContentCache) -> None:
         super().__init__(stage.config)
         self.stage = stage
         self.label = getattr(stage, "label", use)
-        self.input_type = stage.input_type
-        self.output_type = stage.output_type
         self.fields: tuple[str, ...] = tuple(stage.cache_fields)
         self.identity = stage_identity(use, stage.config)
         self.cache = cache

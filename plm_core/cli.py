@@ -31,7 +31,7 @@ err = Console(stderr=True)
 
 ConfigOpt = Annotated[Path, typer.Option("--config", "-c", help="Job config (TOML).")]
 SetOpt = Annotated[list[str] | None, typer.Option("--set", help="Override a config value: query.retrieve.fuser.rank_base=1")]
-DatasetOpt = Annotated[Path | None, typer.Option(help="BEIR-layout dataset folder (default: [job].dataset).")]
+DatasetOpt = Annotated[Path | None, typer.Option(help="BEIR-layout dataset folder (default: the config's job.dataset).")]
 IndexOpt = Annotated[Path | None, typer.Option("--index", help="Index folder (default: PLM_DATA_DIR/<job>[-<dataset>]).")]
 
 
@@ -112,7 +112,7 @@ def query(
 def run(
     config: ConfigOpt, set_: SetOpt = None, dataset: DatasetOpt = None,
     corpus: Annotated[str | None, typer.Option(help="What the loader reads inside the dataset.")] = None,
-    queries: Annotated[str | None, typer.Option(help="Comma-separated query sets (default: [job].queries).")] = None,
+    queries: Annotated[str | None, typer.Option(help="Comma-separated query sets (default: the config's job.queries).")] = None,
     index: IndexOpt = None, force: Annotated[bool, typer.Option(help="Re-ingest even when unchanged.")] = False,
     report: Annotated[Path | None, typer.Option(help="Where to write the JSON report.")] = None,
 ) -> None:

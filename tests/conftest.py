@@ -63,3 +63,23 @@ def _reference_text(row: dict) -> str:
 def reference_text():  # type: ignore[no-untyped-def]
     """A function: reference row -> the chunk text the POC enriched."""
     return _reference_text
+
+
+@pytest.fixture(scope="session")
+def poc_needle_run(poc_needle: Path, tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    """configs/poc_parity.toml ingested on poc_needle and evaluated on its three query sets,
+    through the public Job API as `plm run` does it; once per session (several minutes).
+    Set PLM_TEST_INDEX_DIR to keep the index between local runs."""
+    from plm_core.job import Job
+    from plm_core.runner import run_job
+
+    index_dir = Path(os.environ.get("PLM_TEST_INDEX_DIR") or tmp_path_factory.mktemp("poc_needle_index"))
+    config = REPO / "configs" / "poc_parity.toml"
+    job = Job.from_config(config, index_dir=index_dir, dataset=poc_needle, settings=_settings())
+    return job, run_job(job, dataset=poc_needle, query_sets=["needle", "informed", "realistic50"])
+
+
+def _settings():  # type: ignore[no-untyped-def]
+    from plm_core.settings import Settings
+
+    return Settings(progress=False, offline=True)

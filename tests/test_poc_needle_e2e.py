@@ -1,34 +1,26 @@
 """The whole POC recipe on the real corpus, through the public Job API, as `plm run` does it.
 
 Ingests poc_needle with configs/poc_parity.toml (MiniLM: BGE cannot be had offline) and
-checks the port plan's accuracy bar and parity with the POC's own outputs. Ingest takes
-several minutes; set PLM_TEST_INDEX_DIR to keep the index between local runs.
+checks the port plan's accuracy bar and parity with the POC's own outputs. The ingest is
+the session fixture `poc_needle_run` (tests/conftest.py), shared with the component-level
+parity test.
 """
 
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
 
 from plm_core.job import Job
-from plm_core.runner import run_job
-from plm_core.settings import Settings
-
-REPO = Path(__file__).resolve().parents[1]
-POC = REPO / "configs" / "poc_parity.toml"
-SETS = ["needle", "informed", "realistic50"]
 
 pytestmark = [pytest.mark.dataset, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")
-def run(poc_needle: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Job, dict]:
-    index_dir = Path(os.environ.get("PLM_TEST_INDEX_DIR") or tmp_path_factory.mktemp("poc_needle_index"))
-    job = Job.from_config(POC, index_dir=index_dir, dataset=poc_needle, settings=Settings(progress=False))
-    return job, run_job(job, dataset=poc_needle, query_sets=SETS)
+def run(poc_needle_run: tuple[Job, dict]) -> tuple[Job, dict]:
+    return poc_needle_run
 
 
 def test_ingest_gives_the_poc_chunks_and_enriched_texts(run: tuple[Job, dict], reference_enriched: list[dict]) -> None:

