@@ -20,8 +20,12 @@ from plm_core.job import Job
 from plm_core.registry import default_registry
 from plm_core.settings import Settings
 
-app = typer.Typer(help="plm: hybrid retrieval where a recipe is one TOML file.", no_args_is_help=True,
-                  pretty_exceptions_enable=False, add_completion=False)
+app = typer.Typer(
+    help="plm: hybrid retrieval where a recipe is one TOML file.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
 config_app = typer.Typer(help="Check job configs.", no_args_is_help=True)
 index_app = typer.Typer(help="Inspect and rebuild an index.", no_args_is_help=True)
 app.add_typer(config_app, name="config")
@@ -30,9 +34,15 @@ out = Console()
 err = Console(stderr=True)
 
 ConfigOpt = Annotated[Path, typer.Option("--config", "-c", help="Job config (TOML).")]
-SetOpt = Annotated[list[str] | None, typer.Option("--set", help="Override a config value: query.retrieve.fuser.rank_base=1")]
-DatasetOpt = Annotated[Path | None, typer.Option(help="BEIR-layout dataset folder (default: the config's job.dataset).")]
-IndexOpt = Annotated[Path | None, typer.Option("--index", help="Index folder (default: PLM_DATA_DIR/<job>[-<dataset>]).")]
+SetOpt = Annotated[
+    list[str] | None, typer.Option("--set", help="Override a config value: query.retrieve.fuser.rank_base=1")
+]
+DatasetOpt = Annotated[
+    Path | None, typer.Option(help="BEIR-layout dataset folder (default: the config's job.dataset).")
+]
+IndexOpt = Annotated[
+    Path | None, typer.Option("--index", help="Index folder (default: PLM_DATA_DIR/<job>[-<dataset>]).")
+]
 
 
 def _job(config: Path, overrides: list[str] | None, dataset: Path | None, index: Path | None) -> Job:
@@ -68,21 +78,29 @@ def config_check(file: Path, set_: SetOpt = None) -> None:
 @app.command()
 def ingest(
     paths: Annotated[list[Path], typer.Argument(help="Files or folders for the [index] loader.")],
-    config: ConfigOpt, set_: SetOpt = None, index: IndexOpt = None,
+    config: ConfigOpt,
+    set_: SetOpt = None,
+    index: IndexOpt = None,
     force: Annotated[bool, typer.Option(help="Re-ingest even when nothing changed.")] = False,
 ) -> None:
     """Index files with the config's index pipeline."""
     job = _job(config, set_, None, index)
     report = job.ingest(paths, force=force)
     status = "unchanged, skipped" if report.skipped else "indexed"
-    out.print(f"{status}: {report.documents} documents, {report.chunks} chunks in {job.index_dir} (model {report.model})")
+    out.print(
+        f"{status}: {report.documents} documents, {report.chunks} chunks in {job.index_dir} (model {report.model})"
+    )
     _print_timings("ingest", report.timings)
 
 
 @app.command()
 def query(
-    text: str, config: ConfigOpt, k: Annotated[int, typer.Option("-k", help="Hits to return.")] = 5,
-    set_: SetOpt = None, dataset: DatasetOpt = None, index: IndexOpt = None,
+    text: str,
+    config: ConfigOpt,
+    k: Annotated[int, typer.Option("-k", help="Hits to return.")] = 5,
+    set_: SetOpt = None,
+    dataset: DatasetOpt = None,
+    index: IndexOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Query an index built by `plm ingest` or `plm run`."""
@@ -90,13 +108,28 @@ def query(
     ranking, timings = job.search(text, k=k)
     if as_json:
         hits = [
-            {"rank": h.rank + 1, "chunk_id": h.chunk_id, "doc_id": h.doc_id, "score": h.score,
-             "heading_path": list(h.heading_path), "sources": {s: {"rank": r, "score": v} for s, (r, v) in h.sources.items()},
-             "text": h.text}
+            {
+                "rank": h.rank + 1,
+                "chunk_id": h.chunk_id,
+                "doc_id": h.doc_id,
+                "score": h.score,
+                "heading_path": list(h.heading_path),
+                "sources": {s: {"rank": r, "score": v} for s, (r, v) in h.sources.items()},
+                "text": h.text,
+            }
             for h in ranking.hits
         ]
-        print(json.dumps({"query": text, "expanded": ranking.query.text, "hits": hits, "timings_ms":
-                          {s: round(1000 * t, 3) for s, t in timings.items()}}, indent=1))
+        print(
+            json.dumps(
+                {
+                    "query": text,
+                    "expanded": ranking.query.text,
+                    "hits": hits,
+                    "timings_ms": {s: round(1000 * t, 3) for s, t in timings.items()},
+                },
+                indent=1,
+            )
+        )
         return
     if ranking.query.fired:
         out.print(f"expanded ({', '.join(ranking.query.fired)}): {ranking.query.text}", highlight=False)
@@ -110,10 +143,15 @@ def query(
 
 @app.command()
 def run(
-    config: ConfigOpt, set_: SetOpt = None, dataset: DatasetOpt = None,
+    config: ConfigOpt,
+    set_: SetOpt = None,
+    dataset: DatasetOpt = None,
     corpus: Annotated[str | None, typer.Option(help="What the loader reads inside the dataset.")] = None,
-    queries: Annotated[str | None, typer.Option(help="Comma-separated query sets (default: the config's job.queries).")] = None,
-    index: IndexOpt = None, force: Annotated[bool, typer.Option(help="Re-ingest even when unchanged.")] = False,
+    queries: Annotated[
+        str | None, typer.Option(help="Comma-separated query sets (default: the config's job.queries).")
+    ] = None,
+    index: IndexOpt = None,
+    force: Annotated[bool, typer.Option(help="Re-ingest even when unchanged.")] = False,
     report: Annotated[Path | None, typer.Option(help="Where to write the JSON report.")] = None,
 ) -> None:
     """Ingest the job's dataset (skipped when unchanged) and evaluate its query sets."""
@@ -124,9 +162,13 @@ def run(
     result = run_job(job, dataset=dataset, corpus=corpus, query_sets=sets, force=force)
     ing = result["ingest"]
     status = "index up to date, ingest skipped" if ing["skipped"] else "ingested"
-    out.print(f"{status}: {ing['documents']} documents, {ing['chunks']} chunks; model {result['model']}", highlight=False)
+    out.print(
+        f"{status}: {ing['documents']} documents, {ing['chunks']} chunks; model {result['model']}", highlight=False
+    )
     _print_timings("ingest", ing["timings_s"])
-    table = Table("set", "queries", *result["sets"][0]["metrics"].keys(), title=f"{result['job']} on {result['dataset']}")
+    table = Table(
+        "set", "queries", *result["sets"][0]["metrics"].keys(), title=f"{result['job']} on {result['dataset']}"
+    )
     for s in result["sets"]:
         table.add_row(s["set"], str(s["queries"]), *(f"{v:.3f}" for v in s["metrics"].values()))
     out.print(table)

@@ -81,4 +81,4 @@ def fits(produced: Any, accepted: Any) -> bool:
     if p_origin is None or a_origin is None or p_origin is not a_origin:
         return False
     p_args, a_args = get_args(produced), get_args(accepted)
-    return len(p_args) == len(a_args) and all(fits(p, a) for p, a in zip(p_args, a_args))
+    return len(p_args) == len(a_args) and all(fits(p, a) for p, a in zip(p_args, a_args, strict=True))

@@ -189,9 +189,7 @@ class Job:
             h.update(d.id.encode() + b"\0" + d.text.encode() + b"\0")
         return h.hexdigest()
 
-    def ingest(
-        self, sources: Iterable[str | Path | Document | dict[str, Any]], force: bool = False
-    ) -> IngestReport:
+    def ingest(self, sources: Iterable[str | Path | Document | dict[str, Any]], force: bool = False) -> IngestReport:
         """Index the sources, replacing what the store held; skipped when nothing changed."""
         self.open()
         report = IngestReport()
@@ -277,12 +275,14 @@ class Job:
         self.store.set_meta("indexes_version", self.store.get_meta("corpus_version") or "")
 
     def _derived_ok(self) -> bool:
-        return all(
-            getattr(stage, "indexes_ok", lambda: True)() for stage in self.query_stages
-        ) and self.store.get_meta("indexes_version") == (self.store.get_meta("corpus_version") or "")
+        return all(getattr(stage, "indexes_ok", lambda: True)() for stage in self.query_stages) and self.store.get_meta(
+            "indexes_version"
+        ) == (self.store.get_meta("corpus_version") or "")
 
     # ---------------------------------------------------------------- query
-    def search(self, query: str | Query, k: int = 5, filters: dict[str, Any] | None = None) -> tuple[Ranking, dict[str, float]]:
+    def search(
+        self, query: str | Query, k: int = 5, filters: dict[str, Any] | None = None
+    ) -> tuple[Ranking, dict[str, float]]:
         """Run the query pipeline; returns the ranking and per-stage seconds."""
         self.open()
         if not self._checked_nonempty:

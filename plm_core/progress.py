@@ -25,8 +25,12 @@ def progress_iter(
     )
 
     columns = (
-        TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-        TextColumn(unit), TimeElapsedColumn(), TimeRemainingColumn(),
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn(unit),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
     )
     with Progress(*columns, transient=False) as bar:
         task = bar.add_task(description, total=total_items or len(items))

@@ -108,8 +108,12 @@ class CasesFile(_Strict):
 
 
 # The model whose keys are valid at a location, for "unknown key ... did you mean".
-_MODEL_AT: dict[tuple[str, ...], type[_Strict]] = {(): CasesFile, ("defaults",): Defaults, ("cases",): Case,
-                                                   ("cases", "expect"): Expect}
+_MODEL_AT: dict[tuple[str, ...], type[_Strict]] = {
+    (): CasesFile,
+    ("defaults",): Defaults,
+    ("cases",): Case,
+    ("cases", "expect"): Expect,
+}
 
 
 def load_cases(path: str | Path) -> list[Case]:
@@ -138,8 +142,10 @@ def load_cases(path: str | Path) -> list[Case]:
         if case.name in {c.name for c in cases}:
             raise PlmUserError(f"{where}: duplicate case name {case.name!r}; names must be unique")
         if case.expect.rank_at_most is not None and case.expect.rank_at_most > case.top_k:
-            raise PlmUserError(f"{where}: expect.rank_at_most = {case.expect.rank_at_most} is larger than "
-                               f"k = {case.top_k}; raise k or lower rank_at_most")
+            raise PlmUserError(
+                f"{where}: expect.rank_at_most = {case.expect.rank_at_most} is larger than "
+                f"k = {case.top_k}; raise k or lower rank_at_most"
+            )
         cases.append(case)
     return cases
 
@@ -211,8 +217,10 @@ def check_case(case: Case, hits: Sequence[Hit]) -> list[str]:
         if doc not in first:
             failures.append(f"doc_id: {doc!r} is not in the top {k} (got: {_docs(top)})")
         elif exp.rank_at_most is not None and first[doc] > exp.rank_at_most:
-            failures.append(f"rank_at_most: {doc!r} first appears at rank {first[doc]}, "
-                            f"expected rank <= {exp.rank_at_most} (got: {_docs(top)})")
+            failures.append(
+                f"rank_at_most: {doc!r} first appears at rank {first[doc]}, "
+                f"expected rank <= {exp.rank_at_most} (got: {_docs(top)})"
+            )
     for doc in exp.not_doc_id:
         if doc in first:
             failures.append(f"not_doc_id: {doc!r} is in the top {k}, at rank {first[doc]}")
@@ -225,9 +233,7 @@ def check_case(case: Case, hits: Sequence[Hit]) -> list[str]:
         if not any(_norm(s) in _norm(hd) for hd in headings):
             seen = "; ".join(dict.fromkeys(hd or "(none)" for hd in headings)) or "no hits"
             failures.append(f"heading_contains: no heading in the top {k} contains {s!r} (headings: {seen})")
-    if exp.metadata and not any(
-        all(_same(h.metadata.get(key), val) for key, val in exp.metadata.items()) for h in top
-    ):
+    if exp.metadata and not any(all(_same(h.metadata.get(key), val) for key, val in exp.metadata.items()) for h in top):
         found: dict[str, list[str]] = {}  # the values seen -> the ranks that have them
         for h in top:
             found.setdefault(_values(h, exp.metadata), []).append(str(h.rank + 1))
@@ -296,4 +302,3 @@ def summary(results: Sequence[CaseResult]) -> str:
     n = {s: sum(r.status == s for r in results) for s in ("pass", "fail", "error")}
     errors = f", {n['error']} error{'s' * (n['error'] > 1)}" if n["error"] else ""
     return f"{n['pass']} passed, {n['fail']} failed{errors}"
-

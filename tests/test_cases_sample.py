@@ -35,9 +35,22 @@ def index_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def plm_validate(cases: Path, index_dir: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "plm_core.cli", "validate", "--config", str(POC), "--cases", str(cases),
-         "--index", str(index_dir)],
-        capture_output=True, text=True, cwd=REPO, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "plm_core.cli",
+            "validate",
+            "--config",
+            str(POC),
+            "--cases",
+            str(cases),
+            "--index",
+            str(index_dir),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=300,
         # wide enough that rich never wraps a message inside the table
         env={**os.environ, "PLM_PROGRESS": "0", "HF_HUB_OFFLINE": "1", "COLUMNS": "300"},
     )
@@ -64,8 +77,14 @@ def test_case(case: Case, job: Job) -> None:
 
 
 def test_a_case_with_filters_is_a_clear_per_case_error(job: Job) -> None:
-    case = Case.model_validate({"name": "filtered", "query": "What RPO do Vault snapshots give?",
-                                "filters": {"section": "operations"}, "expect": {"doc_id": "disaster-recovery"}})
+    case = Case.model_validate(
+        {
+            "name": "filtered",
+            "query": "What RPO do Vault snapshots give?",
+            "filters": {"section": "operations"},
+            "expect": {"doc_id": "disaster-recovery"},
+        }
+    )
     result = run_case(job, case)
     assert result.status == "error"
     assert "filters" in result.messages[0], result.messages

@@ -44,8 +44,11 @@ def ensure_index(job: Job, dataset: Path | None) -> None:
     source = resolve_corpus(job.config, ds)
     err.print(f"index at {job.index_dir} is empty: ingesting {source} first", highlight=False, soft_wrap=True)
     report = job.ingest([source])
-    err.print(f"ingested {report.documents} documents, {report.chunks} chunks (model {report.model})",
-              highlight=False, soft_wrap=True)
+    err.print(
+        f"ingested {report.documents} documents, {report.chunks} chunks (model {report.model})",
+        highlight=False,
+        soft_wrap=True,
+    )
 
 
 def _details(result: CaseResult) -> Text:
@@ -64,8 +67,13 @@ def _as_json(result: CaseResult) -> dict[str, Any]:
         "messages": result.messages,
         "ms": round(1000 * result.seconds, 1),
         "hits": [
-            {"rank": h.rank + 1, "doc_id": h.doc_id, "chunk_id": h.chunk_id, "score": h.score,
-             "heading_path": list(h.heading_path)}
+            {
+                "rank": h.rank + 1,
+                "doc_id": h.doc_id,
+                "chunk_id": h.chunk_id,
+                "score": h.score,
+                "heading_path": list(h.heading_path),
+            }
             for h in result.hits
         ],
     }
@@ -94,9 +102,20 @@ def register(app: typer.Typer) -> None:
             job.close()
         ok = all(r.passed for r in results)
         if as_json:
-            print(json.dumps({"config": str(config), "cases": str(cases), "index_dir": str(job.index_dir),
-                              "model": model, "passed": ok, "summary": summary(results),
-                              "results": [_as_json(r) for r in results]}, indent=1))
+            print(
+                json.dumps(
+                    {
+                        "config": str(config),
+                        "cases": str(cases),
+                        "index_dir": str(job.index_dir),
+                        "model": model,
+                        "passed": ok,
+                        "summary": summary(results),
+                        "results": [_as_json(r) for r in results],
+                    },
+                    indent=1,
+                )
+            )
         else:
             table = Table("case", "status", "details", title=f"{cases} on {job.config.job.name} (model {model})")
             for r in results:

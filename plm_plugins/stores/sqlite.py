@@ -41,9 +41,17 @@ CHUNK_COLS = "id, doc_id, text, enriched, heading_path, start_char, end_char, st
 
 def _chunk_from_row(r: sqlite3.Row) -> Chunk:
     return Chunk(
-        id=r[0], doc_id=r[1], text=r[2], enriched=r[3], heading_path=tuple(json.loads(r[4])),
-        start_char=r[5], end_char=r[6], stable_id=r[7] or "", keywords=tuple(json.loads(r[8])),
-        entities={k: tuple(v) for k, v in json.loads(r[9]).items()}, metadata=json.loads(r[10]),
+        id=r[0],
+        doc_id=r[1],
+        text=r[2],
+        enriched=r[3],
+        heading_path=tuple(json.loads(r[4])),
+        start_char=r[5],
+        end_char=r[6],
+        stable_id=r[7] or "",
+        keywords=tuple(json.loads(r[8])),
+        entities={k: tuple(v) for k, v in json.loads(r[9]).items()},
+        metadata=json.loads(r[10]),
     )
 
 
@@ -112,25 +120,26 @@ class SQLiteStore(Store):
         return _Tx()
 
     def write_batch(self, documents: Sequence[Document], chunks: Sequence[Chunk]) -> None:
-        doc_rows = [
-            (d.id, d.title, d.path, d.text, json.dumps(dict(d.metadata), default=str)) for d in documents
-        ]
+        doc_rows = [(d.id, d.title, d.path, d.text, json.dumps(dict(d.metadata), default=str)) for d in documents]
         chunk_rows = [
             (
-                c.id, c.doc_id, c.text, c.enriched, json.dumps(list(c.heading_path)), c.start_char,
-                c.end_char, c.stable_id, json.dumps(list(c.keywords)),
+                c.id,
+                c.doc_id,
+                c.text,
+                c.enriched,
+                json.dumps(list(c.heading_path)),
+                c.start_char,
+                c.end_char,
+                c.stable_id,
+                json.dumps(list(c.keywords)),
                 json.dumps({k: list(v) for k, v in c.entities.items()}),
                 json.dumps(dict(c.metadata), default=str),
             )
             for c in chunks
         ]
         with self._tx():
-            self.db.executemany(
-                "INSERT INTO documents(id, title, path, text, metadata) VALUES(?,?,?,?,?)", doc_rows
-            )
-            self.db.executemany(
-                f"INSERT INTO chunks({CHUNK_COLS}) VALUES(?,?,?,?,?,?,?,?,?,?,?)", chunk_rows
-            )
+            self.db.executemany("INSERT INTO documents(id, title, path, text, metadata) VALUES(?,?,?,?,?)", doc_rows)
+            self.db.executemany(f"INSERT INTO chunks({CHUNK_COLS}) VALUES(?,?,?,?,?,?,?,?,?,?,?)", chunk_rows)
             self._bump_version()
 
     def write_vectors(self, chunk_ids: Sequence[str], matrix: Any, model: str) -> None:
@@ -142,9 +151,7 @@ class SQLiteStore(Store):
         dim = int(mat.shape[1])
         rows = ((cid, model, dim, mat[i].tobytes()) for i, cid in enumerate(chunk_ids))
         with self._tx():
-            self.db.executemany(
-                "INSERT OR REPLACE INTO vectors(chunk_id, model, dim, vector) VALUES(?,?,?,?)", rows
-            )
+            self.db.executemany("INSERT OR REPLACE INTO vectors(chunk_id, model, dim, vector) VALUES(?,?,?,?)", rows)
             self.set_meta("model", model)
             self.set_meta("dimension", str(dim))
 

@@ -20,8 +20,14 @@ example = pytest.importorskip(
 
 
 def test_plm_plugins_lists_the_example_plugin() -> None:
-    res = subprocess.run([sys.executable, "-m", "plm_core.cli", "plugins", "--json"], capture_output=True,
-                         text=True, cwd=REPO, env={**os.environ}, timeout=60)
+    res = subprocess.run(
+        [sys.executable, "-m", "plm_core.cli", "plugins", "--json"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={**os.environ},
+        timeout=60,
+    )
     rows = [r for r in json.loads(res.stdout) if r["name"] == "question_normalizer"]
     assert len(rows) == 1
     assert rows[0]["package"] == "plm-example-plugin" and rows[0]["version"] == "0.1.0"

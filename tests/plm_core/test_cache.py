@@ -19,7 +19,9 @@ class CountingKeywords(ChunkTransform):
 
     def run(self, data: list[Chunk]) -> list[Chunk]:
         type(self).calls.append(len(data))
-        return [replace(c, keywords=tuple((w.upper() if self.config.upper else w) for w in c.text.split())) for c in data]
+        return [
+            replace(c, keywords=tuple((w.upper() if self.config.upper else w) for w in c.text.split())) for c in data
+        ]
 
 
 def _chunks(*texts: str) -> list[Chunk]:

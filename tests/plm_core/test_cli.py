@@ -17,7 +17,12 @@ POC = REPO / "configs" / "poc_parity.toml"
 def plm(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     full_env = {**os.environ, "PLM_PROGRESS": "0", "HF_HUB_OFFLINE": "1", **(env or {})}
     return subprocess.run(
-        [sys.executable, "-m", "plm_core.cli", *args], capture_output=True, text=True, env=full_env, cwd=REPO, timeout=120
+        [sys.executable, "-m", "plm_core.cli", *args],
+        capture_output=True,
+        text=True,
+        env=full_env,
+        cwd=REPO,
+        timeout=120,
     )
 
 
@@ -32,8 +37,19 @@ def test_plugins_lists_every_builtin_family() -> None:
     assert res.returncode == 0, res.stderr
     rows = json.loads(res.stdout)
     families = {r["family"] for r in rows if r["package"] == "plm"}
-    assert {"loader", "chunker", "keywords", "entities", "enricher", "embedder", "retriever",
-            "expander", "fuser", "store", "evaluator"} <= families
+    assert {
+        "loader",
+        "chunker",
+        "keywords",
+        "entities",
+        "enricher",
+        "embedder",
+        "retriever",
+        "expander",
+        "fuser",
+        "store",
+        "evaluator",
+    } <= families
     assert all(r["version"] for r in rows)
 
 
@@ -71,8 +87,16 @@ def test_set_override_is_validated() -> None:
 
 
 def test_every_command_has_help() -> None:
-    for cmd in (["--help"], ["run", "--help"], ["ingest", "--help"], ["query", "--help"], ["plugins", "--help"],
-                ["config", "check", "--help"], ["index", "stats", "--help"], ["index", "rebuild", "--help"]):
+    for cmd in (
+        ["--help"],
+        ["run", "--help"],
+        ["ingest", "--help"],
+        ["query", "--help"],
+        ["plugins", "--help"],
+        ["config", "check", "--help"],
+        ["index", "stats", "--help"],
+        ["index", "rebuild", "--help"],
+    ):
         res = plm(*cmd)
         assert res.returncode == 0 and "Usage" in res.stdout, cmd
 

@@ -72,8 +72,13 @@ job = Job.from_config({str(POC)!r}, index_dir={str(index_dir)!r}, settings=Setti
 hits = job.retrieve("What RPO do Vault snapshots give?", k=5)
 print(json.dumps({{"calls": calls, "docs": [h.doc_id for h in hits]}}))
 """
-    res = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                         env={**os.environ, "HF_HUB_OFFLINE": "1"}, timeout=300)
+    res = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+        timeout=300,
+    )
     assert res.returncode == 0, res.stderr[-2000:]
     out = json.loads(res.stdout.strip().splitlines()[-1])
     assert all(n <= 1 for n in out["calls"])  # only the query itself may be embedded
@@ -92,9 +97,11 @@ def test_hits_carry_sources_and_fields(report: dict, index_dir: Path) -> None:
 
 def test_example_plugin_stage_changes_results(report: dict, index_dir: Path, tmp_path: Path) -> None:
     pytest.importorskip("plm_example_plugin", reason="pip install -e examples/plm-example-plugin (CI does)")
-    text = POC.read_text().replace(
-        'dataset = "../examples/sample_corpus"', f'dataset = "{SAMPLE}"'
-    ).replace("[query.expand]", '[query.normalize]\nuse = "question_normalizer"\n\n[query.expand]', 1)
+    text = (
+        POC.read_text()
+        .replace('dataset = "../examples/sample_corpus"', f'dataset = "{SAMPLE}"')
+        .replace("[query.expand]", '[query.normalize]\nuse = "question_normalizer"\n\n[query.expand]', 1)
+    )
     cfg = tmp_path / "with_plugin.toml"
     cfg.write_text(text)
     base = Job.from_config(POC, index_dir=index_dir, settings=Settings(progress=False))

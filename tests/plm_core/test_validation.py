@@ -20,12 +20,33 @@ REPO = Path(__file__).resolve().parents[2]
 DR = {"section": "operations", "title": "Disaster Recovery", "version": 5, "updated": "2026-04-22"}
 BILLING = {"section": "billing", "title": "Billing and Invoices", "version": 2}
 HITS = [
-    Hit("dr#1", "disaster-recovery", 0.9, 0, "An **RPO of 15  minutes** means at most\nthe last writes",
-        ("Disaster Recovery", "Recovery objectives"), DR),
-    Hit("bk#0", "backup-and-restore", 0.8, 1, "Snapshots run hourly.", ("Backup and Restore",),
-        {"section": "operations"}),
-    Hit("bi#2", "billing-and-invoices", 0.7, 2, "Invoices are issued monthly.", ("Billing and Invoices", "Invoices"),
-        BILLING),
+    Hit(
+        "dr#1",
+        "disaster-recovery",
+        0.9,
+        0,
+        "An **RPO of 15  minutes** means at most\nthe last writes",
+        ("Disaster Recovery", "Recovery objectives"),
+        DR,
+    ),
+    Hit(
+        "bk#0",
+        "backup-and-restore",
+        0.8,
+        1,
+        "Snapshots run hourly.",
+        ("Backup and Restore",),
+        {"section": "operations"},
+    ),
+    Hit(
+        "bi#2",
+        "billing-and-invoices",
+        0.7,
+        2,
+        "Invoices are issued monthly.",
+        ("Billing and Invoices", "Invoices"),
+        BILLING,
+    ),
 ]
 
 
@@ -59,19 +80,32 @@ def test_expectations_that_hold(expect: dict[str, Any]) -> None:
 @pytest.mark.parametrize(
     ("expect", "k", "message"),
     [
-        ({"doc_id": "dns"}, 5, "doc_id: 'dns' is not in the top 5 (got: disaster-recovery, backup-and-restore, "
-                               "billing-and-invoices)"),
+        (
+            {"doc_id": "dns"},
+            5,
+            "doc_id: 'dns' is not in the top 5 (got: disaster-recovery, backup-and-restore, billing-and-invoices)",
+        ),
         ({"doc_id": "billing-and-invoices"}, 2, "doc_id: 'billing-and-invoices' is not in the top 2"),
-        ({"doc_id": "billing-and-invoices", "rank_at_most": 2}, 5,
-         "rank_at_most: 'billing-and-invoices' first appears at rank 3, expected rank <= 2"),
+        (
+            {"doc_id": "billing-and-invoices", "rank_at_most": 2},
+            5,
+            "rank_at_most: 'billing-and-invoices' first appears at rank 3, expected rank <= 2",
+        ),
         ({"not_doc_id": "billing-and-invoices"}, 5, "not_doc_id: 'billing-and-invoices' is in the top 5, at rank 3"),
         ({"text_contains": "RPO of **15"}, 5, "text_contains: no hit in the top 5 contains 'RPO of **15'"),
         ({"text_contains": "issued monthly"}, 2, "text_contains: no hit in the top 2 contains 'issued monthly'"),
-        ({"heading_contains": "Failover"}, 5, "heading_contains: no heading in the top 5 contains 'Failover' "
-                                              "(headings: Disaster Recovery > Recovery objectives;"),
-        ({"metadata": {"section": "security"}}, 5,
-         "metadata: no hit in the top 5 has {'section': 'security'} (got section='operations' at ranks 1, 2; "
-         "section='billing' at rank 3)"),
+        (
+            {"heading_contains": "Failover"},
+            5,
+            "heading_contains: no heading in the top 5 contains 'Failover' "
+            "(headings: Disaster Recovery > Recovery objectives;",
+        ),
+        (
+            {"metadata": {"section": "security"}},
+            5,
+            "metadata: no hit in the top 5 has {'section': 'security'} (got section='operations' at ranks 1, 2; "
+            "section='billing' at rank 3)",
+        ),
         # one hit must carry every listed value: these are on two different hits
         ({"metadata": {"section": "billing", "title": "Disaster Recovery"}}, 5, "metadata: no hit in the top 5 has"),
     ],
@@ -125,12 +159,14 @@ def test_a_pipeline_that_cannot_filter_makes_an_error_result_not_a_crash() -> No
 
 
 def test_hits_outside_the_filters_are_an_error() -> None:
-    filtered = Case.model_validate({"query": "q", "filters": {"section": "operations"},
-                                    "expect": {"doc_id": "disaster-recovery"}})
+    filtered = Case.model_validate(
+        {"query": "q", "filters": {"section": "operations"}, "expect": {"doc_id": "disaster-recovery"}}
+    )
     result = run_case(FakeJob(HITS), filtered)
     assert result.status == "error"
-    assert result.messages == ["retrieval ignored filters {'section': 'operations'}: rank 3 "
-                               "(billing-and-invoices) has section='billing'"]
+    assert result.messages == [
+        "retrieval ignored filters {'section': 'operations'}: rank 3 (billing-and-invoices) has section='billing'"
+    ]
 
 
 # ---------------------------------------------------------------- loading
@@ -143,7 +179,9 @@ def write(tmp_path: Path, text: str) -> Path:
 
 
 def test_load_applies_defaults_and_names(tmp_path: Path) -> None:
-    path = write(tmp_path, """
+    path = write(
+        tmp_path,
+        """
 defaults: {k: 3}
 cases:
   - query: How long is a JWT valid?
@@ -152,32 +190,49 @@ cases:
     query: q
     k: 7
     expect: {doc_id: [a, b], rank_at_most: 7}
-""")
+""",
+    )
     first, second = load_cases(path)
     assert (first.name, first.top_k, first.expect.doc_id, first.expect.text_contains) == (
-        "How long is a JWT valid?", 3, ["123"], ["3600", "seconds"])
+        "How long is a JWT valid?",
+        3,
+        ["123"],
+        ["3600", "seconds"],
+    )
     assert (second.name, second.top_k, second.expect.doc_id) == ("explicit", 7, ["a", "b"])
 
 
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        ("cases:\n  - name: rpo\n    query: q\n    expect: {doc_idd: x}\n",
-         ["case 1 ('rpo'): unknown key 'expect.doc_idd'", "Did you mean 'doc_id'?"]),
-        ("cases:\n  - name: rpo\n    query: q\n    expct: {doc_id: x}\n",
-         ["case 1 ('rpo'): unknown key 'expct'", "missing required key 'expect'"]),
+        (
+            "cases:\n  - name: rpo\n    query: q\n    expect: {doc_idd: x}\n",
+            ["case 1 ('rpo'): unknown key 'expect.doc_idd'", "Did you mean 'doc_id'?"],
+        ),
+        (
+            "cases:\n  - name: rpo\n    query: q\n    expct: {doc_id: x}\n",
+            ["case 1 ('rpo'): unknown key 'expct'", "missing required key 'expect'"],
+        ),
         ("cases:\n  - name: rpo\n    expect: {doc_id: x}\n", ["case 1 ('rpo'): missing required key 'query'"]),
-        ("cases:\n  - query: where\n    k: five\n    expect: {doc_id: x}\n",
-         ["case 1 ('where'): key 'k': Input should be a valid integer", "(got 'five')"]),
-        ("cases:\n  - query: a\n    expect: {doc_id: x}\n  - query: b\n    expect: {doc_id: {x: 1}}\n",
-         ["case 2 ('b'): key 'expect.doc_id.0'"]),
+        (
+            "cases:\n  - query: where\n    k: five\n    expect: {doc_id: x}\n",
+            ["case 1 ('where'): key 'k': Input should be a valid integer", "(got 'five')"],
+        ),
+        (
+            "cases:\n  - query: a\n    expect: {doc_id: x}\n  - query: b\n    expect: {doc_id: {x: 1}}\n",
+            ["case 2 ('b'): key 'expect.doc_id.0'"],
+        ),
         ("cases:\n  - query: a\n    expect: {rank_at_most: 2}\n", ["rank_at_most needs doc_id"]),
         ("cases:\n  - query: a\n    expect: {}\n", ["give at least one expectation"]),
         ("defaults: {top_k: 3}\ncases: []\n", ["defaults: unknown key 'top_k'", "cases"]),
-        ("cases:\n  - query: a\n    k: 3\n    expect: {doc_id: x, rank_at_most: 4}\n",
-         ["case 1 ('a'): expect.rank_at_most = 4 is larger than k = 3"]),
-        ("cases:\n  - {query: a, expect: {doc_id: x}}\n  - {query: a, expect: {doc_id: y}}\n",
-         ["case 2 ('a'): duplicate case name 'a'"]),
+        (
+            "cases:\n  - query: a\n    k: 3\n    expect: {doc_id: x, rank_at_most: 4}\n",
+            ["case 1 ('a'): expect.rank_at_most = 4 is larger than k = 3"],
+        ),
+        (
+            "cases:\n  - {query: a, expect: {doc_id: x}}\n  - {query: a, expect: {doc_id: y}}\n",
+            ["case 2 ('a'): duplicate case name 'a'"],
+        ),
         ("cases:\n  - query: [unclosed\n", [":3: malformed YAML"]),
         ("- query: a\n", ["expected a mapping with a 'cases:' list"]),
         ("", ["expected a mapping"]),
@@ -206,9 +261,21 @@ def test_the_shipped_cases_file_loads() -> None:
 def test_cli_rejects_a_malformed_cases_file_before_loading_anything(tmp_path: Path) -> None:
     path = write(tmp_path, "cases:\n  - name: rpo\n    query: q\n    expect: {txt_contains: x}\n")
     res = subprocess.run(
-        [sys.executable, "-m", "plm_core.cli", "validate", "-c", str(REPO / "configs" / "poc_parity.toml"),
-         "--cases", str(path)],
-        capture_output=True, text=True, cwd=REPO, timeout=120, env={**os.environ, "PLM_PROGRESS": "0"},
+        [
+            sys.executable,
+            "-m",
+            "plm_core.cli",
+            "validate",
+            "-c",
+            str(REPO / "configs" / "poc_parity.toml"),
+            "--cases",
+            str(path),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
+        env={**os.environ, "PLM_PROGRESS": "0"},
     )
     assert res.returncode == 2, res.stdout + res.stderr
     assert res.stderr.startswith("error: ") and "Traceback" not in res.stderr

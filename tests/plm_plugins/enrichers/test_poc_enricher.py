@@ -141,8 +141,6 @@ def test_group_entities_first_seen_order_dedup_cap_and_filter() -> None:
 # --- the POC's reference ---------------------------------------------------------------
 
 
-
-
 @pytest.mark.dataset
 def test_enriched_text_matches_the_reference_for_every_chunk(reference_enriched: list[dict], reference_text) -> None:
     chunks = [

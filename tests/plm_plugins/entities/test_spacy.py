@@ -92,11 +92,10 @@ def test_registers_as_spacy_entities() -> None:
     assert registry.get("spacy_entities").cls is SpacyEntityExtractor
 
 
-
-
 @pytest.mark.dataset
 def test_entities_match_the_reference_on_a_sample(
-    reference_enriched: list[dict], extractor: SpacyEntityExtractor, reference_text) -> None:
+    reference_enriched: list[dict], extractor: SpacyEntityExtractor, reference_text
+) -> None:
     # Every 25th chunk plus the sentence-sensitive ones keeps this under a minute; the
     # full corpus was checked once by hand: 0 mismatches.
     sample = [r for i, r in enumerate(reference_enriched) if i % 25 == 0 or r["chunk_id"] in SENTENCE_SENSITIVE]

@@ -19,8 +19,19 @@ def _store(tmp_path) -> SQLiteStore:
 def _docs():
     docs = [Document(id="a", text="alpha text", title="A", metadata={"v": 1}), Document(id="b", text="beta", title="B")]
     chunks = [
-        Chunk(id="a_0", doc_id="a", text="alpha", heading_path=("A", "Intro"), start_char=0, end_char=5,
-              stable_id="s1", metadata={"v": 1}, keywords=("alpha",), entities={"ORG": ("Acme",)}, enriched="alpha | Acme\n\nalpha"),
+        Chunk(
+            id="a_0",
+            doc_id="a",
+            text="alpha",
+            heading_path=("A", "Intro"),
+            start_char=0,
+            end_char=5,
+            stable_id="s1",
+            metadata={"v": 1},
+            keywords=("alpha",),
+            entities={"ORG": ("Acme",)},
+            enriched="alpha | Acme\n\nalpha",
+        ),
         Chunk(id="a_1", doc_id="a", text="text", start_char=6, end_char=10),
         Chunk(id="b_0", doc_id="b", text="beta"),
     ]
