@@ -61,6 +61,10 @@ class Embedder(BaseComponent[list[str], Any]):
     def embed(self, texts: Sequence[str], progress: bool = False) -> Any:
         raise NotImplementedError
 
+    def embed_query(self, text: str) -> Any:
+        """One query's vector; override when queries are embedded differently (prefixes)."""
+        return self.embed([text])[0]
+
     def run(self, data: list[str]) -> Any:
         return self.embed(data)
 
@@ -82,6 +86,10 @@ class Retriever(BaseComponent[ExpandedQuery, list[ScoredChunk]]):
     def build(self, chunks: Sequence[Chunk], vectors: Any, index_dir: Path) -> None:
         """Index `chunks` (row i of `vectors` belongs to chunks[i]) and save under index_dir."""
         raise NotImplementedError
+
+    def index_matches(self, index_dir: Path, n_chunks: int) -> bool:
+        """False when the saved index is missing or does not cover `n_chunks` chunks."""
+        return True
 
     def load(self, index_dir: Path, chunk_ids: Sequence[str], vectors: Any) -> None:
         """Open what `build` saved; raise StoreError if it is missing or corrupt."""

@@ -69,6 +69,13 @@ class ExpandedQuery(Query):
     def expanded(self) -> bool:
         return bool(self.fired)
 
+    @classmethod
+    def of(cls, query: Query) -> ExpandedQuery:
+        """`query` as an ExpandedQuery (unchanged when it already is one)."""
+        if isinstance(query, ExpandedQuery):
+            return query
+        return cls(text=query.text, k=query.k, filters=query.filters, id=query.id, original=query.text)
+
 
 # The POC's name for a query rewritten before retrieval.
 RewrittenQuery = ExpandedQuery
@@ -80,6 +87,20 @@ class EmbeddedQuery(ExpandedQuery):
 
     vector: Any = None
     model: str = ""
+
+    @classmethod
+    def with_vector(cls, query: Query, vector: Any, model: str) -> EmbeddedQuery:
+        q = ExpandedQuery.of(query)
+        return cls(
+            text=q.text,
+            k=q.k,
+            filters=q.filters,
+            id=q.id,
+            original=q.original,
+            fired=q.fired,
+            vector=vector,
+            model=model,
+        )
 
 
 @dataclass(frozen=True)

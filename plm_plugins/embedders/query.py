@@ -12,7 +12,7 @@ from plm_core.component import BaseComponent, ComponentConfig
 from plm_core.errors import ConfigError
 from plm_core.hookspecs import hookimpl
 from plm_core.interfaces import Embedder
-from plm_core.records import EmbeddedQuery, ExpandedQuery, Query
+from plm_core.records import EmbeddedQuery, ExpandedQuery
 
 if TYPE_CHECKING:
     from plm_core.registry import Registry
@@ -45,23 +45,7 @@ class QueryEmbedder(BaseComponent[ExpandedQuery, EmbeddedQuery]):
     def run(self, data: ExpandedQuery) -> EmbeddedQuery:
         embedder = self._embedder()
         embedder.ensure_warm()
-        embed_query = getattr(embedder, "embed_query", None)
-        vector = embed_query(data.text) if embed_query is not None else embedder.embed([data.text])[0]
-        expanded = data if isinstance(data, ExpandedQuery) else _as_expanded(data)
-        return EmbeddedQuery(
-            text=expanded.text,
-            k=expanded.k,
-            filters=expanded.filters,
-            id=expanded.id,
-            original=expanded.original,
-            fired=expanded.fired,
-            vector=vector,
-            model=embedder.model_name,
-        )
-
-
-def _as_expanded(query: Query) -> ExpandedQuery:
-    return ExpandedQuery(text=query.text, k=query.k, filters=query.filters, id=query.id, original=query.text)
+        return EmbeddedQuery.with_vector(data, embedder.embed_query(data.text), embedder.model_name)
 
 
 @hookimpl

@@ -27,6 +27,7 @@ from plm_core.errors import MissingDependencyError, StoreError
 from plm_core.hookspecs import hookimpl
 from plm_core.interfaces import Retriever
 from plm_core.records import Chunk, ExpandedQuery, ScoredChunk
+from plm_plugins.retrievers.ranking import top_n
 
 if TYPE_CHECKING:
     from plm_core.registry import Registry
@@ -168,22 +169,10 @@ class BM25Retriever(Retriever):
         return retriever.get_scores_from_ids(ids)
 
     def search(self, query: ExpandedQuery, n: int, allowed: Any = None) -> list[ScoredChunk]:
-        import numpy as np
-
+        # Full scores, then the POC's argsort order (not bm25s.retrieve(): it raises when k
+        # exceeds the corpus and orders ties differently).
         scores = self.scores(query.text)
-        # Not bm25s.retrieve(): it raises when k exceeds the corpus and its top-k selection
-        # orders ties differently. The POC ranked with numpy.argsort(scores)[::-1] over
-        # all chunks, and that order decides among the many exactly tied chunks.
-        order = np.argsort(scores)[::-1]
-        if allowed is not None:
-            order = order[np.asarray(allowed, dtype=bool)[order]]
-        if self.config.drop_zero_scores:
-            order = order[scores[order] > 0]
-        order = order[: max(0, n)]
-        return [
-            ScoredChunk(chunk_id=self._chunk_ids[i], score=float(scores[i]), source=self.label, rank=r)
-            for r, i in enumerate(order.tolist())
-        ]
+        return top_n(scores, n, self._chunk_ids, self.label, allowed, drop_zero=self.config.drop_zero_scores)
 
     def run(self, data: ExpandedQuery) -> list[ScoredChunk]:
         return self.search(data, data.k)

@@ -16,6 +16,7 @@ from plm_core.errors import ConfigError, StoreError
 from plm_core.hookspecs import hookimpl
 from plm_core.interfaces import Retriever
 from plm_core.records import Chunk, EmbeddedQuery, ExpandedQuery, ScoredChunk
+from plm_plugins.retrievers.ranking import top_n
 
 if TYPE_CHECKING:
     from plm_core.registry import Registry
@@ -89,19 +90,9 @@ class DenseRetriever(Retriever):
         return self._matrix @ self.query_vector(query)
 
     def search(self, query: ExpandedQuery, n: int, allowed: Any = None) -> list[ScoredChunk]:
-        import numpy as np
-
+        # Exact scores for every chunk, then the POC's tie order (see ranking.top_n).
         scores = self.scores(query)
-        # A full argsort, reversed, as the POC did: it fixes the order among equal scores
-        # (duplicate chunks embed identically), which argpartition would not reproduce.
-        order = np.argsort(scores)[::-1]
-        if allowed is not None:
-            order = order[np.asarray(allowed, dtype=bool)[order]]
-        order = order[: max(0, n)]
-        return [
-            ScoredChunk(chunk_id=self._chunk_ids[i], score=float(scores[i]), source=self.label, rank=r)
-            for r, i in enumerate(order.tolist())
-        ]
+        return top_n(scores, n, self._chunk_ids, self.label, allowed)
 
     def run(self, data: ExpandedQuery) -> list[ScoredChunk]:
         return self.search(data, data.k)

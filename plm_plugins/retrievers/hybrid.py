@@ -24,7 +24,7 @@ from plm_core.component import BaseComponent, ComponentConfig
 from plm_core.errors import ConfigError, PlmUserError, StoreError
 from plm_core.hookspecs import hookimpl
 from plm_core.interfaces import Fuser, Ranking, Retriever
-from plm_core.records import Chunk, EmbeddedQuery, ExpandedQuery, Hit, Query, ScoredChunk
+from plm_core.records import Chunk, EmbeddedQuery, ExpandedQuery, Hit, ScoredChunk
 
 if TYPE_CHECKING:
     from plm_core.registry import Registry
@@ -87,8 +87,7 @@ class HybridRetrieval(BaseComponent[ExpandedQuery, Ranking]):
         retrievers, _ = self._parts()
         n_chunks = int(self.context.store.stats().get("chunks", 0))
         for retriever in retrievers.values():
-            matches = getattr(retriever, "index_matches", None)
-            if matches is not None and not matches(self.context.index_dir, n_chunks):
+            if not retriever.index_matches(self.context.index_dir, n_chunks):
                 return False
         return True
 
@@ -116,23 +115,12 @@ class HybridRetrieval(BaseComponent[ExpandedQuery, Ranking]):
         if not any(r.needs_vectors for r in retrievers.values()):
             return query
         embedder.ensure_warm()
-        embed_query = getattr(embedder, "embed_query", None)
-        vector = embed_query(query.text) if embed_query is not None else embedder.embed([query.text])[0]
-        return EmbeddedQuery(
-            text=query.text,
-            k=query.k,
-            filters=query.filters,
-            id=query.id,
-            original=query.original,
-            fired=query.fired,
-            vector=vector,
-            model=embedder.model_name,
-        )
+        return EmbeddedQuery.with_vector(query, embedder.embed_query(query.text), embedder.model_name)
 
     def run(self, data: ExpandedQuery) -> Ranking:
         self.ensure_warm()
         retrievers, fuser = self._parts()
-        query = data if isinstance(data, ExpandedQuery) else _as_expanded(data)
+        query = ExpandedQuery.of(data)
         if query.filters:
             raise PlmUserError(
                 f"retrieval stage {getattr(self, 'label', self.name)!r} does not support metadata "
@@ -166,10 +154,6 @@ class HybridRetrieval(BaseComponent[ExpandedQuery, Ranking]):
                 )
             )
         return Ranking(query=query, hits=tuple(hits), fusion=settings)
-
-
-def _as_expanded(query: Query) -> ExpandedQuery:
-    return ExpandedQuery(text=query.text, k=query.k, filters=query.filters, id=query.id, original=query.text)
 
 
 @hookimpl
