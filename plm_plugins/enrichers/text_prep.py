@@ -9,12 +9,15 @@ entity extractors also share `group_entities`, the POC's label -> values shape.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Iterable, Sequence
 
 from pydantic import Field
 
 from plm_core.component import ComponentConfig
+from plm_core.interfaces import ChunkTransform
+from plm_core.records import Chunk
 
 # A code span as the chunker counts it (POC_SPEC section 2): a fenced block from one
 # ``` to the next, across lines, or an inline `...` on a single line. Fences come first
@@ -75,3 +78,46 @@ def group_entities(
         if text not in values and len(values) < max_per_label:
             values.append(text)
     return {label: tuple(values) for label, values in grouped.items()}
+
+
+class EntityConfig(TextPrepConfig):
+    """What every entity extractor reads and keeps (mixed into its Config)."""
+
+    labels: list[str] = Field(min_length=1)
+    max_chars: int = Field(5000, ge=1, description="only the first max_chars characters are read")
+    max_per_label: int = Field(5, ge=1)
+
+
+class EntityExtractor(ChunkTransform):
+    """The shared flow of entity extractors: prepare texts, run the model once per distinct
+    text, group (label, text) pairs the POC's way. Subclasses implement `find`."""
+
+    family = "entities"
+    # Entities depend only on the chunk text and the settings: cached by content hash.
+    cache_fields = ("entities",)
+    config: EntityConfig
+
+    def find(self, texts: list[str]) -> list[Iterable[tuple[str, str]]]:
+        """(label, text) pairs in document order, for each text."""
+        raise NotImplementedError
+
+    def extract(self, texts: Sequence[str]) -> list[dict[str, tuple[str, ...]]]:
+        """Entities for each text, same order; too-short texts get {}."""
+        self.ensure_warm()
+        cfg = self.config
+        prepared = [
+            t[: cfg.max_chars] if t is not None else None
+            for t in texts_to_analyse(list(texts), cfg.min_chars, cfg.code_ratio)
+        ]
+        # Identical texts (generated reference pages: 4% of the POC corpus) run once.
+        unique = list(dict.fromkeys(t for t in prepared if t is not None))
+        found = {
+            text: group_entities(pairs, cfg.labels, cfg.max_per_label)
+            for text, pairs in zip(unique, self.find(unique) if unique else [], strict=True)
+        }
+        return [dict(found[t]) if t is not None else {} for t in prepared]
+
+    def run(self, data: list[Chunk]) -> list[Chunk]:
+        self.ensure_warm()
+        found = self.extract([c.text for c in data])
+        return [dataclasses.replace(chunk, entities=ents) for chunk, ents in zip(data, found, strict=True)]

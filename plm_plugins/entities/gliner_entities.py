@@ -11,18 +11,15 @@ first, then the Hugging Face cache (no network), and the hub only when neither
 
 from __future__ import annotations
 
-import dataclasses
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
 from plm_core.errors import MissingDependencyError, ModelNotFoundError
-from plm_core.interfaces import ChunkTransform
-from plm_core.records import Chunk
-from plm_plugins.enrichers.text_prep import TextPrepConfig, group_entities, texts_to_analyse
+from plm_plugins.enrichers.text_prep import EntityConfig, EntityExtractor
 
 if TYPE_CHECKING:
     from plm_core.registry import Registry
@@ -42,21 +39,17 @@ DEFAULT_LABELS = [
 ]
 
 
-class GlinerEntityExtractor(ChunkTransform):
+class GlinerEntityExtractor(EntityExtractor):
     """Sets `chunk.entities` (label -> values) from a GLiNER model."""
 
     name = "gliner_entities"
-    family = "entities"
-    cache_fields = ("entities",)
 
-    class Config(TextPrepConfig):
+    class Config(EntityConfig):
         model: str = Field("urchade/gliner_multi-v2.1", description="hub name or local folder")
         labels: list[str] = Field(default_factory=lambda: list(DEFAULT_LABELS), min_length=1)
         threshold: float = Field(0.5, ge=0.0, le=1.0, description="minimum span score")
         batch_size: int = Field(8, ge=1)
-        # GLiNER itself reads at most its max_len (384 for v2.1) words of each text.
-        max_chars: int = Field(5000, ge=1, description="only the first max_chars characters are read")
-        max_per_label: int = Field(5, ge=1)
+        # GLiNER itself reads at most its max_len (384 for v2.1) words of each text (and max_chars).
         device: str = Field("cpu", description="torch device, e.g. 'cpu' or 'cuda'")
 
     config: Config
@@ -125,31 +118,16 @@ class GlinerEntityExtractor(ChunkTransform):
             f"`huggingface-cli download {model}` while online."
         )
 
-    def extract(self, texts: Sequence[str]) -> list[dict[str, tuple[str, ...]]]:
-        """Entities for each text, same order; too-short texts get {}."""
-        self.ensure_warm()
+    def find(self, texts: list[str]) -> list[Iterable[tuple[str, str]]]:
         cfg = self.config
-        prepared = [
-            t[: cfg.max_chars] if t is not None else None
-            for t in texts_to_analyse(list(texts), cfg.min_chars, cfg.code_ratio)
-        ]
-        unique = list(dict.fromkeys(t for t in prepared if t is not None))  # identical texts run once
-        if not unique:
-            return [{} for _ in prepared]
         predictions = self._model.inference(
-            unique, list(cfg.labels), flat_ner=True, threshold=cfg.threshold, batch_size=cfg.batch_size
+            texts, list(cfg.labels), flat_ner=True, threshold=cfg.threshold, batch_size=cfg.batch_size
         )
-        found: dict[str, dict[str, tuple[str, ...]]] = {}
-        for text, spans in zip(unique, predictions, strict=True):
-            # Document order, so that "first seen" means the same as for spaCy.
-            ordered = sorted(spans, key=lambda s: (s["start"], s["end"]))
-            found[text] = group_entities(((s["label"], s["text"]) for s in ordered), cfg.labels, cfg.max_per_label)
-        return [dict(found[t]) if t is not None else {} for t in prepared]
-
-    def run(self, data: list[Chunk]) -> list[Chunk]:
-        self.ensure_warm()
-        found: list[Mapping[str, tuple[str, ...]]] = list(self.extract([c.text for c in data]))
-        return [dataclasses.replace(chunk, entities=ents) for chunk, ents in zip(data, found, strict=True)]
+        # Document order, so that "first seen" means the same as for spaCy.
+        return [
+            [(s["label"], s["text"]) for s in sorted(spans, key=lambda s: (s["start"], s["end"]))]
+            for spans in predictions
+        ]
 
 
 from plm_core.hookspecs import hookimpl  # noqa: E402 - registration lives at the end by convention

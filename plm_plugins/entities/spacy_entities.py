@@ -12,17 +12,14 @@ chunks on one CPU core (1.4x, identical output).
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
 from plm_core.errors import MissingDependencyError, ModelNotFoundError
-from plm_core.interfaces import ChunkTransform
-from plm_core.records import Chunk
-from plm_plugins.enrichers.text_prep import TextPrepConfig, group_entities, texts_to_analyse
+from plm_plugins.enrichers.text_prep import EntityConfig, EntityExtractor
 
 if TYPE_CHECKING:
     from plm_core.registry import Registry
@@ -51,18 +48,14 @@ def needed_pipes(nlp: Any) -> list[str]:
     return [name for name in nlp.pipe_names if name not in dropped]
 
 
-class SpacyEntityExtractor(ChunkTransform):
+class SpacyEntityExtractor(EntityExtractor):
     """Sets `chunk.entities` (label -> values) from a spaCy pipeline's `ner` component."""
 
     name = "spacy_entities"
-    family = "entities"
-    cache_fields = ("entities",)
 
-    class Config(TextPrepConfig):
+    class Config(EntityConfig):
         model: str = Field("en_core_web_sm", description="spaCy package name or pipeline folder")
         labels: list[str] = Field(default_factory=lambda: list(POC_LABELS), min_length=1)
-        max_chars: int = Field(5000, ge=1, description="only the first max_chars characters are read")
-        max_per_label: int = Field(5, ge=1)
         batch_size: int = Field(64, ge=1, description="texts per nlp.pipe batch")
         n_process: int = Field(1, ge=1, description="nlp.pipe worker processes")
         minimal_pipes: bool = Field(
@@ -109,27 +102,9 @@ class SpacyEntityExtractor(ChunkTransform):
             nlp.select_pipes(enable=needed_pipes(nlp))
         self._nlp = nlp
 
-    def extract(self, texts: Sequence[str]) -> list[dict[str, tuple[str, ...]]]:
-        """Entities for each text, same order; too-short texts get {}."""
-        self.ensure_warm()
-        cfg = self.config
-        prepared = [
-            t[: cfg.max_chars] if t is not None else None
-            for t in texts_to_analyse(list(texts), cfg.min_chars, cfg.code_ratio)
-        ]
-        # Identical texts (generated reference pages: 4% of the POC corpus) are parsed once.
-        unique = list(dict.fromkeys(t for t in prepared if t is not None))
-        docs = self._nlp.pipe(unique, batch_size=cfg.batch_size, n_process=cfg.n_process)
-        found = {
-            text: group_entities(((ent.label_, ent.text) for ent in doc.ents), cfg.labels, cfg.max_per_label)
-            for text, doc in zip(unique, docs, strict=True)
-        }
-        return [dict(found[t]) if t is not None else {} for t in prepared]
-
-    def run(self, data: list[Chunk]) -> list[Chunk]:
-        self.ensure_warm()
-        found: list[Mapping[str, tuple[str, ...]]] = list(self.extract([c.text for c in data]))
-        return [dataclasses.replace(chunk, entities=ents) for chunk, ents in zip(data, found, strict=True)]
+    def find(self, texts: list[str]) -> list[Iterable[tuple[str, str]]]:
+        docs = self._nlp.pipe(texts, batch_size=self.config.batch_size, n_process=self.config.n_process)
+        return [[(ent.label_, ent.text) for ent in doc.ents] for doc in docs]
 
 
 from plm_core.hookspecs import hookimpl  # noqa: E402 - registration lives at the end by convention
