@@ -200,7 +200,13 @@ class Job:
         if not docs:
             raise PlmUserError("nothing to ingest: no documents found in the given sources")
         fp = self.fingerprint(docs)
-        if not force and self.store.get_meta("fingerprint") == fp and self._derived_ok():
+        if not force and self.store.get_meta("fingerprint") == fp:
+            # Same files, same index-side config: only indexes built with other settings
+            # (e.g. a BM25 tokenizer changed in [query]) need work, and they come from the store.
+            if not self._derived_ok():
+                t0 = time.perf_counter()
+                self.rebuild_indexes(report)
+                report.timings["rebuild indexes"] = time.perf_counter() - t0
             report.skipped = True
             report.chunks = int(self.store.stats().get("chunks", 0))
             report.model = self.store.get_meta("model")

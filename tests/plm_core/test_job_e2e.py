@@ -112,3 +112,18 @@ def test_example_plugin_stage_changes_results(report: dict, index_dir: Path, tmp
     b = plugged.search(q, k=5)[0]
     assert b.query.original != a.query.original
     assert [h.chunk_id for h in a.hits] != [h.chunk_id for h in b.hits] or a.hits[0].score != b.hits[0].score
+
+
+def test_changing_a_retriever_setting_rebuilds_only_its_index(report: dict, index_dir: Path) -> None:
+    overrides = ["query.retrieve.retrievers.bm25.tokenizer=bm25s_stem", "query.retrieve.retrievers.bm25.method=lucene"]
+    job = Job.from_config(POC, overrides, index_dir=index_dir, settings=Settings(progress=False))
+    again = run_job(job)
+    assert again["ingest"]["skipped"]  # no re-chunking, re-enrichment or re-embedding
+    assert "index:bm25" in again["ingest"]["timings_s"]
+    assert (
+        again["sets"][0]["metrics"] != report["sets"][0]["metrics"]
+        or again["sets"][0]["per_query"] != report["sets"][0]["per_query"]
+    )
+    # and the original settings find their index stale again and rebuild it the same way
+    back = run_job(Job.from_config(POC, index_dir=index_dir, settings=Settings(progress=False)))
+    assert back["ingest"]["skipped"] and back["sets"][0]["metrics"] == report["sets"][0]["metrics"]
