@@ -255,7 +255,9 @@ class Job:
         if self.cache is None:
             report.work["embed"] = {"computed": len(texts), "cached": 0}
             return self.embedder.embed(texts, progress=self.settings.progress)
-        identity = stage_identity(f"embed:{self.embedder.model_name}", self.embedder.config)
+        # Keyed by the model actually loaded, not the preference list that chose it.
+        settings = self.embedder.config.model_dump(mode="json", exclude={"model"})
+        identity = stage_identity(f"embed:{self.embedder.model_name}", settings)
         keys = [content_key(identity, t) for t in texts]
         found = self.cache.get_many(keys)
         todo = list(dict.fromkeys(k for k in keys if k not in found))

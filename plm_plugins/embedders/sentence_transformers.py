@@ -163,6 +163,11 @@ class SentenceTransformerEmbedder(Embedder):
     def _load(self, name: str, path: Path, settings: Settings, tried: list[str]) -> bool:
         from sentence_transformers import SentenceTransformer
 
+        if not settings.progress:  # transformers draws a "Loading weights" bar of its own
+            from transformers.utils import logging as hf_logging
+
+            hf_logging.disable_progress_bar()
+
         try:
             model = SentenceTransformer(str(path), device=self.config.device or settings.device, local_files_only=True)
         except Exception as err:  # noqa: BLE001 - a broken candidate falls through to the next

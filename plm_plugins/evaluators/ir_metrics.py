@@ -49,10 +49,12 @@ def ir_scores(
         ir_measures.Qrel(qid, did, int(g)) for qid, docs in qrels.items() if qid in doc_runs for did, g in docs.items()
     ]
     run = [
-        ir_measures.ScoredDoc(qid, did, float(len(docs) - i)) for qid, docs in doc_runs.items() for i, did in enumerate(docs)
+        ir_measures.ScoredDoc(qid, did, float(len(docs) - i))
+        for qid, docs in doc_runs.items()
+        for i, did in enumerate(docs)
     ]
     out: dict[str, dict[str, float]] = {m: {qid: 0.0 for qid in doc_runs} for m in measures}
-    names = {str(p): m for p, m in zip(parsed, measures)}
+    names = {str(p): m for p, m in zip(parsed, measures, strict=True)}
     for metric in ir_measures.iter_calc(parsed, qrel_list, run):
         out[names[str(metric.measure)]][metric.query_id] = float(metric.value)
     return out
@@ -68,6 +70,8 @@ class IRMetricsEvaluator(BaseComponent[object, object]):
         chunk_k: int = Field(5, ge=1)
         doc_k: int = Field(100, ge=1)
         measures: list[str] = ["nDCG@10", "R@100", "RR@10"]
+
+    config: Config
 
     def evaluate(self, job: Any, qset: QuerySet, progress: bool = False) -> dict[str, Any]:
         k = self.config.chunk_k
@@ -87,6 +91,11 @@ class IRMetricsEvaluator(BaseComponent[object, object]):
                 "query_id": qid, "query": text, "expanded": ranking.query.text,
                 "fired": list(ranking.query.fired), "relevant": sorted(qset.qrels[qid]),
                 "rank": rank, "chunks": [h.chunk_id for h in ranking.hits], "docs": chunk_docs,
+                # Where the first relevant doc sits in the deep doc ranking (None: not in it);
+                # what `plm eval --per-query` shows when two configs disagree.
+                "doc_rank": chunk_view(doc_runs[qid], qset.qrels[qid], len(doc_runs[qid])),
+                # The chunk view per query, named like the aggregates they average to.
+                "Hit@1": float(rank == 1), f"Hit@{k}": float(rank is not None), "MRR": 1.0 / rank if rank else 0.0,
             })
         elapsed = time.perf_counter() - t0
         n = len(per_query)

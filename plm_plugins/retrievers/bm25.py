@@ -13,6 +13,7 @@ bit-identical; the index is saved and loaded with bm25s's own format.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import shutil
@@ -216,6 +217,9 @@ def _import_bm25s() -> Any:
         import bm25s
     except ImportError:
         raise MissingDependencyError("bm25s", "bm25") from None
+    # bm25s pins its logger to DEBUG, which floods stderr on every build; defer to the
+    # application's logging instead.
+    logging.getLogger("bm25s").setLevel(logging.NOTSET)
     return bm25s
 
 

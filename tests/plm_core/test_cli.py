@@ -96,6 +96,8 @@ def test_every_command_has_help() -> None:
         ["config", "check", "--help"],
         ["index", "stats", "--help"],
         ["index", "rebuild", "--help"],
+        ["eval", "--help"],
+        ["validate", "--help"],
     ):
         res = plm(*cmd)
         assert res.returncode == 0 and "Usage" in res.stdout, cmd

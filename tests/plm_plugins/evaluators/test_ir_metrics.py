@@ -37,3 +37,54 @@ def test_ir_scores_match_hand_computed_values() -> None:
 def test_query_with_no_results_scores_zero() -> None:
     got = ir_scores({"q1": [], "q2": ["a"]}, {"q1": {"a": 1}, "q2": {"a": 1}}, ["nDCG@10"])
     assert got["nDCG@10"] == {"q1": 0.0, "q2": 1.0}
+
+
+class _FixedJob:
+    """A stand-in job whose ranking per query is fixed: chunk ids are `<doc>#<n>`."""
+
+    def __init__(self, runs: dict[str, list[str]]) -> None:
+        self.runs = runs
+
+    def search(self, query):  # type: ignore[no-untyped-def]
+        from plm_core.interfaces import Ranking
+        from plm_core.records import ExpandedQuery, Hit
+
+        docs = self.runs[query.id][: query.k]
+        hits = tuple(Hit(chunk_id=f"{d}#{i}", doc_id=d, score=1.0 / (i + 1), rank=i) for i, d in enumerate(docs))
+        return Ranking(query=ExpandedQuery(text=query.text, k=query.k, id=query.id, original=query.text), hits=hits), {}
+
+
+def test_evaluate_per_query_rows_and_aggregates_match_hand_computed_values() -> None:
+    from plm_core.dataset import QuerySet
+    from plm_plugins.evaluators.ir_metrics import IRMetricsEvaluator
+
+    # q1: the relevant doc "a" is the 2nd chunk (and 2nd doc); q2: graded, "y" (grade 1)
+    # first, "x" (grade 2) later, with "y" repeated so the doc ranking is shorter than
+    # the chunk list; q3: nothing relevant among the top 5 chunks, found at doc rank 6.
+    runs = {
+        "q1": ["b", "a", "c"],
+        "q2": ["y", "y", "z", "x"],
+        "q3": ["p1", "p2", "p3", "p4", "p5", "r"],
+    }
+    qset = QuerySet(
+        "t",
+        {"q1": "one", "q2": "two", "q3": "three"},
+        {"q1": {"a": 1}, "q2": {"x": 2, "y": 1}, "q3": {"r": 1}},
+    )
+    res = IRMetricsEvaluator(chunk_k=5, doc_k=100).evaluate(_FixedJob(runs), qset)
+    rows = {r["query_id"]: r for r in res["per_query"]}
+    assert [rows[q]["rank"] for q in ("q1", "q2", "q3")] == [2, 1, None]
+    assert [rows[q]["doc_rank"] for q in ("q1", "q2", "q3")] == [2, 1, 6]
+    assert [rows[q]["MRR"] for q in ("q1", "q2", "q3")] == [0.5, 1.0, 0.0]
+    assert [rows[q]["Hit@1"] for q in ("q1", "q2", "q3")] == [0.0, 1.0, 0.0]
+    assert [rows[q]["Hit@5"] for q in ("q1", "q2", "q3")] == [1.0, 1.0, 0.0]
+    # q2 doc ranking y, z, x: DCG = 1 + 2/log2(4) = 2; ideal x, y: 2 + 1/log2(3)
+    assert rows["q2"]["nDCG@10"] == pytest.approx(2 / (2 + 1 / math.log2(3)), abs=1e-6)
+    assert rows["q3"]["nDCG@10"] == pytest.approx(1 / math.log2(7), abs=1e-6)
+    assert rows["q3"]["RR@10"] == pytest.approx(1 / 6, abs=1e-6)
+    m = res["metrics"]
+    assert m["Hit@1"] == pytest.approx(1 / 3) and m["Hit@5"] == pytest.approx(2 / 3)
+    assert m["MRR"] == pytest.approx((0.5 + 1.0) / 3)
+    # Every aggregate is the mean of the per-query values of the same name.
+    for name, value in m.items():
+        assert value == pytest.approx(sum(r[name] for r in rows.values()) / 3, abs=1e-6)

@@ -1,0 +1,224 @@
+"""`plm eval`: several configs over one BEIR-layout dataset, side by side.
+
+Each config is ingested (skipped when its index is unchanged) and evaluated by
+`plm_core.runner.run_job`; work the configs share (chunk keywords, entities, vectors of the
+same model) comes from the content cache, so a config costs only what differs. The
+comparison (deltas, paired significance tests, report files) is done by the registered
+`comparison_report` reporter, so the core imports neither scipy nor matplotlib.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from pydantic import ValidationError
+from rich import box
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from plm_core.config import JobConfig, load_job
+from plm_core.errors import ConfigError, PlmUserError
+from plm_core.job import Job, index_dir_for, resolve_dataset
+from plm_core.registry import Registry, default_registry
+from plm_core.settings import Settings
+
+out = Console()
+
+
+def config_labels(paths: Sequence[Path]) -> list[str]:
+    """Row labels: config file stems; a stem used twice becomes parent/stem, then numbered."""
+    stems = [p.stem for p in paths]
+    labels = [f"{p.parent.name}/{p.stem}" if stems.count(p.stem) > 1 else p.stem for p in paths]
+    seen: dict[str, int] = {}
+    unique = []
+    for label in labels:
+        seen[label] = seen.get(label, 0) + 1
+        unique.append(label if seen[label] == 1 else f"{label}#{seen[label]}")
+    return unique
+
+
+def eval_index_dirs(configs: Sequence[JobConfig], data_dir: str, dataset: Path | None) -> list[Path]:
+    """One index folder per config file. `[job].name` alone could collide (two variants of
+    one recipe often keep the name), so the file stem joins it when they differ, and a
+    hash of the file's path settles two different files that still agree on both."""
+    dirs = []
+    for cfg in configs:
+        stem = cfg.path.stem
+        base = cfg.job.name if stem == cfg.job.name else f"{cfg.job.name}.{stem}"
+        dirs.append(index_dir_for(base, data_dir, dataset))
+    owners: dict[Path, Path] = {}
+    for i, (cfg, d) in enumerate(zip(configs, dirs, strict=True)):
+        path = cfg.path.resolve()
+        if owners.setdefault(d, path) != path:
+            digest = hashlib.sha256(str(path).encode()).hexdigest()[:8]
+            dirs[i] = d.with_name(f"{d.name}.{digest}")
+    return dirs
+
+
+def run_configs(
+    paths: Sequence[Path],
+    dataset: Path | None = None,
+    corpus: str | None = None,
+    query_sets: list[str] | None = None,
+    overrides: Sequence[str] = (),
+    force: bool = False,
+    settings: Settings | None = None,
+    registry: Registry | None = None,
+    on_done: Callable[[str, dict[str, Any]], None] | None = None,
+) -> list[tuple[str, dict[str, Any]]]:
+    """(label, run_job report) per config, in order; every config is validated before any runs."""
+    from plm_core.runner import run_job
+
+    if not paths:
+        raise PlmUserError("give at least one --config")
+    settings = settings or Settings()
+    registry = registry or default_registry()
+    configs = [load_job(p, registry, list(overrides)) for p in paths]
+    datasets = [resolve_dataset(cfg, dataset) for cfg in configs]
+    missing = [str(cfg.path) for cfg, ds in zip(configs, datasets, strict=True) if ds is None]
+    if missing:
+        raise PlmUserError(f"no dataset for {', '.join(missing)}: pass --dataset DIR (a BEIR-layout folder)")
+    if len({ds.resolve() for ds in datasets if ds is not None}) > 1:
+        raise PlmUserError("the configs name different datasets ([job].dataset); pass --dataset DIR to compare them")
+    ds = datasets[0]
+    sets = query_sets or list(configs[0].job.queries)
+    runs = []
+    index_dirs = eval_index_dirs(configs, settings.data_dir, dataset)
+    for label, cfg, index_dir in zip(config_labels(paths), configs, index_dirs, strict=True):
+        job = Job(cfg, index_dir, settings, registry)
+        try:
+            result = run_job(job, dataset=ds, corpus=corpus, query_sets=sets, force=force)
+        finally:
+            job.close()
+        runs.append((label, result))
+        if on_done is not None:
+            on_done(label, result)
+    return runs
+
+
+def _reporter(registry: Registry, **params: Any) -> Any:
+    reg = registry.get("comparison_report", "reporter")
+    try:
+        return reg.cls(**params)
+    except ValidationError as err:
+        bad = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in err.errors())
+        raise ConfigError(f"plm eval: bad reporter setting: {bad}") from None
+
+
+def _work_line(label: str, result: dict[str, Any]) -> str:
+    ing = result["ingest"]
+    if ing["skipped"]:
+        what = "index up to date, ingest skipped"
+    else:
+        work = ", ".join(f"{s} {w['computed']} computed/{w['cached']} cached" for s, w in ing["work"].items())
+        what = f"ingested {ing['documents']} docs, {ing['chunks']} chunks in {ing['wall_s']:.1f}s" + (
+            f" ({work})" if work else "")
+    return f"{label}: {what}; model {result['model'] or '-'}"
+
+
+def _p(p: float) -> str:
+    return "p<0.001" if p < 0.001 else f"p={p:.3f}"
+
+
+def print_comparison(comparison: dict[str, Any]) -> None:
+    test, base = comparison["test"], comparison["baseline"]
+    how = "paired permutation test" if test["name"] == "permutation" else "paired t-test"
+    width = max(len(c["label"]) for c in comparison["configs"])
+    for s in comparison["sets"]:
+        table = Table(title=f"query set {s['set']} ({s['queries']} queries)", box=box.SIMPLE_HEAD,
+                      caption=f"cell: mean / delta vs {base} / {how} p-value (* p<{test['alpha']})")
+        table.add_column("config", no_wrap=True, min_width=min(width, 24))
+        for m in s["metrics"]:
+            table.add_column(m, justify="right", no_wrap=True)
+        for row in s["rows"]:
+            cells = []
+            for m in s["metrics"]:
+                value = f"{row['values'][m]:.3f}"
+                if row["delta"][m] is None:
+                    cells.append(f"{value}\n-\n-")
+                else:
+                    star = "*" if row["p"][m] < test["alpha"] else ""
+                    cells.append(f"{value}\n{row['delta'][m]:+.3f}\n{_p(row['p'][m])}{star}")
+            table.add_row(row["config"], *cells, end_section=True)
+        out.print(table)
+
+
+def _ranks(run: dict[str, Any], metric: str) -> str:
+    def show(v: Any) -> str:
+        return "-" if v is None else str(v)
+
+    return f"doc rank {show(run['doc_rank'])}\nchunk rank {show(run['rank'])}\n{metric} {run[metric]:.3f}"
+
+
+def print_differences(reporter: Any, comparison: dict[str, Any], metric: str | None, top: int) -> None:
+    a, b = (c["label"] for c in comparison["configs"][:2])
+    for s in comparison["sets"]:
+        rows = reporter.differing_queries(s, a, b, metric=metric, top=top)
+        m = metric or s["metrics"][0]
+        table = Table(title=f"set {s['set']}: the {len(rows)} queries where {a} and {b} differ most by {m}",
+                      caption="doc rank: first relevant doc in the doc ranking; chunk rank: in the top chunks; "
+                      "-: not found", box=box.SIMPLE_HEAD)
+        table.add_column("query (relevant)", ratio=1)
+        table.add_column(a, no_wrap=True)
+        table.add_column(b, no_wrap=True)
+        table.add_column("delta", justify="right", no_wrap=True)
+        for d in rows:
+            rel = ", ".join(d["relevant"][:3]) + (f" +{len(d['relevant']) - 3}" if len(d["relevant"]) > 3 else "")
+            query = " ".join(str(d["query"]).split())
+            # Text, not markup: queries may hold [brackets].
+            table.add_row(Text(f"{query}\n({rel})"),
+                          _ranks(d["a"], m), _ranks(d["b"], m), f"{d['diff']:+.3f}", end_section=True)
+        out.print(table)
+
+
+def eval_command(
+    config: Annotated[list[Path], typer.Option("--config", "-c", help="A job config (TOML); repeat to compare.")],
+    dataset: Annotated[Path | None, typer.Option(help="BEIR-layout dataset (default: the configs' own).")] = None,
+    corpus: Annotated[str | None, typer.Option(help="What the loaders read inside the dataset.")] = None,
+    queries: Annotated[str | None, typer.Option(help="Query sets: a,b (default: the first config's).")] = None,
+    set_: Annotated[list[str] | None, typer.Option("--set", help="KEY=VALUE override for every config.")] = None,
+    out_dir: Annotated[Path | None, typer.Option("--out", help="Report folder (default reports/eval-<time>/).")] = None,
+    per_query: Annotated[bool, typer.Option(
+        "--per-query", help="Show the queries where the first two configs differ most.")] = False,
+    top: Annotated[int, typer.Option(min=1, help="How many differing queries to show and report.")] = 10,
+    metric: Annotated[str | None, typer.Option(help="Metric that ranks differing queries (default nDCG@10).")] = None,
+    test: Annotated[str, typer.Option(help="Significance test: permutation or ttest.")] = "permutation",
+    resamples: Annotated[int, typer.Option(help="Permutation test resamples.")] = 10000,
+    seed: Annotated[int, typer.Option(help="Permutation test seed.")] = 0,
+    chart: Annotated[bool, typer.Option(help="Write metrics.png.")] = True,
+    force: Annotated[bool, typer.Option(help="Re-ingest even when an index is unchanged.")] = False,
+) -> None:
+    """Evaluate several configs on one dataset: metrics side by side with deltas and p-values."""
+    settings = Settings()
+    logging.basicConfig(level=settings.log_level)
+    registry = default_registry()
+    if per_query and len(config) < 2:
+        raise PlmUserError("--per-query compares the first two configs: give at least two --config")
+    reporter = _reporter(registry, test=test, n_resamples=resamples, seed=seed, chart=chart)
+    sets = [s.strip() for s in queries.split(",") if s.strip()] if queries else None
+    runs = run_configs(config, dataset, corpus, sets, set_ or [], force, settings, registry,
+                       on_done=lambda label, result: out.print(_work_line(label, result), highlight=False))
+    comparison = reporter.compare(runs)
+    print_comparison(comparison)
+    known = comparison["sets"][0]["metrics"]
+    # An unknown --metric only affects the per-query view: the runs are done, so write the
+    # report (ranked by the default metric) before saying so.
+    bad_metric = metric is not None and metric not in known
+    if per_query and not bad_metric:
+        print_differences(reporter, comparison, metric, top)
+    target = out_dir or Path("reports") / f"eval-{time.strftime('%Y%m%d-%H%M%S')}"
+    files = reporter.write(comparison, target, top=top, metric=None if bad_metric else metric)
+    out.print("wrote: " + ", ".join(str(p) for p in files.values()), highlight=False)
+    if bad_metric:
+        raise PlmUserError(f"unknown --metric {metric!r}; choose one of {', '.join(known)}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("eval")(eval_command)

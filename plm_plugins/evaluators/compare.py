@@ -1,0 +1,197 @@
+"""Side-by-side comparison of several configs' evaluation runs on the same query sets.
+
+Input: what `plm_core.runner.run_job` returns per config (its `sets[*].per_query` rows carry
+every metric per query, named like the aggregates). Output: one table row per config and
+metric with the delta vs the first config and a paired significance test over the queries,
+the queries where two configs differ most, and files (JSON, CSV, Markdown, PNG) written by
+`report_writers`. scipy and matplotlib are imported only when used.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import Field
+
+from plm_core.component import BaseComponent, ComponentConfig
+from plm_core.errors import MissingDependencyError, PlmUserError
+from plm_core.hookspecs import hookimpl
+
+if TYPE_CHECKING:
+    from plm_core.registry import Registry
+
+# Per-query fields kept for the side-by-side views (the rest of a row is config-specific).
+QUERY_FIELDS = ("query_id", "query", "relevant")
+RUN_FIELDS = ("rank", "doc_rank", "expanded", "fired", "docs")
+
+
+def per_query_values(set_result: Mapping[str, Any]) -> dict[str, dict[str, float]]:
+    """{metric: {query id: value}} for every aggregate metric of one evaluated query set."""
+    out: dict[str, dict[str, float]] = {}
+    for metric in set_result["metrics"]:
+        values: dict[str, float] = {}
+        for row in set_result["per_query"]:
+            if metric not in row:
+                raise PlmUserError(
+                    f"per-query rows lack {metric!r}: the evaluator is older than this reporter; re-run the evaluation"
+                )
+            values[str(row["query_id"])] = float(row[metric])
+        out[metric] = values
+    return out
+
+
+def paired_p_value(
+    a: Sequence[float], b: Sequence[float], test: str = "permutation", n_resamples: int = 10000, seed: int = 0
+) -> float:
+    """Two-sided p-value that the mean of the paired differences a - b is zero."""
+    if len(a) != len(b):
+        raise ValueError(f"paired samples differ in length: {len(a)} vs {len(b)}")
+    diffs = [x - y for x, y in zip(a, b, strict=True)]
+    # Identical scores: no evidence of a difference. Both tests would otherwise return NaN
+    # (t-test: zero variance) or spend resamples to say the same.
+    if len(diffs) < 2 or all(abs(d) < 1e-12 for d in diffs):
+        return 1.0
+    try:
+        import numpy as np
+        from scipy import stats
+    except ImportError:
+        raise MissingDependencyError("scipy", "eval") from None
+    x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if test == "ttest":
+        p = float(stats.ttest_rel(x, y).pvalue)
+    else:
+        # permutation_type="samples" swaps the two values within each query: the paired
+        # randomisation test IR papers use (Smucker et al. 2007).
+        res = stats.permutation_test(
+            (x, y), lambda u, v, axis: np.mean(u - v, axis=axis), permutation_type="samples",
+            vectorized=True, n_resamples=n_resamples, alternative="two-sided", random_state=seed,
+        )
+        p = float(res.pvalue)
+    # A constant non-zero difference has zero variance: the t statistic is infinite.
+    return 0.0 if math.isnan(p) else min(1.0, p)
+
+
+class ComparisonReporter(BaseComponent[object, object]):
+    """Compares evaluation runs of several configs: deltas, p-values and report files."""
+
+    name = "comparison_report"
+    family = "reporter"
+
+    class Config(ComponentConfig):
+        test: Literal["permutation", "ttest"] = "permutation"
+        n_resamples: int = Field(10000, ge=100)
+        seed: int = 0
+        chart: bool = True
+        alpha: float = Field(0.05, gt=0, lt=1, description="p below this is marked significant")
+
+    config: Config
+
+    def compare(self, runs: Sequence[tuple[str, Mapping[str, Any]]]) -> dict[str, Any]:
+        """(label, run_job report) per config, baseline first -> the comparison (JSON-ready)."""
+        if not runs:
+            raise PlmUserError("nothing to compare: no evaluation runs")
+        base_label, base = runs[0]
+        set_names = [s["set"] for s in base["sets"]]
+        for label, run in runs[1:]:
+            if [s["set"] for s in run["sets"]] != set_names:
+                raise PlmUserError(f"{label} was evaluated on query sets {[s['set'] for s in run['sets']]}, "
+                                   f"{base_label} on {set_names}; compare runs over the same sets")
+        sets = [self._compare_set(name, [(label, run["sets"][i]) for label, run in runs])
+                for i, name in enumerate(set_names)]
+        return {
+            "baseline": base_label,
+            "test": {"name": self.config.test, "n_resamples": self.config.n_resamples, "seed": self.config.seed,
+                     "alpha": self.config.alpha, "paired_over": "queries", "two_sided": True},
+            "configs": [_config_summary(label, run) for label, run in runs],
+            "sets": sets,
+        }
+
+    def _compare_set(self, name: str, results: Sequence[tuple[str, Mapping[str, Any]]]) -> dict[str, Any]:
+        base_label, base = results[0]
+        # Doc-ranking measures (nDCG@10 first) lead; the POC's chunk view follows.
+        metrics = sorted(base["metrics"], key=lambda m: m.startswith("Hit@") or m == "MRR")
+        values = {label: per_query_values(res) for label, res in results}
+        qids = [str(r["query_id"]) for r in base["per_query"]]
+        rows = []
+        for label, res in results:
+            if sorted(values[label][metrics[0]]) != sorted(qids):
+                raise PlmUserError(f"{label} and {base_label} were scored on different queries of set {name!r}")
+            row: dict[str, Any] = {"config": label, "values": {}, "delta": {}, "p": {}}
+            for m in metrics:
+                row["values"][m] = float(res["metrics"][m])
+                if label == base_label:
+                    row["delta"][m] = row["p"][m] = None
+                    continue
+                row["delta"][m] = row["values"][m] - float(base["metrics"][m])
+                a = [values[label][m][q] for q in qids]
+                b = [values[base_label][m][q] for q in qids]
+                row["p"][m] = paired_p_value(a, b, self.config.test, self.config.n_resamples, self.config.seed)
+            rows.append(row)
+        per_query = []
+        by_label = {label: {str(r["query_id"]): r for r in res["per_query"]} for label, res in results}
+        for r in base["per_query"]:
+            qid = str(r["query_id"])
+            entry: dict[str, Any] = {f: r.get(f) for f in QUERY_FIELDS}
+            entry["configs"] = {
+                label: {**{f: rows_[qid].get(f) for f in RUN_FIELDS}, **{m: values[label][m][qid] for m in metrics}}
+                for label, rows_ in by_label.items()
+            }
+            per_query.append(entry)
+        return {"set": name, "queries": len(qids), "metrics": metrics, "rows": rows, "per_query": per_query}
+
+    def differing_queries(
+        self, set_cmp: Mapping[str, Any], a: str, b: str, metric: str | None = None, top: int = 10
+    ) -> list[dict[str, Any]]:
+        """The `top` queries whose `metric` differs most between configs a and b, largest first."""
+        metric = metric or set_cmp["metrics"][0]
+        if metric not in set_cmp["metrics"]:
+            raise PlmUserError(f"unknown metric {metric!r}; choose one of {', '.join(set_cmp['metrics'])}")
+        out = []
+        for entry in set_cmp["per_query"]:
+            va, vb = entry["configs"][a], entry["configs"][b]
+            diff = vb[metric] - va[metric]
+            if abs(diff) > 1e-12:
+                out.append({**{f: entry[f] for f in QUERY_FIELDS}, "metric": metric, "diff": diff,
+                            "a": {"config": a, **va}, "b": {"config": b, **vb}})
+        # Ties on the main metric: the chunk-view reciprocal rank decides, then query order.
+        out.sort(key=lambda d: (-abs(d["diff"]), -abs(d["b"].get("MRR", 0) - d["a"].get("MRR", 0))))
+        return out[:top]
+
+    def write(
+        self, comparison: Mapping[str, Any], out_dir: Path, top: int = 10, metric: str | None = None
+    ) -> dict[str, Path]:
+        """Write summary.json, per_query.json, per_query.csv, report.md and metrics.png."""
+        from plm_plugins.evaluators import report_writers as rw
+
+        out_dir.mkdir(parents=True, exist_ok=True)
+        diffs = self._first_pair_diffs(comparison, top, metric)
+        files = {
+            "summary": rw.write_summary_json(comparison, out_dir / "summary.json"),
+            "per_query_json": rw.write_per_query_json(comparison, out_dir / "per_query.json"),
+            "per_query_csv": rw.write_per_query_csv(comparison, out_dir / "per_query.csv"),
+            "markdown": rw.write_markdown(comparison, diffs, out_dir / "report.md"),
+        }
+        if self.config.chart:
+            files["chart"] = rw.write_chart(comparison, out_dir / "metrics.png")
+        return files
+
+    def _first_pair_diffs(
+        self, comparison: Mapping[str, Any], top: int, metric: str | None
+    ) -> dict[str, list[dict[str, Any]]]:
+        labels = [c["label"] for c in comparison["configs"]]
+        if len(labels) < 2:
+            return {}
+        return {s["set"]: self.differing_queries(s, labels[0], labels[1], metric, top) for s in comparison["sets"]}
+
+
+def _config_summary(label: str, run: Mapping[str, Any]) -> dict[str, Any]:
+    keys = ("job", "config", "dataset", "corpus", "index_dir", "model", "model_skipped", "ingest")
+    return {"label": label, **{k: run.get(k) for k in keys}}
+
+
+@hookimpl
+def plm_register_components(registry: Registry) -> None:
+    registry.add(ComparisonReporter)

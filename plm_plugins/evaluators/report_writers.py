@@ -1,0 +1,166 @@
+"""Files of a `plm eval` comparison: JSON, CSV, Markdown and a PNG chart (matplotlib, Agg).
+
+Each writer takes the dict `ComparisonReporter.compare` returns and one path, and returns
+the path. Kept apart from the statistics so either can change alone.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from plm_core.errors import MissingDependencyError
+
+
+def _dump(obj: Any, path: Path) -> Path:
+    path.write_text(json.dumps(obj, indent=1, default=str) + "\n", encoding="utf-8")
+    return path
+
+
+def write_summary_json(comparison: Mapping[str, Any], path: Path) -> Path:
+    """Everything but the per-query rows: configs, ingest work, values, deltas, p-values."""
+    sets = [{k: v for k, v in s.items() if k != "per_query"} for s in comparison["sets"]]
+    return _dump({**comparison, "sets": sets}, path)
+
+
+def write_per_query_json(comparison: Mapping[str, Any], path: Path) -> Path:
+    return _dump({s["set"]: s["per_query"] for s in comparison["sets"]}, path)
+
+
+def write_per_query_csv(comparison: Mapping[str, Any], path: Path) -> Path:
+    """Long format, one line per (set, query, config): easy to pivot in a spreadsheet or pandas."""
+    metrics: list[str] = list(dict.fromkeys(m for s in comparison["sets"] for m in s["metrics"]))
+    header = ["set", "query_id", "config", "query", "relevant", "chunk_rank", "doc_rank", *metrics]
+    with path.open("w", encoding="utf-8", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(header)
+        for s in comparison["sets"]:
+            for entry in s["per_query"]:
+                for label, run in entry["configs"].items():
+                    writer.writerow([
+                        s["set"], entry["query_id"], label, entry["query"], " ".join(entry["relevant"] or []),
+                        _blank(run.get("rank")), _blank(run.get("doc_rank")),
+                        *(_blank(run.get(m)) for m in metrics),
+                    ])
+    return path
+
+
+def _blank(value: Any) -> Any:
+    return "" if value is None else value
+
+
+def format_p(p: float) -> str:
+    return "p<0.001" if p < 0.001 else f"p={p:.3f}"
+
+
+def _cell(row: Mapping[str, Any], metric: str, alpha: float) -> str:
+    value = f"{row['values'][metric]:.3f}"
+    if row["delta"][metric] is None:
+        return value
+    p = row["p"][metric]
+    star = "\\*" if p < alpha else ""
+    return f"{value} ({row['delta'][metric]:+.3f}, {format_p(p)}{star})"
+
+
+def _md(text: Any) -> str:
+    return " ".join(str(text).split()).replace("|", "\\|")
+
+
+def _rank(value: Any) -> str:
+    return "-" if value is None else str(value)
+
+
+def _work(ingest: Mapping[str, Any]) -> str:
+    if ingest.get("skipped"):
+        return "index up to date: nothing computed"
+    work = ingest.get("work") or {}
+    if not work:
+        return "no cached stages"
+    return "; ".join(f"{stage} {w['computed']} computed / {w['cached']} cached" for stage, w in work.items())
+
+
+def write_markdown(comparison: Mapping[str, Any], diffs: Mapping[str, Sequence[Mapping[str, Any]]], path: Path) -> Path:
+    test, configs = comparison["test"], comparison["configs"]
+    base = comparison["baseline"]
+    how = (f"paired randomisation (permutation) test, {test['n_resamples']} resamples, seed {test['seed']}"
+           if test["name"] == "permutation" else "paired t-test")
+    names = " vs ".join(f"`{c['label']}`" for c in configs)
+    lines = [
+        f"# plm eval: {names}", "",
+        f"Dataset: `{configs[0].get('dataset')}`. Baseline: `{base}`.", "",
+        f"Each cell: mean over the queries (delta vs `{base}`, two-sided p-value of a {how} "
+        "pairing each query's scores; "
+        f"\\* p < {test['alpha']}). p-values are not corrected for multiple comparisons. Doc view: nDCG@10, "
+        "R@100 (recall), RR@10 (MRR@10) via ir-measures on the doc ranking; chunk view (the POC's): Hit@1, "
+        "Hit@k and MRR over the top k chunks.", "",
+    ]
+    for s in comparison["sets"]:
+        lines += [f"## Query set `{s['set']}` ({s['queries']} queries)", "",
+                  "| config | " + " | ".join(s["metrics"]) + " |", "|---" * (len(s["metrics"]) + 1) + "|"]
+        for row in s["rows"]:
+            cells = " | ".join(_cell(row, m, test["alpha"]) for m in s["metrics"])
+            lines.append(f"| `{row['config']}` | {cells} |")
+        lines.append("")
+    lines += ["## Ingest and cache reuse", "",
+              "Work per cached stage: texts computed vs served by the shared content cache "
+              "(PLM_DATA_DIR/cache.sqlite); a config after the first pays only for what differs.", "",
+              "| config | job | model | documents | chunks | ingest s | work |", "|---|---|---|---|---|---|---|"]
+    for c in configs:
+        ing = c.get("ingest") or {}
+        lines.append(f"| `{c['label']}` | {c.get('job')} | {c.get('model') or '-'} | {ing.get('documents')} | "
+                     f"{ing.get('chunks')} | {ing.get('wall_s')} | {_work(ing)} |")
+    lines.append("")
+    for set_name, rows in diffs.items():
+        if not rows:
+            continue
+        a, b = rows[0]["a"]["config"], rows[0]["b"]["config"]
+        metric = rows[0]["metric"]
+        lines += [f"## Queries where `{a}` and `{b}` differ most (set `{set_name}`, by {metric})", "",
+                  "Ranks are 1-based: doc rank in the doc ranking, chunk rank of the first relevant chunk "
+                  "in the top chunks; - means not found.", "",
+                  f"| query | relevant | doc rank {a} | doc rank {b} | chunk rank {a} | chunk rank {b} | "
+                  f"{metric} {a} | {metric} {b} |", "|---" * 8 + "|"]
+        for d in rows:
+            rel = ", ".join(d["relevant"][:2]) + (f" (+{len(d['relevant']) - 2})" if len(d["relevant"]) > 2 else "")
+            lines.append(f"| {_md(d['query'])} | {_md(rel)} | {_rank(d['a']['doc_rank'])} | "
+                         f"{_rank(d['b']['doc_rank'])} | {_rank(d['a']['rank'])} | {_rank(d['b']['rank'])} | "
+                         f"{d['a'][metric]:.3f} | {d['b'][metric]:.3f} |")
+        lines.append("")
+    path.write_text("\n".join(lines), encoding="utf-8")
+    return path
+
+
+def write_chart(comparison: Mapping[str, Any], path: Path) -> Path:
+    """Grouped bars: one panel per query set, metrics on x, one bar per config."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")  # files only: never needs a display
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise MissingDependencyError("matplotlib", "eval") from None
+    sets = comparison["sets"]
+    labels = [c["label"] for c in comparison["configs"]]
+    width_in = max(6.0, 1.1 * max(len(s["metrics"]) for s in sets) * max(1, len(labels)) ** 0.5)
+    fig, axes = plt.subplots(len(sets), 1, figsize=(width_in, 3.8 * len(sets)), squeeze=False)
+    bar = 0.8 / len(labels)
+    for ax, s in zip(axes[:, 0], sets, strict=True):
+        for i, row in enumerate(s["rows"]):
+            xs = [j + (i - (len(labels) - 1) / 2) * bar for j in range(len(s["metrics"]))]
+            ys = [row["values"][m] for m in s["metrics"]]
+            bars = ax.bar(xs, ys, bar, label=row["config"])
+            ax.bar_label(bars, labels=[f"{y:.2f}" for y in ys], fontsize=7, padding=1)
+        ax.set_xticks(range(len(s["metrics"])), s["metrics"])
+        # Headroom above 1.0 keeps the legend row clear of the bars.
+        ax.set_ylim(0, 1.22)
+        ax.set_yticks([0, 0.2, 0.4, 0.6, 0.8, 1.0])
+        ax.set_title(f"query set {s['set']} ({s['queries']} queries)", fontsize=10)
+        ax.grid(axis="y", alpha=0.3)
+        ax.legend(fontsize=8, loc="upper center", ncol=min(len(labels), 4), frameon=False)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path

@@ -1,0 +1,131 @@
+"""`plm eval` on the sample corpus with cheap BM25-only configs (no embedder, no spaCy)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from plm_core.commands.eval import config_labels, eval_index_dirs, run_configs
+from plm_core.config import load_job
+from plm_core.registry import default_registry
+from plm_core.settings import Settings
+
+REPO = Path(__file__).resolve().parents[2]
+EXPERIMENTS = REPO / "configs" / "experiments"
+SAMPLE = REPO / "examples" / "sample_corpus"
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def plm(*args: str, data_dir: Path) -> subprocess.CompletedProcess[str]:
+    # A wide terminal keeps rich from wrapping the table cells the assertions look for.
+    env = {**os.environ, "PLM_PROGRESS": "0", "HF_HUB_OFFLINE": "1", "PLM_DATA_DIR": str(data_dir), "COLUMNS": "200"}
+    return subprocess.run([sys.executable, "-m", "plm_core.cli", *args], capture_output=True, text=True, env=env,
+                          cwd=REPO, timeout=180)
+
+
+@pytest.fixture(scope="module")
+def two_bm25(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], Path]:
+    tmp = tmp_path_factory.mktemp("eval")
+    res = plm("eval", "--config", str(EXPERIMENTS / "bm25_whitespace.toml"), "--config",
+              str(EXPERIMENTS / "bm25_stemmed.toml"), "--dataset", str(SAMPLE), "--queries", "test",
+              "--out", str(tmp / "out"), "--per-query", "--top", "3", "--resamples", "1000", data_dir=tmp / "data")
+    return res, tmp / "out"
+
+
+def test_eval_prints_side_by_side_table_with_deltas_and_p_values(two_bm25) -> None:  # type: ignore[no-untyped-def]
+    res, _ = two_bm25
+    assert res.returncode == 0, res.stderr[-3000:]
+    lines = res.stdout.splitlines()
+    header = next(line for line in lines if "nDCG@10" in line and "config" in line)
+    for metric in ("R@100", "RR@10", "Hit@1", "Hit@5", "MRR"):
+        assert metric in header
+    stemmed = next(i for i, line in enumerate(lines) if line.split()[:1] == ["bm25_stemmed"])
+    # The cell under each metric: mean, then the delta vs the first config, then its p.
+    assert lines[stemmed + 1].split()[0][0] in "+-"
+    assert lines[stemmed + 2].split()[0].startswith("p")
+    assert "delta vs bm25_whitespace" in res.stdout and "permutation" in res.stdout
+
+
+def test_eval_writes_json_csv_markdown_and_png(two_bm25) -> None:  # type: ignore[no-untyped-def]
+    res, out = two_bm25
+    assert res.returncode == 0, res.stderr[-3000:]
+    for name in ("summary.json", "per_query.json", "per_query.csv", "report.md", "metrics.png"):
+        assert (out / name).stat().st_size > 0, name
+    assert (out / "metrics.png").read_bytes()[:8] == PNG_SIGNATURE
+    summary = json.loads((out / "summary.json").read_text())
+    rows = summary["sets"][0]["rows"]
+    assert [r["config"] for r in rows] == ["bm25_whitespace", "bm25_stemmed"]
+    assert rows[1]["delta"]["nDCG@10"] == pytest.approx(rows[1]["values"]["nDCG@10"] - rows[0]["values"]["nDCG@10"])
+    assert all(0 <= p <= 1 for p in rows[1]["p"].values())
+    per_query = json.loads((out / "per_query.json").read_text())["test"]
+    assert len(per_query) == 30 and set(per_query[0]["configs"]) == {"bm25_whitespace", "bm25_stemmed"}
+    assert len((out / "per_query.csv").read_text().strip().splitlines()) == 1 + 30 * 2
+    md = (out / "report.md").read_text()
+    assert "| `bm25_stemmed` |" in md and "Ingest and cache reuse" in md
+
+
+def test_eval_per_query_shows_where_configs_differ(two_bm25) -> None:  # type: ignore[no-untyped-def]
+    res, out = two_bm25
+    assert "queries where bm25_whitespace and bm25_stemmed differ most by nDCG@10" in res.stdout
+    assert "doc rank" in res.stdout and "chunk rank" in res.stdout
+    per_query = json.loads((out / "per_query.json").read_text())["test"]
+    differing = [q for q in per_query if q["configs"]["bm25_whitespace"]["nDCG@10"]
+                 != q["configs"]["bm25_stemmed"]["nDCG@10"]]
+    top = max(differing, key=lambda q: abs(q["configs"]["bm25_stemmed"]["nDCG@10"]
+                                           - q["configs"]["bm25_whitespace"]["nDCG@10"]))
+    assert " ".join(top["query"].split()[:4]) in " ".join(res.stdout.split())
+
+
+def test_per_query_needs_two_configs(tmp_path: Path) -> None:
+    res = plm("eval", "--config", str(EXPERIMENTS / "bm25_whitespace.toml"), "--per-query", data_dir=tmp_path)
+    assert res.returncode == 2 and "at least two --config" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_config_without_dataset_asks_for_one(tmp_path: Path) -> None:
+    res = plm("eval", "--config", str(REPO / "configs" / "scifact" / "bm25_stemmed.toml"), data_dir=tmp_path)
+    assert res.returncode == 2 and "--dataset" in res.stderr and "Traceback" not in res.stderr
+
+
+def _with_yake(tmp_path: Path, name: str, tokenizer: str) -> Path:
+    """A BM25-only sample config plus a YAKE keywords stage (the work the two share)."""
+    text = (EXPERIMENTS / "bm25_whitespace.toml").read_text()
+    text = text.replace('dataset = "../../examples/sample_corpus"', f'dataset = "{SAMPLE}"')
+    text = text.replace('name = "exp_bm25_whitespace"', f'name = "{name}"')
+    text = text.replace('tokenizer = "whitespace_lower"', f'tokenizer = "{tokenizer}"')
+    text = text.replace("[query.expand]", '[index.keywords]\nuse = "yake"\n\n[query.expand]')
+    path = tmp_path / f"{name}.toml"
+    path.write_text(text)
+    return path
+
+
+def test_second_config_reuses_shared_stage_from_cache(tmp_path: Path) -> None:
+    configs = [_with_yake(tmp_path, "yake_ws", "whitespace_lower"), _with_yake(tmp_path, "yake_stem", "bm25s_stem")]
+    settings = Settings(data_dir=str(tmp_path / "data"), progress=False)
+    runs = run_configs(configs, query_sets=["test"], settings=settings)
+    first, second = (r["ingest"] for _, r in runs)
+    chunks = first["chunks"]
+    assert first["work"]["keywords"] == {"computed": chunks, "cached": 0}
+    assert second["work"]["keywords"] == {"computed": 0, "cached": chunks}
+    assert runs[0][1]["index_dir"] != runs[1][1]["index_dir"]
+    # Run again: both indexes are unchanged, so nothing is ingested at all.
+    again = run_configs(configs, query_sets=["test"], settings=settings)
+    assert all(r["ingest"]["skipped"] for _, r in again)
+
+
+def test_same_job_name_in_two_files_gets_two_index_folders(tmp_path: Path) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir(), b.mkdir()
+    src = (EXPERIMENTS / "bm25_whitespace.toml").read_text()
+    paths = [a / "x.toml", b / "x.toml", a / "y.toml"]
+    for p in paths:
+        p.write_text(src)
+    configs = [load_job(p, default_registry()) for p in paths]
+    dirs = eval_index_dirs(configs, str(tmp_path / "data"), SAMPLE)
+    assert len(set(dirs)) == 3
+    assert dirs[2].name == "exp_bm25_whitespace.y-sample_corpus"
+    assert config_labels(paths) == ["a/x", "b/x", "y"]
