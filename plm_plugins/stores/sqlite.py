@@ -64,6 +64,8 @@ class SQLiteStore(Store):
         filename: str = "plm.sqlite"
         busy_timeout_ms: int = Field(30_000, ge=0)
 
+    config: Config
+
     _db: sqlite3.Connection | None = None
 
     @property
