@@ -133,12 +133,13 @@ def query(
         return
     if ranking.query.fired:
         out.print(f"expanded ({', '.join(ranking.query.fired)}): {ranking.query.text}", highlight=False)
-    table = Table("#", "score", "doc", "section", "sources", "text")
+    # A list, not a table: ids and heading paths are long and must not be cut.
     for h in ranking.hits:
         srcs = " ".join(f"{s}#{r + 1}" for s, (r, _) in h.sources.items())
-        snippet = " ".join(h.text.split())[:100]
-        table.add_row(str(h.rank + 1), f"{h.score:.4f}", h.doc_id, " > ".join(h.heading_path), srcs, snippet)
-    out.print(table)
+        out.print(f"[bold]{h.rank + 1}.[/bold] {h.score:.4f}  [cyan]{h.doc_id}[/cyan]  ({srcs})", highlight=False)
+        if h.heading_path:
+            out.print("   " + " > ".join(h.heading_path), markup=False, highlight=False)
+        out.print("   " + " ".join(h.text.split())[:200], markup=False, highlight=False)
 
 
 @app.command()
