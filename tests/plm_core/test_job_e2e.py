@@ -127,3 +127,25 @@ def test_changing_a_retriever_setting_rebuilds_only_its_index(report: dict, inde
     # and the original settings find their index stale again and rebuild it the same way
     back = run_job(Job.from_config(POC, index_dir=index_dir, settings=Settings(progress=False)))
     assert back["ingest"]["skipped"] and back["sets"][0]["metrics"] == report["sets"][0]["metrics"]
+
+
+def test_cli_query_and_stats_read_the_persisted_index(report: dict, index_dir: Path) -> None:
+    def plm(*args: str) -> subprocess.CompletedProcess[str]:
+        env = {**os.environ, "HF_HUB_OFFLINE": "1", "PLM_PROGRESS": "0"}
+        return subprocess.run(
+            [sys.executable, "-m", "plm_core.cli", *args, "--config", str(POC), "--index", str(index_dir)],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=300,
+            cwd=REPO,
+        )
+
+    res = plm("query", "How long is a JWT valid before it expires?", "-k", "3", "--json")
+    assert res.returncode == 0, res.stderr[-2000:]
+    hits = json.loads(res.stdout)["hits"]
+    assert [h["rank"] for h in hits] == [1, 2, 3] and hits[0]["doc_id"] == "jwt-authentication"
+    res = plm("query", "How long is a JWT valid before it expires?", "-k", "2")
+    assert res.returncode == 0 and "1. " in res.stdout and "jwt-authentication" in res.stdout
+    res = plm("index", "stats")
+    assert res.returncode == 0 and "chunks: 177" in res.stdout and "all-MiniLM-L6-v2" in res.stdout
