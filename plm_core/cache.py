@@ -98,13 +98,14 @@ class CachedStage(BaseComponent[list[Chunk], list[Chunk]]):
         self.cache = cache
         self.hits = 0
         self.misses = 0
+        self.read = True  # False: recompute everything (ingest --force), still store results
 
     def warm_up(self) -> None:
         """The wrapped stage warms up lazily, only when some text is not cached."""
 
     def run(self, data: list[Chunk]) -> list[Chunk]:
         keys = [content_key(self.identity, c.text) for c in data]
-        found = self.cache.get_many(keys)
+        found = self.cache.get_many(keys) if self.read else {}
         out: list[Chunk | None] = [
             _decode_fields(c, found[k]) if k in found else None for c, k in zip(data, keys, strict=True)
         ]

@@ -12,6 +12,7 @@ from typing import Annotated, Any
 import click
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from plm_core.config import load_job
@@ -71,7 +72,9 @@ def plugins(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")]
 def config_check(file: Path, set_: SetOpt = None) -> None:
     """Validate a config and print the resolved pipelines; runs nothing."""
     job = load_job(file, default_registry(), set_ or [])
-    out.print(job.describe(), highlight=False)
+    # Assemble the pipelines (type checks, cross-stage checks) without opening anything.
+    Job(job, Path("(not opened)"), Settings(cache=False), default_registry())
+    out.print(job.describe(), highlight=False, markup=False)
     out.print(f"[green]ok[/green]: {file} is valid")
 
 
@@ -136,7 +139,9 @@ def query(
     # A list, not a table: ids and heading paths are long and must not be cut.
     for h in ranking.hits:
         srcs = " ".join(f"{s}#{r + 1}" for s, (r, _) in h.sources.items())
-        out.print(f"[bold]{h.rank + 1}.[/bold] {h.score:.4f}  [cyan]{h.doc_id}[/cyan]  ({srcs})", highlight=False)
+        out.print(
+            f"[bold]{h.rank + 1}.[/bold] {h.score:.4f}  [cyan]{escape(h.doc_id)}[/cyan]  ({srcs})", highlight=False
+        )
         if h.heading_path:
             out.print("   " + " > ".join(h.heading_path), markup=False, highlight=False)
         out.print("   " + " ".join(h.text.split())[:200], markup=False, highlight=False)
@@ -232,7 +237,7 @@ def main() -> None:
         rv = app(standalone_mode=False)
     except PipelineError as exc:
         if isinstance(exc.cause, PlmUserError):
-            err.print(f"error: {exc}", highlight=False)
+            err.print(f"error: {exc}", highlight=False, markup=False)
             sys.exit(2)
         raise
     except PlmUserError as exc:

@@ -48,6 +48,9 @@ class BaseComponent(Generic[In, Out]):
         """Give the component the job's shared resources (store, embedder, settings)."""
         self.context = context
 
+    def check(self) -> None:
+        """Cross-stage checks once the job is assembled (cheap: loads and opens nothing)."""
+
     def warm_up(self) -> None:
         """Load models or open indexes; called once before the first run."""
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from plm_core.errors import ConfigError, PlmUserError
 from plm_core.registry import Registry
@@ -41,7 +41,7 @@ class JobSection(BaseModel):
     dataset: str | None = None
     # What the loader reads inside the dataset: the first of these that exists.
     corpus: list[str] = ["corpus.jsonl"]
-    queries: list[str] = ["test"]
+    queries: list[str] = Field(["test"], min_length=1)
     report_dir: str = "reports"
 
 
@@ -176,6 +176,8 @@ def load_job(path: str | Path, registry: Registry, overrides: Sequence[str] = ()
     unknown = set(raw) - KNOWN_TABLES
     if unknown:
         raise ConfigError(f"{path}: unknown table(s) {sorted(unknown)}; allowed: {sorted(KNOWN_TABLES)}")
+    if not isinstance(raw.get("job", {}), dict):
+        raise ConfigError(f"{path}: [job] must be a table, got {raw['job']!r}")
     try:
         job = JobSection(**raw.get("job", {}))
     except ValidationError as err:

@@ -40,7 +40,11 @@ def read_qrels(path: Path) -> dict[str, dict[str, int]]:
                 continue
             if len(row) < 3:
                 raise PlmUserError(f"{path}:{n}: expected 'query-id<TAB>corpus-id<TAB>score'")
-            qrels.setdefault(row[0], {})[row[1]] = int(float(row[2]))
+            try:
+                grade = int(float(row[2]))
+            except ValueError:
+                raise PlmUserError(f"{path}:{n}: relevance {row[2]!r} is not a number") from None
+            qrels.setdefault(row[0], {})[row[1]] = grade
     return qrels
 
 

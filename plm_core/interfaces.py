@@ -105,6 +105,9 @@ class Fuser(BaseComponent[Mapping[str, list[ScoredChunk]], list[ScoredChunk]]):
     input_type = object
     output_type = list[ScoredChunk]
 
+    def check_sources(self, names: Sequence[str]) -> None:
+        """Raise ConfigError when this fuser's settings do not fit these retriever names."""
+
     def settings_for(self, query: ExpandedQuery, n_chunks: int) -> FusionConfig:
         raise NotImplementedError
 
@@ -149,6 +152,13 @@ class Store(BaseComponent[object, object]):
     def chunks(self) -> list[Chunk]:
         """All chunks in index order (documents in ingest order, chunks in document order)."""
         raise NotImplementedError
+
+    def chunk_ids(self) -> list[str]:
+        """All chunk ids in index order (cheaper than `chunks()`)."""
+        return [c.id for c in self.chunks()]
+
+    def vector_count(self) -> int:
+        return len(self.vectors()[0])
 
     def get_chunks(self, chunk_ids: Sequence[str]) -> dict[str, Chunk]:
         raise NotImplementedError

@@ -102,7 +102,7 @@ class Job:
         if self.index_stages and isinstance(self.index_stages[0], Loader):
             self._loader = self.index_stages[0]
         self.cache = ContentCache(Path(self.settings.data_dir) / "cache.sqlite") if self.settings.cache else None
-        self.transform = Pipeline()
+        self.transform = Pipeline()  # type errors surface here, at assembly
         specs = config.index[1:] if self._loader else config.index
         for spec, stage in zip(specs, self.index_stages[len(self.index_stages) - len(specs) :], strict=True):
             if self.cache is not None and getattr(stage, "cache_fields", None):
@@ -111,8 +111,14 @@ class Job:
         self.query_pipeline = Pipeline()
         for stage in self.query_stages:
             self.query_pipeline.add(stage)
+        try:
+            for stage in self.query_stages:
+                stage.check()
+        except PlmUserError as err:
+            raise ConfigError(f"{config.path}: {err}") from None
         self._opened = False
         self._checked_nonempty = False
+        self._read_cache = True
 
     # ---------------------------------------------------------------- construction
     @classmethod
@@ -186,7 +192,9 @@ class Job:
         )
         h.update(spec_json.encode())
         for d in docs:
-            h.update(d.id.encode() + b"\0" + d.text.encode() + b"\0")
+            meta = json.dumps(dict(d.metadata), sort_keys=True, default=str)
+            for part in (d.id, d.title, d.path, meta, d.text):
+                h.update(part.encode() + b"\0")
         return h.hexdigest()
 
     def ingest(self, sources: Iterable[str | Path | Document | dict[str, Any]], force: bool = False) -> IngestReport:
@@ -200,7 +208,7 @@ class Job:
         if not docs:
             raise PlmUserError("nothing to ingest: no documents found in the given sources")
         fp = self.fingerprint(docs)
-        if not force and self.store.get_meta("fingerprint") == fp:
+        if not force and self.store.get_meta("fingerprint") == fp and self._same_model():
             # Same files, same index-side config: only indexes built with other settings
             # (e.g. a BM25 tokenizer changed in [query]) need work, and they come from the store.
             if not self._derived_ok():
@@ -213,6 +221,10 @@ class Job:
             return report
         self.store.set_meta("fingerprint", "")
         self.store.clear()
+        self._read_cache = not force  # --force recomputes everything, refreshing the cache
+        for stage in self.transform.stages:
+            if isinstance(stage, CachedStage):
+                stage.read = self._read_cache
         batches = [docs[i : i + INGEST_BATCH_DOCS] for i in range(0, len(docs), INGEST_BATCH_DOCS)]
         show = self.settings.progress
         for batch in progress_iter(batches, "enrich", show, total_items=len(docs), unit="docs"):
@@ -235,6 +247,7 @@ class Job:
 
     def _build_derived(self, report: IngestReport) -> None:
         chunks = self.store.chunks()
+        matrix = None
         if self.embedder is not None:
             t0 = time.perf_counter()
             matrix = self._embed_chunks(chunks, report)
@@ -243,7 +256,7 @@ class Job:
             self.store.write_vectors([c.id for c in chunks], matrix, self.embedder.model_name)
             report.timings["store"] = report.timings.get("store", 0.0) + time.perf_counter() - t0
             report.model = self.embedder.model_name
-        self.rebuild_indexes(report, chunks)
+        self.rebuild_indexes(report, chunks, matrix)
 
     def _embed_chunks(self, chunks: Sequence[Any], report: IngestReport) -> Any:
         """Vectors for every chunk; only texts the cache lacks are embedded, in one call."""
@@ -257,9 +270,9 @@ class Job:
             return self.embedder.embed(texts, progress=self.settings.progress)
         # Keyed by the model actually loaded, not the preference list that chose it.
         settings = self.embedder.config.model_dump(mode="json", exclude={"model"})
-        identity = stage_identity(f"embed:{self.embedder.model_name}", settings)
+        identity = stage_identity(f"embed:{self.embedder.model_name}:{model_version(self.embedder)}", settings)
         keys = [content_key(identity, t) for t in texts]
-        found = self.cache.get_many(keys)
+        found = self.cache.get_many(keys) if self._read_cache else {}
         todo = list(dict.fromkeys(k for k in keys if k not in found))
         if todo:
             first = {k: i for i, k in reversed(list(enumerate(keys)))}
@@ -270,10 +283,11 @@ class Job:
         report.work["embed"] = {"computed": len(todo), "cached": len(keys) - len(todo)}
         return np.stack([np.frombuffer(found[k], dtype=np.float32) for k in keys]) if keys else np.zeros((0, 0), "f4")
 
-    def rebuild_indexes(self, report: IngestReport | None = None, chunks: Any = None) -> None:
-        """Rebuild every retrieval index from what the store holds."""
+    def rebuild_indexes(self, report: IngestReport | None = None, chunks: Any = None, matrix: Any = None) -> None:
+        """Rebuild every retrieval index from what the store holds (or was just given)."""
         chunks = self.store.chunks() if chunks is None else chunks
-        _, matrix, _ = self.store.vectors()
+        if matrix is None:
+            _, matrix, _ = self.store.vectors()
         for stage in self.query_stages:
             builder = getattr(stage, "build_indexes", None)
             if builder is not None:
@@ -281,6 +295,14 @@ class Job:
                     if report is not None:
                         report.timings[name] = seconds
         self.store.set_meta("indexes_version", self.store.get_meta("corpus_version") or "")
+
+    def _same_model(self) -> bool:
+        """False when the embedder now loads another model than the stored vectors came from
+        (e.g. BGE became available after an offline ingest with the MiniLM fallback)."""
+        if self.embedder is None:
+            return True
+        self.embedder.ensure_warm()
+        return self.store.get_meta("model") == self.embedder.model_name
 
     def _derived_ok(self) -> bool:
         return all(getattr(stage, "indexes_ok", lambda: True)() for stage in self.query_stages) and self.store.get_meta(
@@ -311,6 +333,17 @@ class Job:
 
     def retrieve(self, query: str | Query, k: int = 5, filters: dict[str, Any] | None = None) -> list[Hit]:
         return list(self.search(query, k, filters)[0].hits)
+
+
+def model_version(embedder: Any) -> str:
+    """Where the loaded weights live and when they last changed: a model retrained in place
+    or a new hub snapshot gets new cache keys, never another model's vectors."""
+    path = getattr(embedder, "model_path", None)
+    if path is None:
+        return ""
+    path = Path(path)
+    files = [p for p in path.iterdir() if p.is_file()] if path.is_dir() else []
+    return f"{path.resolve()}@{max((p.stat().st_mtime_ns for p in files), default=0)}"
 
 
 def index_dir_for(job_name: str, data_dir: str, dataset: str | Path | None) -> Path:

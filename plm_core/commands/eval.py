@@ -119,7 +119,8 @@ def _work_line(label: str, result: dict[str, Any]) -> str:
     else:
         work = ", ".join(f"{s} {w['computed']} computed/{w['cached']} cached" for s, w in ing["work"].items())
         what = f"ingested {ing['documents']} docs, {ing['chunks']} chunks in {ing['wall_s']:.1f}s" + (
-            f" ({work})" if work else "")
+            f" ({work})" if work else ""
+        )
     return f"{label}: {what}; model {result['model'] or '-'}"
 
 
@@ -132,8 +133,11 @@ def print_comparison(comparison: dict[str, Any]) -> None:
     how = "paired permutation test" if test["name"] == "permutation" else "paired t-test"
     width = max(len(c["label"]) for c in comparison["configs"])
     for s in comparison["sets"]:
-        table = Table(title=f"query set {s['set']} ({s['queries']} queries)", box=box.SIMPLE_HEAD,
-                      caption=f"cell: mean / delta vs {base} / {how} p-value (* p<{test['alpha']})")
+        table = Table(
+            title=f"query set {s['set']} ({s['queries']} queries)",
+            box=box.SIMPLE_HEAD,
+            caption=f"cell: mean / delta vs {base} / {how} p-value (* p<{test['alpha']})",
+        )
         table.add_column("config", no_wrap=True, min_width=min(width, 24))
         for m in s["metrics"]:
             table.add_column(m, justify="right", no_wrap=True)
@@ -162,9 +166,11 @@ def print_differences(reporter: Any, comparison: dict[str, Any], metric: str | N
     for s in comparison["sets"]:
         rows = reporter.differing_queries(s, a, b, metric=metric, top=top)
         m = metric or s["metrics"][0]
-        table = Table(title=f"set {s['set']}: the {len(rows)} queries where {a} and {b} differ most by {m}",
-                      caption="doc rank: first relevant doc in the doc ranking; chunk rank: in the top chunks; "
-                      "-: not found", box=box.SIMPLE_HEAD)
+        table = Table(
+            title=f"set {s['set']}: the {len(rows)} queries where {a} and {b} differ most by {m}",
+            caption="doc rank: first relevant doc in the doc ranking; chunk rank: in the top chunks; -: not found",
+            box=box.SIMPLE_HEAD,
+        )
         table.add_column("query (relevant)", ratio=1)
         table.add_column(a, no_wrap=True)
         table.add_column(b, no_wrap=True)
@@ -173,8 +179,9 @@ def print_differences(reporter: Any, comparison: dict[str, Any], metric: str | N
             rel = ", ".join(d["relevant"][:3]) + (f" +{len(d['relevant']) - 3}" if len(d["relevant"]) > 3 else "")
             query = " ".join(str(d["query"]).split())
             # Text, not markup: queries may hold [brackets].
-            table.add_row(Text(f"{query}\n({rel})"),
-                          _ranks(d["a"], m), _ranks(d["b"], m), f"{d['diff']:+.3f}", end_section=True)
+            table.add_row(
+                Text(f"{query}\n({rel})"), _ranks(d["a"], m), _ranks(d["b"], m), f"{d['diff']:+.3f}", end_section=True
+            )
         out.print(table)
 
 
@@ -185,8 +192,9 @@ def eval_command(
     queries: Annotated[str | None, typer.Option(help="Query sets: a,b (default: the first config's).")] = None,
     set_: Annotated[list[str] | None, typer.Option("--set", help="KEY=VALUE override for every config.")] = None,
     out_dir: Annotated[Path | None, typer.Option("--out", help="Report folder (default reports/eval-<time>/).")] = None,
-    per_query: Annotated[bool, typer.Option(
-        "--per-query", help="Show the queries where the first two configs differ most.")] = False,
+    per_query: Annotated[
+        bool, typer.Option("--per-query", help="Show the queries where the first two configs differ most.")
+    ] = False,
     top: Annotated[int, typer.Option(min=1, help="How many differing queries to show and report.")] = 10,
     metric: Annotated[str | None, typer.Option(help="Metric that ranks differing queries (default nDCG@10).")] = None,
     test: Annotated[str, typer.Option(help="Significance test: permutation or ttest.")] = "permutation",
@@ -203,8 +211,17 @@ def eval_command(
         raise PlmUserError("--per-query compares the first two configs: give at least two --config")
     reporter = _reporter(registry, test=test, n_resamples=resamples, seed=seed, chart=chart)
     sets = [s.strip() for s in queries.split(",") if s.strip()] if queries else None
-    runs = run_configs(config, dataset, corpus, sets, set_ or [], force, settings, registry,
-                       on_done=lambda label, result: out.print(_work_line(label, result), highlight=False))
+    runs = run_configs(
+        config,
+        dataset,
+        corpus,
+        sets,
+        set_ or [],
+        force,
+        settings,
+        registry,
+        on_done=lambda label, result: out.print(_work_line(label, result), highlight=False),
+    )
     comparison = reporter.compare(runs)
     print_comparison(comparison)
     known = comparison["sets"][0]["metrics"]

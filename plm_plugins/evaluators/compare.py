@@ -66,8 +66,13 @@ def paired_p_value(
         # permutation_type="samples" swaps the two values within each query: the paired
         # randomisation test IR papers use (Smucker et al. 2007).
         res = stats.permutation_test(
-            (x, y), lambda u, v, axis: np.mean(u - v, axis=axis), permutation_type="samples",
-            vectorized=True, n_resamples=n_resamples, alternative="two-sided", random_state=seed,
+            (x, y),
+            lambda u, v, axis: np.mean(u - v, axis=axis),
+            permutation_type="samples",
+            vectorized=True,
+            n_resamples=n_resamples,
+            alternative="two-sided",
+            random_state=seed,
         )
         p = float(res.pvalue)
     # A constant non-zero difference has zero variance: the t statistic is infinite.
@@ -97,14 +102,24 @@ class ComparisonReporter(BaseComponent[object, object]):
         set_names = [s["set"] for s in base["sets"]]
         for label, run in runs[1:]:
             if [s["set"] for s in run["sets"]] != set_names:
-                raise PlmUserError(f"{label} was evaluated on query sets {[s['set'] for s in run['sets']]}, "
-                                   f"{base_label} on {set_names}; compare runs over the same sets")
-        sets = [self._compare_set(name, [(label, run["sets"][i]) for label, run in runs])
-                for i, name in enumerate(set_names)]
+                raise PlmUserError(
+                    f"{label} was evaluated on query sets {[s['set'] for s in run['sets']]}, "
+                    f"{base_label} on {set_names}; compare runs over the same sets"
+                )
+        sets = [
+            self._compare_set(name, [(label, run["sets"][i]) for label, run in runs])
+            for i, name in enumerate(set_names)
+        ]
         return {
             "baseline": base_label,
-            "test": {"name": self.config.test, "n_resamples": self.config.n_resamples, "seed": self.config.seed,
-                     "alpha": self.config.alpha, "paired_over": "queries", "two_sided": True},
+            "test": {
+                "name": self.config.test,
+                "n_resamples": self.config.n_resamples,
+                "seed": self.config.seed,
+                "alpha": self.config.alpha,
+                "paired_over": "queries",
+                "two_sided": True,
+            },
             "configs": [_config_summary(label, run) for label, run in runs],
             "sets": sets,
         }
@@ -154,8 +169,15 @@ class ComparisonReporter(BaseComponent[object, object]):
             va, vb = entry["configs"][a], entry["configs"][b]
             diff = vb[metric] - va[metric]
             if abs(diff) > 1e-12:
-                out.append({**{f: entry[f] for f in QUERY_FIELDS}, "metric": metric, "diff": diff,
-                            "a": {"config": a, **va}, "b": {"config": b, **vb}})
+                out.append(
+                    {
+                        **{f: entry[f] for f in QUERY_FIELDS},
+                        "metric": metric,
+                        "diff": diff,
+                        "a": {"config": a, **va},
+                        "b": {"config": b, **vb},
+                    }
+                )
         # Ties on the main metric: the chunk-view reciprocal rank decides, then query order.
         out.sort(key=lambda d: (-abs(d["diff"]), -abs(d["b"].get("MRR", 0) - d["a"].get("MRR", 0))))
         return out[:top]

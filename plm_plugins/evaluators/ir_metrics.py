@@ -87,16 +87,25 @@ class IRMetricsEvaluator(BaseComponent[object, object]):
             doc_runs[qid] = doc_ranking([h.doc_id for h in deep.hits])
             chunk_docs = [h.doc_id for h in ranking.hits]
             rank = chunk_view(chunk_docs, qset.qrels[qid], k)
-            per_query.append({
-                "query_id": qid, "query": text, "expanded": ranking.query.text,
-                "fired": list(ranking.query.fired), "relevant": sorted(qset.qrels[qid]),
-                "rank": rank, "chunks": [h.chunk_id for h in ranking.hits], "docs": chunk_docs,
-                # Where the first relevant doc sits in the deep doc ranking (None: not in it);
-                # what `plm eval --per-query` shows when two configs disagree.
-                "doc_rank": chunk_view(doc_runs[qid], qset.qrels[qid], len(doc_runs[qid])),
-                # The chunk view per query, named like the aggregates they average to.
-                "Hit@1": float(rank == 1), f"Hit@{k}": float(rank is not None), "MRR": 1.0 / rank if rank else 0.0,
-            })
+            per_query.append(
+                {
+                    "query_id": qid,
+                    "query": text,
+                    "expanded": ranking.query.text,
+                    "fired": list(ranking.query.fired),
+                    "relevant": sorted(qset.qrels[qid]),
+                    "rank": rank,
+                    "chunks": [h.chunk_id for h in ranking.hits],
+                    "docs": chunk_docs,
+                    # Where the first relevant doc sits in the deep doc ranking (None: not in it);
+                    # what `plm eval --per-query` shows when two configs disagree.
+                    "doc_rank": chunk_view(doc_runs[qid], qset.qrels[qid], len(doc_runs[qid])),
+                    # The chunk view per query, named like the aggregates they average to.
+                    "Hit@1": float(rank == 1),
+                    f"Hit@{k}": float(rank is not None),
+                    "MRR": 1.0 / rank if rank else 0.0,
+                }
+            )
         elapsed = time.perf_counter() - t0
         n = len(per_query)
         scores = ir_scores(doc_runs, qset.qrels, self.config.measures)

@@ -40,11 +40,18 @@ def write_per_query_csv(comparison: Mapping[str, Any], path: Path) -> Path:
         for s in comparison["sets"]:
             for entry in s["per_query"]:
                 for label, run in entry["configs"].items():
-                    writer.writerow([
-                        s["set"], entry["query_id"], label, entry["query"], " ".join(entry["relevant"] or []),
-                        _blank(run.get("rank")), _blank(run.get("doc_rank")),
-                        *(_blank(run.get(m)) for m in metrics),
-                    ])
+                    writer.writerow(
+                        [
+                            s["set"],
+                            entry["query_id"],
+                            label,
+                            entry["query"],
+                            " ".join(entry["relevant"] or []),
+                            _blank(run.get("rank")),
+                            _blank(run.get("doc_rank")),
+                            *(_blank(run.get(m)) for m in metrics),
+                        ]
+                    )
     return path
 
 
@@ -85,49 +92,73 @@ def _work(ingest: Mapping[str, Any]) -> str:
 def write_markdown(comparison: Mapping[str, Any], diffs: Mapping[str, Sequence[Mapping[str, Any]]], path: Path) -> Path:
     test, configs = comparison["test"], comparison["configs"]
     base = comparison["baseline"]
-    how = (f"paired randomisation (permutation) test, {test['n_resamples']} resamples, seed {test['seed']}"
-           if test["name"] == "permutation" else "paired t-test")
+    how = (
+        f"paired randomisation (permutation) test, {test['n_resamples']} resamples, seed {test['seed']}"
+        if test["name"] == "permutation"
+        else "paired t-test"
+    )
     names = " vs ".join(f"`{c['label']}`" for c in configs)
     lines = [
-        f"# plm eval: {names}", "",
-        f"Dataset: `{configs[0].get('dataset')}`. Baseline: `{base}`.", "",
+        f"# plm eval: {names}",
+        "",
+        f"Dataset: `{configs[0].get('dataset')}`. Baseline: `{base}`.",
+        "",
         f"Each cell: mean over the queries (delta vs `{base}`, two-sided p-value of a {how} "
         "pairing each query's scores; "
         f"\\* p < {test['alpha']}). p-values are not corrected for multiple comparisons. Doc view: nDCG@10, "
         "R@100 (recall), RR@10 (MRR@10) via ir-measures on the doc ranking; chunk view (the POC's): Hit@1, "
-        "Hit@k and MRR over the top k chunks.", "",
+        "Hit@k and MRR over the top k chunks.",
+        "",
     ]
     for s in comparison["sets"]:
-        lines += [f"## Query set `{s['set']}` ({s['queries']} queries)", "",
-                  "| config | " + " | ".join(s["metrics"]) + " |", "|---" * (len(s["metrics"]) + 1) + "|"]
+        lines += [
+            f"## Query set `{s['set']}` ({s['queries']} queries)",
+            "",
+            "| config | " + " | ".join(s["metrics"]) + " |",
+            "|---" * (len(s["metrics"]) + 1) + "|",
+        ]
         for row in s["rows"]:
             cells = " | ".join(_cell(row, m, test["alpha"]) for m in s["metrics"])
             lines.append(f"| `{row['config']}` | {cells} |")
         lines.append("")
-    lines += ["## Ingest and cache reuse", "",
-              "Work per cached stage: texts computed vs served by the shared content cache "
-              "(PLM_DATA_DIR/cache.sqlite); a config after the first pays only for what differs.", "",
-              "| config | job | model | documents | chunks | ingest s | work |", "|---|---|---|---|---|---|---|"]
+    lines += [
+        "## Ingest and cache reuse",
+        "",
+        "Work per cached stage: texts computed vs served by the shared content cache "
+        "(PLM_DATA_DIR/cache.sqlite); a config after the first pays only for what differs.",
+        "",
+        "| config | job | model | documents | chunks | ingest s | work |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for c in configs:
         ing = c.get("ingest") or {}
-        lines.append(f"| `{c['label']}` | {c.get('job')} | {c.get('model') or '-'} | {ing.get('documents')} | "
-                     f"{ing.get('chunks')} | {ing.get('wall_s')} | {_work(ing)} |")
+        lines.append(
+            f"| `{c['label']}` | {c.get('job')} | {c.get('model') or '-'} | {ing.get('documents')} | "
+            f"{ing.get('chunks')} | {ing.get('wall_s')} | {_work(ing)} |"
+        )
     lines.append("")
     for set_name, rows in diffs.items():
         if not rows:
             continue
         a, b = rows[0]["a"]["config"], rows[0]["b"]["config"]
         metric = rows[0]["metric"]
-        lines += [f"## Queries where `{a}` and `{b}` differ most (set `{set_name}`, by {metric})", "",
-                  "Ranks are 1-based: doc rank in the doc ranking, chunk rank of the first relevant chunk "
-                  "in the top chunks; - means not found.", "",
-                  f"| query | relevant | doc rank {a} | doc rank {b} | chunk rank {a} | chunk rank {b} | "
-                  f"{metric} {a} | {metric} {b} |", "|---" * 8 + "|"]
+        lines += [
+            f"## Queries where `{a}` and `{b}` differ most (set `{set_name}`, by {metric})",
+            "",
+            "Ranks are 1-based: doc rank in the doc ranking, chunk rank of the first relevant chunk "
+            "in the top chunks; - means not found.",
+            "",
+            f"| query | relevant | doc rank {a} | doc rank {b} | chunk rank {a} | chunk rank {b} | "
+            f"{metric} {a} | {metric} {b} |",
+            "|---" * 8 + "|",
+        ]
         for d in rows:
             rel = ", ".join(d["relevant"][:2]) + (f" (+{len(d['relevant']) - 2})" if len(d["relevant"]) > 2 else "")
-            lines.append(f"| {_md(d['query'])} | {_md(rel)} | {_rank(d['a']['doc_rank'])} | "
-                         f"{_rank(d['b']['doc_rank'])} | {_rank(d['a']['rank'])} | {_rank(d['b']['rank'])} | "
-                         f"{d['a'][metric]:.3f} | {d['b'][metric]:.3f} |")
+            lines.append(
+                f"| {_md(d['query'])} | {_md(rel)} | {_rank(d['a']['doc_rank'])} | "
+                f"{_rank(d['b']['doc_rank'])} | {_rank(d['a']['rank'])} | {_rank(d['b']['rank'])} | "
+                f"{d['a'][metric]:.3f} | {d['b'][metric]:.3f} |"
+            )
         lines.append("")
     path.write_text("\n".join(lines), encoding="utf-8")
     return path

@@ -7,7 +7,7 @@ semantic 0.3, k 10, 20 candidates per wanted hit); any other uses `default`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from pydantic import Field
@@ -52,6 +52,26 @@ class RRFFuser(Fuser):
         )
 
     config: Config
+
+    def check_sources(self, names: Sequence[str]) -> None:
+        """Every retriever needs a weight in every profile, and nothing else may have one."""
+        label = getattr(self, "label", self.name)
+        profiles = {"default": self.config.default, "expanded": self.config.expanded}
+        for pname, profile in profiles.items():
+            if profile is None:
+                continue
+            missing = [n for n in names if n not in profile.weights]
+            extra = [n for n in profile.weights if n not in names]
+            if missing or extra:
+                raise ConfigError(
+                    f"fuser {label!r}, profile {pname!r}: weights {dict(profile.weights)} must name exactly "
+                    f"the retrievers {list(names)}"
+                    + (f"; missing {missing}" if missing else "")
+                    + (f"; unknown {extra}" if extra else "")
+                )
+        unknown = [n for n in self.config.order if n not in names]
+        if unknown:
+            raise ConfigError(f"fuser {label!r}: `order` names {unknown}, which are not retrievers {list(names)}")
 
     def settings_for(self, query: ExpandedQuery, n_chunks: int) -> FusionConfig:
         use_expanded = bool(getattr(query, "fired", ())) and self.config.expanded is not None

@@ -12,6 +12,7 @@ bit-identical; the index is saved and loaded with bm25s's own format.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import math
@@ -212,13 +213,14 @@ def okapi_matrix(corpus: list[list[str]], k1: float, b: float, epsilon: float) -
     return scores, vocab
 
 
+@functools.cache
 def _import_bm25s() -> Any:
     try:
         import bm25s
     except ImportError:
         raise MissingDependencyError("bm25s", "bm25") from None
     # bm25s pins its logger to DEBUG, which floods stderr on every build; defer to the
-    # application's logging instead.
+    # application's logging instead (once: setLevel clears logging's caches).
     logging.getLogger("bm25s").setLevel(logging.NOTSET)
     return bm25s
 

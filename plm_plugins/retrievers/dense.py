@@ -59,8 +59,7 @@ class DenseRetriever(Retriever):
         store = getattr(self.context, "store", None)
         if store is None:
             return False
-        ids, matrix, _ = store.vectors()
-        return matrix is not None and len(ids) == n_chunks
+        return n_chunks > 0 and store.vector_count() == n_chunks
 
     def query_vector(self, query: ExpandedQuery) -> Any:
         import numpy as np

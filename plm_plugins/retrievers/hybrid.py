@@ -63,6 +63,10 @@ class HybridRetrieval(BaseComponent[ExpandedQuery, Ranking]):
             raise ConfigError(f'[query.{label}] needs a fuser table, e.g. [query.{label}.fuser] use = "rrf"')
         return retrievers, fuser
 
+    def check(self) -> None:
+        retrievers, fuser = self._parts()
+        fuser.check_sources(list(retrievers))
+
     # ------------------------------------------------------------------ indexes
     def build_indexes(self, chunks: Sequence[Chunk], matrix: Any) -> dict[str, float]:
         """Build every retriever's index; returns seconds per retriever ("index:<label>")."""
@@ -94,10 +98,17 @@ class HybridRetrieval(BaseComponent[ExpandedQuery, Ranking]):
     def warm_up(self) -> None:
         retrievers, _ = self._parts()
         store = self.context.store
-        chunk_ids = [c.id for c in store.chunks()]
+        chunk_ids = store.chunk_ids()
         vectors = None
         if any(r.needs_vectors for r in retrievers.values()):
-            vector_ids, vectors, _ = store.vectors()
+            vector_ids, vectors, stored_model = store.vectors()
+            embedder = getattr(self.context, "embedder", None)
+            if embedder is not None and vectors is not None and stored_model != embedder.model_name:
+                # Same dimension or not, another model's query vectors would rank silently wrong.
+                raise StoreError(
+                    f"the index at {self.context.index_dir} was embedded with {stored_model!r} but the "
+                    f"config now loads {embedder.model_name!r}: run `plm ingest --force` (or `plm run`)"
+                )
             if vectors is not None and list(vector_ids) != chunk_ids:
                 raise StoreError(
                     f"the vectors in {self.context.index_dir} do not line up with its chunks: run `plm ingest --force`"

@@ -164,6 +164,9 @@ class SQLiteStore(Store):
     def chunk_ids(self) -> list[str]:
         return [r[0] for r in self.db.execute("SELECT id FROM chunks ORDER BY row")]
 
+    def vector_count(self) -> int:
+        return int(self.db.execute("SELECT count(*) FROM vectors").fetchone()[0])
+
     def get_chunks(self, chunk_ids: Sequence[str]) -> dict[str, Chunk]:
         out: dict[str, Chunk] = {}
         ids = list(chunk_ids)

@@ -107,3 +107,18 @@ def test_autoload_off_hides_third_party_plugins() -> None:
     res = plm("plugins", "--json", env={"PLM_DISABLE_PLUGIN_AUTOLOAD": "1"})
     assert res.returncode == 0
     assert {r["package"] for r in json.loads(res.stdout)} == {"plm"}
+
+
+@pytest.mark.parametrize(
+    ("override", "expect"),
+    [
+        ("query.retrieve.fuser.expanded.weights.lexical=1.0", "unknown ['lexical']"),
+        ("job.queries=[]", "queries"),
+        ("job=5", "[job] must be a table"),
+        ("query.embed.use=yake", "expects"),  # a chunk stage in the query pipeline: types do not fit
+    ],
+)
+def test_config_check_assembles_the_pipelines(override: str, expect: str) -> None:
+    res = plm("config", "check", str(POC), "--set", override)
+    assert res.returncode == 2, res.stdout
+    assert expect in res.stderr and "Traceback" not in res.stderr

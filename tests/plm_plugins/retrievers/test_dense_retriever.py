@@ -87,7 +87,7 @@ def test_errors_name_the_fix() -> None:
 
 
 def test_load_from_store_vectors_and_index_matches() -> None:
-    store = SimpleNamespace(vectors=lambda: ([c.id for c in CHUNKS], MATRIX, "m"))
+    store = SimpleNamespace(vectors=lambda: ([c.id for c in CHUNKS], MATRIX, "m"), vector_count=lambda: len(CHUNKS))
     retriever = DenseRetriever()
     retriever.bind(SimpleNamespace(embedder=None, store=store))
     ids, matrix, _ = store.vectors()
