@@ -15,6 +15,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from plm_core.commands import eval as eval_command
+from plm_core.commands import validate as validate_command
 from plm_core.config import load_job
 from plm_core.errors import PipelineError, PlmUserError
 from plm_core.job import Job
@@ -215,21 +217,9 @@ def _print_timings(what: str, timings: dict[str, Any]) -> None:
         out.print(f"{what} time: " + ", ".join(f"{k} {v:.2f}s" for k, v in timings.items()), highlight=False)
 
 
-def _add_command_modules() -> None:
-    # Larger commands live in their own modules; each exposes `register(app)`.
-    import importlib
-
-    for name in ("eval", "validate"):
-        try:
-            module = importlib.import_module(f"plm_core.commands.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name != f"plm_core.commands.{name}":
-                raise
-            continue
-        module.register(app)
-
-
-_add_command_modules()
+# Larger commands live in their own modules; each exposes `register(app)`.
+eval_command.register(app)
+validate_command.register(app)
 
 
 def main() -> None:
