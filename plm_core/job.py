@@ -118,7 +118,6 @@ class Job:
             raise ConfigError(f"{config.path}: {err}") from None
         self._opened = False
         self._checked_nonempty = False
-        self._read_cache = True
 
     # ---------------------------------------------------------------- construction
     @classmethod
@@ -221,10 +220,9 @@ class Job:
             return report
         self.store.set_meta("fingerprint", "")
         self.store.clear()
-        self._read_cache = not force  # --force recomputes everything, refreshing the cache
         for stage in self.transform.stages:
             if isinstance(stage, CachedStage):
-                stage.read = self._read_cache
+                stage.read = not force  # --force recomputes everything, refreshing the cache
         batches = [docs[i : i + INGEST_BATCH_DOCS] for i in range(0, len(docs), INGEST_BATCH_DOCS)]
         show = self.settings.progress
         for batch in progress_iter(batches, "enrich", show, total_items=len(docs), unit="docs"):
@@ -241,16 +239,16 @@ class Job:
             if isinstance(stage, CachedStage):
                 report.work[stage.label] = {"computed": stage.misses, "cached": stage.hits}
                 stage.hits = stage.misses = 0
-        self._build_derived(report)
+        self._build_derived(report, read_cache=not force)
         self.store.set_meta("fingerprint", fp)
         return report
 
-    def _build_derived(self, report: IngestReport) -> None:
+    def _build_derived(self, report: IngestReport, read_cache: bool) -> None:
         chunks = self.store.chunks()
         matrix = None
         if self.embedder is not None:
             t0 = time.perf_counter()
-            matrix = self._embed_chunks(chunks, report)
+            matrix = self._embed_chunks(chunks, report, read_cache)
             report.timings["embed"] = time.perf_counter() - t0
             t0 = time.perf_counter()
             self.store.write_vectors([c.id for c in chunks], matrix, self.embedder.model_name)
@@ -258,7 +256,7 @@ class Job:
             report.model = self.embedder.model_name
         self.rebuild_indexes(report, chunks, matrix)
 
-    def _embed_chunks(self, chunks: Sequence[Any], report: IngestReport) -> Any:
+    def _embed_chunks(self, chunks: Sequence[Any], report: IngestReport, read_cache: bool) -> Any:
         """Vectors for every chunk; only texts the cache lacks are embedded, in one call."""
         import numpy as np
 
@@ -272,7 +270,7 @@ class Job:
         settings = self.embedder.config.model_dump(mode="json", exclude={"model"})
         identity = stage_identity(f"embed:{self.embedder.model_name}:{model_version(self.embedder)}", settings)
         keys = [content_key(identity, t) for t in texts]
-        found = self.cache.get_many(keys) if self._read_cache else {}
+        found = self.cache.get_many(keys) if read_cache else {}
         todo = list(dict.fromkeys(k for k in keys if k not in found))
         if todo:
             first = {k: i for i, k in reversed(list(enumerate(keys)))}
