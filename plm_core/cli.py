@@ -86,15 +86,48 @@ def ingest(
     config: ConfigOpt,
     set_: SetOpt = None,
     index: IndexOpt = None,
-    force: Annotated[bool, typer.Option(help="Re-ingest even when nothing changed.")] = False,
+    prune: Annotated[bool, typer.Option(help="Delete stored documents the paths no longer yield.")] = False,
+    force: Annotated[bool, typer.Option(help="Re-process every document, recomputing cached work.")] = False,
 ) -> None:
-    """Index files with the config's index pipeline."""
+    """Sync an index with files: new and changed documents are indexed, unchanged ones
+    skipped. Exits 1 when some files failed (the others are stored)."""
     job = _job(config, set_, None, index)
-    report = job.ingest(paths, force=force)
-    status = "unchanged, skipped" if report.skipped else "indexed"
+    report = job.ingest(paths, force=force, prune=prune)
+    _print_sync(report, job)
+    if report.failed:
+        raise typer.Exit(1)
+
+
+@app.command()
+def delete(
+    doc_ids: Annotated[list[str], typer.Argument(help="Document ids to remove.")],
+    config: ConfigOpt,
+    set_: SetOpt = None,
+    dataset: DatasetOpt = None,
+    index: IndexOpt = None,
+) -> None:
+    """Remove documents (with their chunks and vectors) from an index. Exits 1 if an id is unknown."""
+    job = _job(config, set_, dataset, index)
+    report = job.delete(doc_ids)
+    missing = [i for i in doc_ids if i not in set(report.deleted)]
     out.print(
-        f"{status}: {report.documents} documents, {report.chunks} chunks in {job.index_dir} (model {report.model})"
+        f"deleted {len(report.deleted)} documents in {report.seconds:.1f}s; "
+        f"{report.chunks} chunks left in {job.index_dir}",
+        highlight=False,
+        markup=False,
     )
+    if missing:
+        err.print(f"not found: {', '.join(missing)}", highlight=False, markup=False)
+        raise typer.Exit(1)
+
+
+def _print_sync(report: Any, job: Job) -> None:
+    out.print(report.summary(), highlight=False, markup=False)
+    out.print(f"index: {report.chunks} chunks in {job.index_dir} (model {report.model})", highlight=False, markup=False)
+    for failure in report.failed:
+        err.print(f"failed: {failure.path}: {failure.error}", highlight=False, markup=False)
+    for note in report.notes:
+        err.print(note, highlight=False, markup=False)
     _print_timings("ingest", report.timings)
 
 
@@ -107,10 +140,22 @@ def query(
     dataset: DatasetOpt = None,
     index: IndexOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    filter_: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--filter",
+            help="Keep only chunks whose metadata matches; repeat to AND: team=storage, tags=db,backup "
+            "(one of), 'version>=2', 'updated<2024-06-01', 'team!=search'. Quote a value to keep it "
+            "a string: id='\"007\"'.",
+        ),
+    ] = None,
 ) -> None:
     """Query an index built by `plm ingest` or `plm run`."""
+    from plm_core.filters import parse_filter_args
+
+    filters = parse_filter_args(filter_ or [])  # bad syntax fails before the index is opened
     job = _job(config, set_, dataset, index)
-    ranking, timings = job.search(text, k=k)
+    ranking, timings = job.search(text, k=k, filters=filters or None)
     if as_json:
         hits = [
             {
@@ -120,6 +165,7 @@ def query(
                 "score": h.score,
                 "heading_path": list(h.heading_path),
                 "sources": {s: {"rank": r, "score": v} for s, (r, v) in h.sources.items()},
+                "metadata": dict(h.metadata),
                 "text": h.text,
             }
             for h in ranking.hits
@@ -129,10 +175,12 @@ def query(
                 {
                     "query": text,
                     "expanded": ranking.query.text,
+                    "filters": filters,
                     "hits": hits,
                     "timings_ms": {s: round(1000 * t, 3) for s, t in timings.items()},
                 },
                 indent=1,
+                default=str,
             )
         )
         return
@@ -147,6 +195,8 @@ def query(
         if h.heading_path:
             out.print("   " + " > ".join(h.heading_path), markup=False, highlight=False)
         out.print("   " + " ".join(h.text.split())[:200], markup=False, highlight=False)
+    if not ranking.hits and filters:
+        out.print(f"no chunk matches the filters {json.dumps(filters, default=str)}", highlight=False)
 
 
 @app.command()
@@ -173,6 +223,8 @@ def run(
     out.print(
         f"{status}: {ing['documents']} documents, {ing['chunks']} chunks; model {result['model']}", highlight=False
     )
+    for failure in ing["failed"]:
+        err.print(f"failed: {failure['path']}: {failure['error']}", highlight=False, markup=False)
     _print_timings("ingest", ing["timings_s"])
     table = Table(
         "set", "queries", *result["sets"][0]["metrics"].keys(), title=f"{result['job']} on {result['dataset']}"
@@ -194,6 +246,7 @@ def index_stats(config: ConfigOpt, set_: SetOpt = None, dataset: DatasetOpt = No
     """Counts, model, dimensions and sizes of an index."""
     job = _job(config, set_, dataset, index).open()
     stats = job.store.stats()
+    stats["problems"] = "; ".join(job.store.consistency_problems()) or "none"
     stats["index_dir"] = str(job.index_dir)
     stats["index_dir_bytes"] = sum(p.stat().st_size for p in job.index_dir.rglob("*") if p.is_file())
     for key, value in stats.items():
@@ -203,13 +256,19 @@ def index_stats(config: ConfigOpt, set_: SetOpt = None, dataset: DatasetOpt = No
 @index_app.command("rebuild")
 def index_rebuild(config: ConfigOpt, set_: SetOpt = None, dataset: DatasetOpt = None, index: IndexOpt = None) -> None:
     """Rebuild every derived index (BM25, ...) from the texts and vectors in the store."""
-    job = _job(config, set_, dataset, index).open()
-    timings: dict[str, float] = {}
     from plm_core.job import IngestReport
 
-    rep = IngestReport(timings=timings)
+    job = _job(config, set_, dataset, index).open()
+    problems = job.store.consistency_problems()
+    if problems:
+        raise PlmUserError(
+            f"the store in {job.index_dir} is not consistent ({'; '.join(problems)}): run `plm ingest` "
+            "on the same sources to finish the interrupted work"
+        )
+    rep = IngestReport()
     job.rebuild_indexes(rep)
-    _print_timings("rebuild", timings)
+    out.print(f"rebuilt from {job.store.stats()['chunks']} stored chunks", highlight=False)
+    _print_timings("rebuild", rep.timings)
 
 
 def _print_timings(what: str, timings: dict[str, Any]) -> None:

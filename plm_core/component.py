@@ -59,6 +59,10 @@ class BaseComponent(Generic[In, Out]):
             self.warm_up()
             self._warm = True
 
+    def reset(self) -> None:
+        """Forget the warm state (e.g. the index changed); the next run warms up again."""
+        self._warm = False
+
     def run(self, data: In) -> Out:
         raise NotImplementedError
 

@@ -35,6 +35,11 @@ class StoreError(PlmUserError):
     """A stored index is missing, stale or corrupt."""
 
 
+class StaleIndexError(StoreError):
+    """A derived index (BM25) is missing or was built for another corpus version or other
+    settings: rebuild it from the store, never use it."""
+
+
 class PipelineError(Exception):
     """A stage failed while running; names the stage. Wraps the original error."""
 

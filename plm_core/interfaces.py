@@ -7,12 +7,13 @@ numpy, so they are typed `Any` here.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
 from plm_core.component import BaseComponent
-from plm_core.records import Chunk, Document, ExpandedQuery, FusionConfig, Hit, Query, ScoredChunk
+from plm_core.records import Chunk, Document, ExpandedQuery, FusionConfig, Hit, LoadFailure, Query, ScoredChunk
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,15 @@ class Loader(BaseComponent[str, list[Document]]):
     family = "loader"
     input_type = str
     output_type = list[Document]
+
+    def load(self, source: str) -> tuple[list[Document], list[LoadFailure]]:
+        """Documents plus one failure per file (or record) that could not be read.
+
+        Raises PlmUserError only when `source` itself is unusable (missing, no matching
+        files): an ingest then stops before changing anything. The default has no
+        per-file failures: whatever `run` raises stops the ingest.
+        """
+        return self.run(source), []
 
 
 class Chunker(BaseComponent[list[Document], list[Chunk]]):
@@ -83,16 +93,20 @@ class Retriever(BaseComponent[ExpandedQuery, list[ScoredChunk]]):
     output_type = list[ScoredChunk]
     needs_vectors: ClassVar[bool] = False
 
-    def build(self, chunks: Sequence[Chunk], vectors: Any, index_dir: Path) -> None:
-        """Index `chunks` (row i of `vectors` belongs to chunks[i]) and save under index_dir."""
+    def build(self, chunks: Sequence[Chunk], vectors: Any, index_dir: Path, version: str = "") -> None:
+        """Index `chunks` (row i of `vectors` belongs to chunks[i]) and save under index_dir,
+        recording the store `version` the chunks came from. Saving must be atomic (write
+        elsewhere, then rename): readers in other processes may be loading."""
         raise NotImplementedError
 
-    def index_matches(self, index_dir: Path, n_chunks: int) -> bool:
-        """False when the saved index is missing or does not cover `n_chunks` chunks."""
+    def index_matches(self, index_dir: Path, version: str) -> bool:
+        """False when the saved index is missing or was built for another version or settings."""
         return True
 
-    def load(self, index_dir: Path, chunk_ids: Sequence[str], vectors: Any) -> None:
-        """Open what `build` saved; raise StoreError if it is missing or corrupt."""
+    def load(self, index_dir: Path, chunk_ids: Sequence[str], vectors: Any, version: str = "") -> None:
+        """Open what `build` saved for `version`. Raise StaleIndexError when it is missing or
+        was built for another version or settings (the caller rebuilds it from the store),
+        StoreError when it is corrupt."""
         raise NotImplementedError
 
     def search(self, query: ExpandedQuery, n: int, allowed: Any = None) -> list[ScoredChunk]:
@@ -138,16 +152,54 @@ class Store(BaseComponent[object, object]):
     def set_meta(self, key: str, value: str) -> None:
         raise NotImplementedError
 
+    def version(self) -> str:
+        """A token that changes whenever documents, chunks or vectors change."""
+        raise NotImplementedError
+
+    def snapshot(self) -> AbstractContextManager[None]:
+        """A context in which every read sees one committed state, even while another
+        process writes."""
+        return nullcontext()
+
     def clear(self) -> None:
         """Delete all documents, chunks and vectors (one transaction)."""
         raise NotImplementedError
 
+    def doc_fingerprints(self) -> dict[str, str]:
+        """Stored document id -> the fingerprint it was stored with ("" if none)."""
+        raise NotImplementedError
+
+    def replace_documents(
+        self,
+        documents: Sequence[Document],
+        chunks: Sequence[Chunk],
+        matrix: Any = None,
+        model: str | None = None,
+        fingerprints: Sequence[str] | None = None,
+    ) -> None:
+        """Store documents with exactly these chunks and vectors, replacing what their ids
+        held, in one transaction: a crash leaves each document wholly old or wholly new."""
+        raise NotImplementedError
+
+    def delete_documents(self, doc_ids: Sequence[str]) -> list[str]:
+        """Remove documents with their chunks and vectors in one transaction; returns the
+        ids that were there."""
+        raise NotImplementedError
+
     def write_batch(self, documents: Sequence[Document], chunks: Sequence[Chunk]) -> None:
         """Insert documents and their chunks in one transaction."""
-        raise NotImplementedError
+        self.replace_documents(documents, chunks)
 
     def write_vectors(self, chunk_ids: Sequence[str], matrix: Any, model: str) -> None:
         raise NotImplementedError
+
+    def chunk_metadata(self) -> list[dict[str, Any]]:
+        """Each chunk's metadata in index order."""
+        return [dict(c.metadata) for c in self.chunks()]
+
+    def consistency_problems(self) -> list[str]:
+        """Broken invariants (chunks without a document or vector, mixed models); [] if none."""
+        return []
 
     def chunks(self) -> list[Chunk]:
         """All chunks in index order (documents in ingest order, chunks in document order)."""

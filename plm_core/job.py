@@ -21,7 +21,7 @@ from plm_core.errors import ConfigError, PipelineError, PlmUserError, StoreError
 from plm_core.interfaces import Embedder, Loader, Ranking, Store
 from plm_core.pipeline import Pipeline
 from plm_core.progress import progress_iter
-from plm_core.records import Document, Hit, Query
+from plm_core.records import Chunk, Document, Hit, LoadFailure, Query
 from plm_core.registry import Registry, default_registry
 from plm_core.settings import Settings
 
@@ -31,20 +31,51 @@ FORMAT_VERSION = "1"
 
 @dataclass
 class IngestReport:
-    documents: int = 0
-    chunks: int = 0
-    skipped: bool = False
+    """What a sync did: documents added, updated (re-processed), unchanged (skipped),
+    deleted and failed (per file), the chunks stored, and where the time went."""
+
+    documents: int = 0  # documents the sources yielded
+    chunks: int = 0  # chunks in the index afterwards
+    added: list[str] = field(default_factory=list)
+    updated: list[str] = field(default_factory=list)
+    unchanged: int = 0
+    deleted: list[str] = field(default_factory=list)
+    failed: list[LoadFailure] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
     model: str | None = None
+    seconds: float = 0.0
     timings: dict[str, float] = field(default_factory=dict)
     # stage label -> {"computed": n, "cached": n}: what the content cache saved
     work: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    @property
+    def skipped(self) -> bool:
+        """Nothing changed: no document added, updated or deleted."""
+        return not (self.added or self.updated or self.deleted)
+
+    def summary(self) -> str:
+        embed = self.work.get("embed")
+        parts = [
+            f"added {len(self.added)}, updated {len(self.updated)}, unchanged {self.unchanged}, "
+            f"deleted {len(self.deleted)}, failed {len(self.failed)} in {self.seconds:.1f}s"
+        ]
+        if embed is not None:
+            parts.append(f"embedded {embed['computed']} chunks ({embed['cached']} from cache)")
+        return "; ".join(parts)
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "documents": self.documents,
             "chunks": self.chunks,
             "skipped": self.skipped,
+            "added": len(self.added),
+            "updated": len(self.updated),
+            "unchanged": self.unchanged,
+            "deleted": len(self.deleted),
+            "failed": [{"path": f.path, "doc_id": f.doc_id, "error": f.error} for f in self.failed],
+            "notes": self.notes,
             "model": self.model,
+            "seconds": round(self.seconds, 3),
             "timings_s": {k: round(v, 3) for k, v in self.timings.items()},
             "work": self.work,
         }
@@ -117,7 +148,7 @@ class Job:
         except PlmUserError as err:
             raise ConfigError(f"{config.path}: {err}") from None
         self._opened = False
-        self._checked_nonempty = False
+        self._version: str | None = None  # the store version the query stages are warm for
 
     # ---------------------------------------------------------------- construction
     @classmethod
@@ -163,8 +194,16 @@ class Job:
             self._opened = False
 
     # ---------------------------------------------------------------- ingest
-    def load(self, sources: Iterable[str | Path | Document | dict[str, Any]]) -> list[Document]:
+    def load(
+        self, sources: Iterable[str | Path | Document | dict[str, Any]]
+    ) -> tuple[list[Document], list[LoadFailure]]:
+        """Documents from every source, plus the files (or records) that could not be read.
+
+        A source that is itself unusable (a missing path) raises before anything changes;
+        a second document with an id already seen is a failure, the first one wins.
+        """
         docs: list[Document] = []
+        failures: list[LoadFailure] = []
         for src in sources:
             if isinstance(src, Document):
                 docs.append(src)
@@ -174,98 +213,160 @@ class Job:
                 if self._loader is None:
                     raise ConfigError(f"{self.config.path}: no loader stage in [index] to read {src}")
                 self._loader.ensure_warm()
-                docs.extend(self._loader.run(str(src)))
-        seen: set[str] = set()
+                found, failed = self._loader.load(str(src))
+                docs.extend(found)
+                failures.extend(failed)
+        seen: dict[str, Document] = {}
+        unique: list[Document] = []
         for d in docs:
             if d.id in seen:
-                raise PlmUserError(f"duplicate document id {d.id!r} (from {d.path or 'records'})")
-            seen.add(d.id)
-        return docs
+                where = seen[d.id].path or "an earlier record"
+                failures.append(
+                    LoadFailure(d.path or "records", f"duplicate document id {d.id!r} (also {where})", d.id)
+                )
+                continue
+            seen[d.id] = d
+            unique.append(d)
+        return unique, failures
 
-    def fingerprint(self, docs: Sequence[Document]) -> str:
+    def index_fingerprint(self) -> str:
+        """What every stored document depends on besides its own content: the index-side
+        config and the embedding model actually loaded."""
         h = hashlib.sha256(FORMAT_VERSION.encode())
-        spec_json = json.dumps(
-            {"index": self.config.raw.get("index", {}), "embedder": self.config.raw.get("embedder", {})},
-            sort_keys=True,
-            default=str,
-        )
-        h.update(spec_json.encode())
-        for d in docs:
-            meta = json.dumps(dict(d.metadata), sort_keys=True, default=str)
-            for part in (d.id, d.title, d.path, meta, d.text):
-                h.update(part.encode() + b"\0")
+        spec = {"index": self.config.raw.get("index", {}), "embedder": self.config.raw.get("embedder", {})}
+        h.update(json.dumps(spec, sort_keys=True, default=str).encode())
+        if self.embedder is not None:
+            self.embedder.ensure_warm()
+            h.update(f"{self.embedder.model_name}\0{model_version(self.embedder)}".encode())
         return h.hexdigest()
 
-    def ingest(self, sources: Iterable[str | Path | Document | dict[str, Any]], force: bool = False) -> IngestReport:
-        """Index the sources, replacing what the store held; skipped when nothing changed."""
+    @staticmethod
+    def doc_fingerprint(index_fp: str, doc: Document) -> str:
+        h = hashlib.sha256(index_fp.encode())
+        meta = json.dumps(dict(doc.metadata), sort_keys=True, default=str)
+        for part in (doc.id, doc.title, doc.path, meta, doc.text):
+            h.update(part.encode("utf-8", "surrogatepass") + b"\0")
+        return h.hexdigest()
+
+    def ingest(
+        self,
+        sources: Iterable[str | Path | Document | dict[str, Any]],
+        force: bool = False,
+        prune: bool = False,
+    ) -> IngestReport:
+        """Sync the index with the sources: new and changed documents are processed and
+        stored (each document in one transaction with its chunks and vectors), unchanged
+        ones skipped, and with `prune` stored documents the sources no longer yield are
+        deleted. Derived indexes are rebuilt when anything changed. `force` re-processes
+        every document and recomputes instead of reading the content cache.
+        """
         self.open()
         report = IngestReport()
-        t0 = time.perf_counter()
-        docs = self.load(sources)
+        start = t0 = time.perf_counter()
+        docs, report.failed = self.load(sources)
         report.timings["load"] = time.perf_counter() - t0
         report.documents = len(docs)
-        if not docs:
+        if not docs and not report.failed:
             raise PlmUserError("nothing to ingest: no documents found in the given sources")
-        fp = self.fingerprint(docs)
-        if not force and self.store.get_meta("fingerprint") == fp and self._same_model():
-            # Same files, same index-side config: only indexes built with other settings
-            # (e.g. a BM25 tokenizer changed in [query]) need work, and they come from the store.
-            if not self._derived_ok():
-                t0 = time.perf_counter()
-                self.rebuild_indexes(report)
-                report.timings["rebuild indexes"] = time.perf_counter() - t0
-            report.skipped = True
-            report.chunks = int(self.store.stats().get("chunks", 0))
-            report.model = self.store.get_meta("model")
-            return report
-        self.store.set_meta("fingerprint", "")
-        self.store.clear()
+        index_fp = self.index_fingerprint()
+        fps = {d.id: self.doc_fingerprint(index_fp, d) for d in docs}
+        stored = self.store.doc_fingerprints()
+        stored_model = self.store.get_meta("model")
+        # Fingerprints name the model, but vectors written by other means must not mix either.
+        redo = force or (self.embedder is not None and stored_model not in (None, self.embedder.model_name))
+        todo = [d for d in docs if redo or stored.get(d.id) != fps[d.id]]
+        report.added = [d.id for d in todo if d.id not in stored]
+        report.updated = [d.id for d in todo if d.id in stored]
+        report.unchanged = len(docs) - len(todo)
         for stage in self.transform.stages:
             if isinstance(stage, CachedStage):
                 stage.read = not force  # --force recomputes everything, refreshing the cache
+        if todo:
+            self._process(todo, fps, report, read_cache=not force)
+        if prune:
+            unknown = [f for f in report.failed if not f.doc_id]
+            if unknown:
+                # A record that failed before its id was read may be a stored document.
+                report.notes.append(
+                    f"--prune skipped: {len(unknown)} failure(s) without a known document id; fix them and run again"
+                )
+            else:
+                keep = set(fps) | {f.doc_id for f in report.failed}
+                gone = [doc_id for doc_id in stored if doc_id not in keep]
+                if gone:
+                    report.deleted = self.store.delete_documents(gone)
+        with self.store.snapshot():
+            version = self.store.version()
+            if not self._derived_ok(version):
+                t0 = time.perf_counter()
+                self.rebuild_indexes(report)
+                report.timings["rebuild indexes"] = time.perf_counter() - t0
+            report.chunks = int(self.store.stats().get("chunks", 0))
+        report.model = self.store.get_meta("model")
+        report.seconds = time.perf_counter() - start
+        return report
+
+    def _process(self, docs: list[Document], fps: dict[str, str], report: IngestReport, read_cache: bool) -> None:
+        """Chunk, enrich and embed documents batch by batch; each batch is stored in one
+        transaction, so an interrupted ingest keeps every batch before it."""
         batches = [docs[i : i + INGEST_BATCH_DOCS] for i in range(0, len(docs), INGEST_BATCH_DOCS)]
-        show = self.settings.progress
-        for batch in progress_iter(batches, "enrich", show, total_items=len(docs), unit="docs"):
-            result = self.transform.run(batch) if self.transform.stages else None
-            chunks = result.output if result else []
-            if result:
-                for k, v in result.timings.items():
-                    report.timings[k] = report.timings.get(k, 0.0) + v
-            t1 = time.perf_counter()
-            self.store.write_batch(batch, chunks)
-            report.timings["store"] = report.timings.get("store", 0.0) + time.perf_counter() - t1
-            report.chunks += len(chunks)
+        for batch in progress_iter(batches, "index", self.settings.progress, total_items=len(docs), unit="docs"):
+            batch, chunks = self._transform(batch, report)
+            matrix = None
+            if self.embedder is not None and chunks:
+                t0 = time.perf_counter()
+                matrix = self._embed_chunks(chunks, report, read_cache)
+                report.timings["embed"] = report.timings.get("embed", 0.0) + time.perf_counter() - t0
+            t0 = time.perf_counter()
+            model = self.embedder.model_name if self.embedder is not None else None
+            self.store.replace_documents(batch, chunks, matrix, model, [fps[d.id] for d in batch])
+            report.timings["store"] = report.timings.get("store", 0.0) + time.perf_counter() - t0
         for stage in self.transform.stages:
             if isinstance(stage, CachedStage):
                 report.work[stage.label] = {"computed": stage.misses, "cached": stage.hits}
                 stage.hits = stage.misses = 0
-        self._build_derived(report, read_cache=not force)
-        self.store.set_meta("fingerprint", fp)
-        return report
 
-    def _build_derived(self, report: IngestReport, read_cache: bool) -> None:
-        chunks = self.store.chunks()
-        matrix = None
-        if self.embedder is not None:
-            t0 = time.perf_counter()
-            matrix = self._embed_chunks(chunks, report, read_cache)
-            report.timings["embed"] = time.perf_counter() - t0
-            t0 = time.perf_counter()
-            self.store.write_vectors([c.id for c in chunks], matrix, self.embedder.model_name)
-            report.timings["store"] = report.timings.get("store", 0.0) + time.perf_counter() - t0
-            report.model = self.embedder.model_name
-        self.rebuild_indexes(report, chunks, matrix)
+    def _transform(self, batch: list[Document], report: IngestReport) -> tuple[list[Document], list[Chunk]]:
+        """Chunks for a batch; when a stage rejects the batch with a user error, documents
+        are retried one by one and the ones that fail are reported, not stored."""
+        if not self.transform.stages:
+            return batch, []
+        try:
+            return batch, self._run_transform(batch, report)
+        except PipelineError as err:
+            if not isinstance(err.cause, PlmUserError) or len(batch) == 1:
+                raise
+        kept: list[Document] = []
+        chunks: list[Chunk] = []
+        for doc in batch:
+            try:
+                chunks.extend(self._run_transform([doc], report))
+                kept.append(doc)
+            except PipelineError as err:
+                if not isinstance(err.cause, PlmUserError):
+                    raise
+                report.failed.append(LoadFailure(doc.path or "records", str(err), doc.id))
+        report.added = [i for i in report.added if i in {d.id for d in kept} or i not in {d.id for d in batch}]
+        report.updated = [i for i in report.updated if i in {d.id for d in kept} or i not in {d.id for d in batch}]
+        return kept, chunks
+
+    def _run_transform(self, docs: list[Document], report: IngestReport) -> list[Chunk]:
+        result = self.transform.run(docs)
+        for k, v in result.timings.items():
+            report.timings[k] = report.timings.get(k, 0.0) + v
+        return list(result.output)
 
     def _embed_chunks(self, chunks: Sequence[Any], report: IngestReport, read_cache: bool) -> Any:
-        """Vectors for every chunk; only texts the cache lacks are embedded, in one call."""
+        """Vectors for the chunks; only texts the cache lacks are embedded."""
         import numpy as np
 
         assert self.embedder is not None
         self.embedder.ensure_warm()
         texts = [c.index_text for c in chunks]
+        work = report.work.setdefault("embed", {"computed": 0, "cached": 0})
         if self.cache is None:
-            report.work["embed"] = {"computed": len(texts), "cached": 0}
-            return self.embedder.embed(texts, progress=self.settings.progress)
+            work["computed"] += len(texts)
+            return self.embedder.embed(texts, progress=False)
         # Keyed by the model actually loaded, not the preference list that chose it.
         settings = self.embedder.config.model_dump(mode="json", exclude={"model"})
         identity = stage_identity(f"embed:{self.embedder.model_name}:{model_version(self.embedder)}", settings)
@@ -274,38 +375,42 @@ class Job:
         todo = list(dict.fromkeys(k for k in keys if k not in found))
         if todo:
             first = {k: i for i, k in reversed(list(enumerate(keys)))}
-            new = self.embedder.embed([texts[first[k]] for k in todo], progress=self.settings.progress)
+            new = self.embedder.embed([texts[first[k]] for k in todo], progress=False)
             fresh = {k: np.asarray(new[j], dtype=np.float32).tobytes() for j, k in enumerate(todo)}
             self.cache.put_many(fresh.items())
             found.update(fresh)
-        report.work["embed"] = {"computed": len(todo), "cached": len(keys) - len(todo)}
-        return np.stack([np.frombuffer(found[k], dtype=np.float32) for k in keys]) if keys else np.zeros((0, 0), "f4")
+        work["computed"] += len(todo)
+        work["cached"] += len(keys) - len(todo)
+        return np.stack([np.frombuffer(found[k], dtype=np.float32) for k in keys])
 
-    def rebuild_indexes(self, report: IngestReport | None = None, chunks: Any = None, matrix: Any = None) -> None:
-        """Rebuild every retrieval index from what the store holds (or was just given)."""
-        chunks = self.store.chunks() if chunks is None else chunks
-        if matrix is None:
+    def delete(self, doc_ids: Sequence[str]) -> IngestReport:
+        """Remove documents (one transaction) and rebuild the derived indexes."""
+        self.open()
+        start = time.perf_counter()
+        report = IngestReport(deleted=self.store.delete_documents(doc_ids))
+        with self.store.snapshot():
+            if not self._derived_ok(self.store.version()):
+                self.rebuild_indexes(report)
+            report.chunks = int(self.store.stats().get("chunks", 0))
+        report.seconds = time.perf_counter() - start
+        return report
+
+    def rebuild_indexes(self, report: IngestReport | None = None) -> None:
+        """Rebuild every retrieval index from what the store holds (call inside a snapshot)."""
+        with self.store.snapshot():
+            version = self.store.version()
+            chunks = self.store.chunks()
             _, matrix, _ = self.store.vectors()
-        for stage in self.query_stages:
-            builder = getattr(stage, "build_indexes", None)
-            if builder is not None:
-                for name, seconds in builder(chunks, matrix).items():
-                    if report is not None:
-                        report.timings[name] = seconds
-        self.store.set_meta("indexes_version", self.store.get_meta("corpus_version") or "")
+            for stage in self.query_stages:
+                builder = getattr(stage, "build_indexes", None)
+                if builder is not None:
+                    for name, seconds in builder(chunks, matrix, version).items():
+                        if report is not None:
+                            report.timings[name] = seconds
+            self._version = version
 
-    def _same_model(self) -> bool:
-        """False when the embedder now loads another model than the stored vectors came from
-        (e.g. BGE became available after an offline ingest with the MiniLM fallback)."""
-        if self.embedder is None:
-            return True
-        self.embedder.ensure_warm()
-        return self.store.get_meta("model") == self.embedder.model_name
-
-    def _derived_ok(self) -> bool:
-        return all(getattr(stage, "indexes_ok", lambda: True)() for stage in self.query_stages) and self.store.get_meta(
-            "indexes_version"
-        ) == (self.store.get_meta("corpus_version") or "")
+    def _derived_ok(self, version: str) -> bool:
+        return all(getattr(stage, "indexes_ok", lambda v: True)(version) for stage in self.query_stages)
 
     # ---------------------------------------------------------------- query
     def search(
@@ -313,17 +418,24 @@ class Job:
     ) -> tuple[Ranking, dict[str, float]]:
         """Run the query pipeline; returns the ranking and per-stage seconds."""
         self.open()
-        if not self._checked_nonempty:
-            if int(self.store.stats().get("chunks", 0)) == 0:
-                raise StoreError(f"the index at {self.index_dir} is empty: run `plm ingest` or `plm run` first")
-            self._checked_nonempty = True
         q = query if isinstance(query, Query) else Query(text=query, k=k, filters=filters)
-        try:
-            result = self.query_pipeline.run(q)
-        except PipelineError as err:
-            if isinstance(err.cause, PlmUserError):
-                raise err.cause from None
-            raise
+        # One snapshot per query: another process may be ingesting; this query sees the
+        # state of one moment, and a newer corpus version re-warms the indexes first.
+        with self.store.snapshot():
+            version = self.store.version()
+            if version != self._version:
+                if int(self.store.stats().get("chunks", 0)) == 0:
+                    raise StoreError(f"the index at {self.index_dir} is empty: run `plm ingest` or `plm run` first")
+                for stage in self.query_stages:
+                    if hasattr(stage, "build_indexes"):
+                        stage.reset()
+                self._version = version
+            try:
+                result = self.query_pipeline.run(q)
+            except PipelineError as err:
+                if isinstance(err.cause, PlmUserError):
+                    raise err.cause from None
+                raise
         ranking = result.output
         if not isinstance(ranking, Ranking):
             raise ConfigError(f"{self.config.path}: the last [query] stage must produce a ranking of hits")

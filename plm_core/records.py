@@ -26,6 +26,19 @@ class Document:
 
 
 @dataclass(frozen=True)
+class LoadFailure:
+    """A file (or record) a loader could not turn into a document, and why.
+
+    `doc_id` is set when the id is known (e.g. the file stem), so a sync keeps the stored
+    version of that document instead of pruning it.
+    """
+
+    path: str
+    error: str
+    doc_id: str = ""
+
+
+@dataclass(frozen=True)
 class Chunk:
     """A retrievable span of a document, plus what enrichment added to it."""
 

@@ -76,18 +76,23 @@ def test_case(case: Case, job: Job) -> None:
     assert result.passed, result.report()
 
 
-def test_a_case_with_filters_is_a_clear_per_case_error(job: Job) -> None:
-    case = Case.model_validate(
-        {
-            "name": "filtered",
-            "query": "What RPO do Vault snapshots give?",
-            "filters": {"section": "operations"},
-            "expect": {"doc_id": "disaster-recovery"},
-        }
-    )
-    result = run_case(job, case)
-    assert result.status == "error"
-    assert "filters" in result.messages[0], result.messages
+def test_cases_with_filters_keep_to_them(job: Job) -> None:
+    def case(section: str) -> Case:
+        return Case.model_validate(
+            {
+                "name": f"filtered-{section}",
+                "query": "What RPO do Vault snapshots give?",
+                "k": 5,
+                "filters": {"section": section},
+                "expect": {"doc_id": "disaster-recovery"},
+            }
+        )
+
+    inside = run_case(job, case("operations"))
+    assert inside.passed, inside.report()
+    assert all(h.metadata["section"] == "operations" for h in inside.hits) and len(inside.hits) == 5
+    outside = run_case(job, case("billing"))  # the expected page is not in that section
+    assert outside.status == "fail" and all(h.metadata["section"] == "billing" for h in outside.hits)
 
 
 def test_cli_ingests_an_empty_index_and_passes_on_the_shipped_cases(

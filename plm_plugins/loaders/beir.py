@@ -8,7 +8,7 @@ derive stable ids from the document id alone.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -18,7 +18,8 @@ from plm_core.component import ComponentConfig
 from plm_core.errors import PlmUserError
 from plm_core.hookspecs import hookimpl
 from plm_core.interfaces import Loader
-from plm_core.records import Document
+from plm_core.records import Document, LoadFailure
+from plm_plugins.loaders.files import BadInput, Record, collect_records, docs_or_raise, read_text_file
 
 if TYPE_CHECKING:
     from plm_core.registry import Registry
@@ -27,7 +28,10 @@ CORPUS_FILE = "corpus.jsonl"
 
 
 def corpus_path(data: str | Path) -> Path:
-    """The corpus file itself, or `corpus.jsonl` inside a BEIR dataset folder."""
+    """The corpus file itself, or `corpus.jsonl` inside a BEIR dataset folder.
+
+    PlmUserError when there is none: the whole source is unusable, so an ingest stops.
+    """
     path = Path(data)
     if path.is_dir():
         path = path / CORPUS_FILE
@@ -37,7 +41,12 @@ def corpus_path(data: str | Path) -> Path:
 
 
 class BeirCorpusLoader(Loader):
-    """A BEIR `corpus.jsonl` -> one document per line, in file order."""
+    """A BEIR `corpus.jsonl` -> one document per line, in file order.
+
+    `load` reports each bad line (not JSON, not an object, no `_id` or `text`, an id used
+    before) and loads the rest; a file that is binary, not UTF-8 or over `max_file_mb`
+    is one failure for the whole file.
+    """
 
     name = "beir_corpus"
 
@@ -45,27 +54,27 @@ class BeirCorpusLoader(Loader):
         include_title: bool = Field(
             False, description="index `title + '\\n\\n' + text`, as BEIR evaluations usually do"
         )
+        max_file_mb: float = Field(
+            4096, gt=0, description="a larger corpus file is reported, never read (MS MARCO's is about 3 GB)"
+        )
 
     config: Config
 
     def run(self, data: str | Path) -> list[Document]:
-        path = corpus_path(data)
-        docs: list[Document] = []
-        seen: dict[str, int] = {}
-        for lineno, line in read_lines(path):
-            doc = self._document(json_line(path, lineno, line), path, lineno)
-            if doc.id in seen:
-                raise PlmUserError(
-                    f"{path}:{lineno}: document id {doc.id!r} already used on line {seen[doc.id]}; ids must be unique"
-                )
-            seen[doc.id] = lineno
-            docs.append(doc)
-        return docs
+        return docs_or_raise(self.load(str(data)))
 
-    def _document(self, record: Mapping[str, Any], path: Path, lineno: int) -> Document:
+    def load(self, source: str) -> tuple[list[Document], list[LoadFailure]]:
+        path = corpus_path(source)
+        try:
+            text = read_text_file(path, self.config.max_file_mb, skip="give a UTF-8 BEIR corpus.jsonl")
+        except BadInput as err:
+            return [], [LoadFailure(path.as_posix(), str(err))]
+        return collect_records(jsonl_records(path, text), "_id", self._document)
+
+    def _document(self, record: Mapping[str, Any]) -> Document:
         for field in ("_id", "text"):
             if record.get(field) is None:
-                raise PlmUserError(f"{path}:{lineno}: missing field {field!r}; every BEIR corpus line needs it")
+                raise BadInput(f"missing field {field!r}; every BEIR corpus line needs it: add it or remove the line")
         title = str(record.get("title") or "")
         text = str(record["text"])
         if self.config.include_title and title:
@@ -73,27 +82,24 @@ class BeirCorpusLoader(Loader):
             text = f"{title}\n\n{text}"
         metadata = record.get("metadata") or {}
         if not isinstance(metadata, Mapping):
-            raise PlmUserError(f"{path}:{lineno}: 'metadata' must be a JSON object, not {type(metadata).__name__}")
+            raise BadInput(f"'metadata' must be a JSON object, not {type(metadata).__name__}; fix or drop it")
         return Document(id=str(record["_id"]), text=text, title=title, metadata=dict(metadata))
 
 
-def read_lines(path: Path) -> list[tuple[int, str]]:
-    """The non-blank lines of a UTF-8 text file with their 1-based numbers."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as err:
-        raise PlmUserError(f"{path}: not valid UTF-8 (byte {err.start}); re-save the file as UTF-8") from err
-    return [(n, line) for n, line in enumerate(text.split("\n"), start=1) if line.strip()]
+def jsonl_records(path: Path, text: str) -> Iterator[Record]:
+    """One record per non-blank line of a JSON Lines file, named `file:line`."""
+    for lineno, line in enumerate(text.split("\n"), start=1):
+        if line.strip():
+            yield f"{path.as_posix()}:{lineno}", f"line {lineno}", _json_object(line)
 
 
-def json_line(path: Path, lineno: int, line: str) -> Mapping[str, Any]:
-    """One JSON Lines record, or an error naming the file and line."""
+def _json_object(line: str) -> Mapping[str, Any] | BadInput:
     try:
         record = json.loads(line)
     except json.JSONDecodeError as err:
-        raise PlmUserError(f"{path}:{lineno}: not valid JSON ({err.msg}); fix or remove the line") from err
+        return BadInput(f"not valid JSON ({err.msg}); fix or remove the line")
     if not isinstance(record, dict):
-        raise PlmUserError(f"{path}:{lineno}: expected a JSON object, got {type(record).__name__}")
+        return BadInput(f"expected a JSON object, got {type(record).__name__}; fix or remove the line")
     return record
 
 

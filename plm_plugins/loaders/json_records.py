@@ -3,6 +3,10 @@
 Which keys hold the id, text and title is configurable, so an export from another
 system loads without reshaping; the remaining keys (or the ones named) become metadata
 that filters can use. Records keep the file's order.
+
+`load` reports each bad record (`file:line` in a .jsonl, `file: record N` in a .json
+list) and loads the rest; a file that is binary, not UTF-8, over `max_file_mb` or (for
+.json) not a JSON list is one failure for the whole file.
 """
 
 from __future__ import annotations
@@ -18,8 +22,9 @@ from plm_core.component import ComponentConfig
 from plm_core.errors import PlmUserError
 from plm_core.hookspecs import hookimpl
 from plm_core.interfaces import Loader
-from plm_core.records import Document
-from plm_plugins.loaders.beir import json_line, read_lines
+from plm_core.records import Document, LoadFailure
+from plm_plugins.loaders.beir import jsonl_records
+from plm_plugins.loaders.files import BadInput, Record, collect_records, docs_or_raise, read_text_file
 
 if TYPE_CHECKING:
     from plm_core.registry import Registry
@@ -39,55 +44,46 @@ class JsonRecordsLoader(Loader):
         metadata_fields: list[str] | None = Field(
             None, description="keys copied into metadata; None: every key but id, text and title"
         )
+        max_file_mb: float = Field(4096, gt=0, description="a larger file is reported, never read")
 
     config: Config
 
     def run(self, data: str | Path) -> list[Document]:
-        path = Path(data)
+        return docs_or_raise(self.load(str(data)))
+
+    def load(self, source: str) -> tuple[list[Document], list[LoadFailure]]:
+        path = Path(source)
         if not path.is_file():
             raise PlmUserError(f"{path}: no such file; give a .json (list of objects) or .jsonl file")
-        docs: list[Document] = []
-        seen: dict[str, str] = {}
-        for where, record in self._records(path):
-            doc = self._document(record, where)
-            if doc.id in seen:
-                raise PlmUserError(f"{where}: id {doc.id!r} already used at {seen[doc.id]}; ids must be unique")
-            seen[doc.id] = where
-            docs.append(doc)
-        return docs
-
-    def _records(self, path: Path) -> Iterator[tuple[str, Mapping[str, Any]]]:
-        """(location for error messages, record) pairs: `file:line` or `file: record N`."""
-        if path.suffix.lower() in JSONL_SUFFIXES:
-            for lineno, line in read_lines(path):
-                yield f"{path}:{lineno}", json_line(path, lineno, line)
-            return
-        if path.suffix.lower() != ".json":
+        jsonl = path.suffix.lower() in JSONL_SUFFIXES
+        if not jsonl and path.suffix.lower() != ".json":
             raise PlmUserError(f"{path}: unknown suffix {path.suffix!r}; name it .json (a list) or .jsonl")
         try:
-            records = json.loads(path.read_text(encoding="utf-8"))
-        except UnicodeDecodeError as err:
-            raise PlmUserError(f"{path}: not valid UTF-8 (byte {err.start}); re-save the file as UTF-8") from err
+            text = read_text_file(path, self.config.max_file_mb, skip="give a UTF-8 .json or .jsonl file")
+        except BadInput as err:
+            return [], [LoadFailure(path.as_posix(), str(err))]
+        if jsonl:
+            return collect_records(jsonl_records(path, text), self.config.id_field, self._document)
+        try:
+            records = json.loads(text)
         except json.JSONDecodeError as err:
-            raise PlmUserError(f"{path}:{err.lineno}: not valid JSON ({err.msg}); fix the file") from err
+            return [], [LoadFailure(f"{path.as_posix()}:{err.lineno}", f"not valid JSON ({err.msg}); fix the file")]
         if not isinstance(records, list):
-            raise PlmUserError(f"{path}: expected a JSON list of objects, got {type(records).__name__}")
-        for n, record in enumerate(records, start=1):
-            if not isinstance(record, dict):
-                raise PlmUserError(f"{path}: record {n} is a {type(record).__name__}, not a JSON object")
-            yield f"{path}: record {n}", record
+            error = f"expected a JSON list of objects, got {type(records).__name__}; wrap the records in [...]"
+            return [], [LoadFailure(path.as_posix(), error)]
+        return collect_records(_array_records(path, records), self.config.id_field, self._document)
 
-    def _document(self, record: Mapping[str, Any], where: str) -> Document:
+    def _document(self, record: Mapping[str, Any]) -> Document:
         cfg = self.config
         for field in (cfg.id_field, cfg.text_field):
             if record.get(field) is None:
-                raise PlmUserError(
-                    f"{where}: missing field {field!r}; add it to every record or set the loader's "
+                raise BadInput(
+                    f"missing field {field!r}; add it to every record or set the loader's "
                     f"{'id_field' if field == cfg.id_field else 'text_field'}"
                 )
         text = record[cfg.text_field]
         if not isinstance(text, str):
-            raise PlmUserError(f"{where}: field {cfg.text_field!r} must be a string, not {type(text).__name__}")
+            raise BadInput(f"field {cfg.text_field!r} must be a string, not {type(text).__name__}; fix the record")
         title = record.get(cfg.title_field) if cfg.title_field else None
         if cfg.metadata_fields is None:
             taken = {cfg.id_field, cfg.text_field, cfg.title_field}
@@ -98,6 +94,13 @@ class JsonRecordsLoader(Loader):
         return Document(
             id=str(record[cfg.id_field]), text=text, title="" if title is None else str(title), metadata=metadata
         )
+
+
+def _array_records(path: Path, records: list[Any]) -> Iterator[Record]:
+    for n, record in enumerate(records, start=1):
+        if not isinstance(record, dict):
+            record = BadInput(f"expected a JSON object, got {type(record).__name__}; fix or remove the record")
+        yield f"{path.as_posix()}: record {n}", f"record {n}", record
 
 
 @hookimpl

@@ -18,7 +18,8 @@ from plm_core.component import ComponentConfig
 from plm_core.errors import PlmUserError
 from plm_core.hookspecs import hookimpl
 from plm_core.interfaces import Loader
-from plm_core.records import Document
+from plm_core.records import Document, LoadFailure
+from plm_plugins.loaders.files import BadInput, docs_or_raise, read_text_file
 
 if TYPE_CHECKING:
     from plm_core.registry import Registry
@@ -110,57 +111,80 @@ def parse_front_matter(text: str) -> dict[str, Any]:
 
 
 class MarkdownLoader(Loader):
-    """A folder of Markdown files (or one file) -> one document per file, sorted by path."""
+    """A folder of Markdown files (or one file) -> one document per file, sorted by path.
+
+    `load` reports each file it cannot use and loads the rest: unreadable (including a
+    broken symlink or a pipe the pattern matched), larger than `max_file_mb`, binary, not
+    UTF-8, empty, or a second file with the same stem. Folders the pattern matches are
+    skipped, as a glob like `**/*` matches every folder. "Empty" means no non-whitespace
+    text at all; a file with only front matter is kept, because the POC indexed front
+    matter (Hugo's `_index.md` pages are often just that, and they are findable by it).
+    """
 
     name = "markdown_dir"
 
     class Config(ComponentConfig):
         pattern: str = Field("*.md", min_length=1, description="glob inside the folder; `**/*.md` recurses")
         front_matter: bool = Field(True, description="parse leading `---` front matter into metadata")
+        max_file_mb: float = Field(20, gt=0, description="larger files are reported and skipped, never read")
 
     config: Config
 
     def run(self, data: str | Path) -> list[Document]:
-        root = Path(data)
-        if root.is_file():
-            files = [root]
-        elif root.is_dir():
-            files = sorted(p for p in root.glob(self.config.pattern) if p.is_file())
+        return docs_or_raise(self.load(str(data)))
+
+    def load(self, source: str) -> tuple[list[Document], list[LoadFailure]]:
+        docs: list[Document] = []
+        failures: list[LoadFailure] = []
+        # The first file in sorted order owns its stem even when it fails to load, so which
+        # file a document id comes from never depends on the other files' contents.
+        owner: dict[str, Path] = {}
+        for path in self._paths(Path(source)):
+            stem = path.stem
+            if stem in owner:
+                failures.append(
+                    LoadFailure(
+                        path.as_posix(),
+                        f"this file and {owner[stem].as_posix()} both give document id {stem!r} (the file stem); "
+                        "the first in sorted order keeps it; rename one or narrow the loader's `pattern`",
+                        doc_id=stem,
+                    )
+                )
+                continue
+            owner[stem] = path
+            try:
+                docs.append(self._document(path))
+            except BadInput as err:
+                failures.append(LoadFailure(path.as_posix(), str(err), doc_id=stem))
+        return docs, failures
+
+    def _paths(self, root: Path) -> list[Path]:
+        """The files to load, sorted; PlmUserError when `root` gives none at all."""
+        if root.is_dir():
+            # Broken symlinks stay in (is_dir is False for them) so they are reported.
+            files = sorted(p for p in root.glob(self.config.pattern) if not p.is_dir())
             if not files:
                 raise PlmUserError(
                     f"{root}: no files match {self.config.pattern!r}; "
                     "check the folder or set the loader's `pattern` (e.g. '**/*.md' to recurse)"
                 )
-        else:
-            raise PlmUserError(f"{root}: no such file or folder; give a Markdown file or a folder of them")
-        docs: list[Document] = []
-        seen: dict[str, Path] = {}
-        for path in files:
-            doc = self._load(path)
-            if doc.id in seen:
-                raise PlmUserError(
-                    f"{path} and {seen[doc.id]} both give document id {doc.id!r} (the file stem); "
-                    "rename one or narrow the loader's `pattern`"
-                )
-            seen[doc.id] = path
-            docs.append(doc)
-        return docs
+            return files
+        if root.exists():
+            return [root]
+        raise PlmUserError(f"{root}: no such file or folder; give a Markdown file or a folder of them")
 
-    def _load(self, path: Path) -> Document:
-        try:
-            # read_text's universal newlines, as the POC read files: CRLF becomes LF.
-            text = path.read_text(encoding="utf-8")
-        except UnicodeDecodeError as err:
-            raise PlmUserError(
-                f"{path}: not valid UTF-8 (byte {err.start}); re-save the file as UTF-8 or exclude it"
-            ) from err
-        except OSError as err:
-            raise PlmUserError(f"{path}: cannot be read ({err.strerror}); check its permissions") from err
+    def _document(self, path: Path) -> Document:
+        text = read_text_file(path, self.config.max_file_mb, skip=_SKIP)
+        if not text.lstrip("\ufeff").strip():
+            raise BadInput(f"empty ({'only whitespace' if text else '0 bytes'}); add text or {_SKIP}")
         metadata = parse_front_matter(text) if self.config.front_matter else {}
         # Set last so the loader's own key always says where the document came from.
         metadata["path"] = path.as_posix()
         stem = path.stem
         return Document(id=stem, text=text, title=title_of(text, stem), path=path.as_posix(), metadata=metadata)
+
+
+_SKIP = "move it out of the folder"
 
 
 @hookimpl

@@ -13,11 +13,14 @@ bit-identical; the index is saved and loaded with bm25s's own format.
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import logging
 import math
 import os
 import shutil
+import uuid
+import zlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -25,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import Field
 
 from plm_core.component import ComponentConfig
-from plm_core.errors import MissingDependencyError, StoreError
+from plm_core.errors import MissingDependencyError, StaleIndexError, StoreError
 from plm_core.hookspecs import hookimpl
 from plm_core.interfaces import Retriever
 from plm_core.records import Chunk, ExpandedQuery, ScoredChunk
@@ -77,34 +80,80 @@ class BM25Retriever(Retriever):
         return [list(tokens) for tokens in out]
 
     # ------------------------------------------------------------------ index
-    def index_path(self, index_dir: Path) -> Path:
+    # Layout: index_dir/bm25_<label>/v<N>-<key>/ holds one build for corpus version N
+    # (key: store id + settings), with plm_bm25.json recording the version, settings and
+    # each file's size and CRC32. Builds go to a hidden temp folder and are renamed into
+    # place; older builds are removed after a newer one lands (a reader that still maps
+    # their files keeps them until it closes them).
+    def index_base(self, index_dir: Path) -> Path:
         return Path(index_dir) / f"bm25_{self.label}"
+
+    def index_path(self, index_dir: Path, version: str = "") -> Path:
+        key = hashlib.sha1(json.dumps([version.rpartition(".")[0], self._settings()]).encode()).hexdigest()[:12]
+        return self.index_base(index_dir) / f"v{_counter(version)}-{key}"
 
     def _settings(self) -> dict[str, Any]:
         """What the saved index depends on (search-time options left out)."""
         return {"format": FORMAT, **self.config.model_dump(exclude={"drop_zero_scores"})}
 
-    def build(self, chunks: Sequence[Chunk], vectors: Any, index_dir: Path) -> None:
+    def build(self, chunks: Sequence[Chunk], vectors: Any, index_dir: Path, version: str = "") -> None:
         corpus = self.tokenize([c.index_text for c in chunks])
         retriever = self._index(corpus) if any(corpus) else None
-        target = self.index_path(index_dir)
-        # bm25s.save writes file by file; building in a sibling folder and renaming it
-        # into place means a crash never leaves a half-written index under the real name.
-        tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
-        old = target.with_name(f".{target.name}.old-{os.getpid()}")
-        for leftover in (tmp, old):
-            shutil.rmtree(leftover, ignore_errors=True)
-        tmp.mkdir(parents=True)
-        if retriever is not None:
-            retriever.save(str(tmp), show_progress=False)
-        meta = {**self._settings(), "num_docs": len(chunks), "empty": retriever is None}
-        (tmp / META_FILE).write_text(json.dumps(meta, indent=2))
-        if target.exists():
-            target.rename(old)
-        tmp.rename(target)
-        shutil.rmtree(old, ignore_errors=True)
         self._retriever, self._n_docs = retriever, len(chunks)
         self._chunk_ids = [c.id for c in chunks]
+        target = self.index_path(index_dir, version)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.parent / f".tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        try:
+            tmp.mkdir()
+            if retriever is not None:
+                retriever.save(str(tmp), show_progress=False)
+            files = {p.name: [p.stat().st_size, _crc32(p)] for p in sorted(tmp.iterdir())}
+            meta = {**self._settings(), "version": version, "num_docs": len(chunks), "empty": retriever is None}
+            (tmp / META_FILE).write_text(json.dumps({**meta, "files": files}, indent=1))
+            _swap_in(tmp, target)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        _remove_older(target)
+
+    def index_matches(self, index_dir: Path, version: str) -> bool:
+        """True when a saved index exists for this store version and these settings."""
+        meta = self._read_meta(self.index_path(index_dir, version))
+        return meta is not None and meta.get("version") == version and self._same_settings(meta)
+
+    def _read_meta(self, path: Path) -> dict[str, Any] | None:
+        try:
+            return dict(json.loads((path / META_FILE).read_text()))
+        except (OSError, ValueError, TypeError):
+            return None
+
+    def _same_settings(self, meta: dict[str, Any]) -> bool:
+        return all(meta.get(k) == v for k, v in self._settings().items())
+
+    def load(self, index_dir: Path, chunk_ids: Sequence[str], vectors: Any = None, version: str = "") -> None:
+        path = self.index_path(index_dir, version)
+        meta = self._read_meta(path)
+        if meta is None or meta.get("version") != version or not self._same_settings(meta):
+            raise StaleIndexError(
+                f"BM25 index {self.label!r} has no build for the store's corpus version {version} and these "
+                f"settings under {self.index_base(index_dir)}"
+            )
+        if meta.get("num_docs") != len(chunk_ids):
+            raise StoreError(
+                f"BM25 index {path} holds {meta.get('num_docs')} chunks but the store's version {version} has "
+                f"{len(chunk_ids)}: run `plm index rebuild`"
+            )
+        _verify(path, meta.get("files") or {})
+        self._retriever = None
+        if not meta.get("empty"):
+            bm25s = _import_bm25s()
+            try:
+                self._retriever = bm25s.BM25.load(str(path), mmap=True, load_corpus=False, show_progress=False)
+            except FileNotFoundError:  # removed by a newer build while we read it
+                raise StaleIndexError(f"BM25 index {path} was replaced while loading") from None
+            except (OSError, ValueError) as err:
+                raise StoreError(f"BM25 index {path} is corrupt ({err}): run `plm index rebuild`") from None
+        self._n_docs, self._chunk_ids = len(chunk_ids), list(chunk_ids)
 
     def _index(self, corpus: list[list[str]]) -> Any:
         bm25s = _import_bm25s()
@@ -121,39 +170,6 @@ class BM25Retriever(Retriever):
         retriever.unique_token_ids_set = set(retriever.vocab_dict.values())
         retriever.nonoccurrence_array = None
         return retriever
-
-    def index_matches(self, index_dir: Path, n_chunks: int) -> bool:
-        """True when a saved index exists for `n_chunks` chunks and these settings."""
-        meta = self._read_meta(self.index_path(index_dir))
-        return meta is not None and meta.get("num_docs") == n_chunks and self._same_settings(meta)
-
-    def _read_meta(self, path: Path) -> dict[str, Any] | None:
-        try:
-            return dict(json.loads((path / META_FILE).read_text()))
-        except (OSError, ValueError):
-            return None
-
-    def _same_settings(self, meta: dict[str, Any]) -> bool:
-        return all(meta.get(k) == v for k, v in self._settings().items())
-
-    def load(self, index_dir: Path, chunk_ids: Sequence[str], vectors: Any = None) -> None:
-        path = self.index_path(index_dir)
-        meta = self._read_meta(path)
-        if meta is None:
-            raise StoreError(f"BM25 index {path} is missing or unreadable: run `plm ingest --force` to rebuild it")
-        if meta.get("num_docs") != len(chunk_ids) or not self._same_settings(meta):
-            raise StoreError(
-                f"BM25 index {path} was built for {meta.get('num_docs')} chunks with other settings than "
-                f"the store's {len(chunk_ids)} chunks and this config: run `plm ingest --force` to rebuild it"
-            )
-        self._retriever = None
-        if not meta.get("empty"):
-            bm25s = _import_bm25s()
-            try:
-                self._retriever = bm25s.BM25.load(str(path), mmap=True, load_corpus=False, show_progress=False)
-            except (OSError, ValueError) as err:
-                raise StoreError(f"BM25 index {path} is corrupt ({err}): run `plm ingest --force`") from None
-        self._n_docs, self._chunk_ids = len(chunk_ids), list(chunk_ids)
 
     # ------------------------------------------------------------------ search
     def scores(self, text: str) -> Any:
@@ -211,6 +227,86 @@ def okapi_matrix(corpus: list[list[str]], k1: float, b: float, epsilon: float) -
     np.cumsum(np.bincount(term, minlength=n_vocab), out=indptr[1:])
     scores = {"data": data, "indices": doc.astype(np.int32), "indptr": indptr, "num_docs": n_docs}
     return scores, vocab
+
+
+def _counter(version: str) -> int:
+    """N from a store version token "<store id>.<N>" (0 when absent)."""
+    tail = version.rpartition(".")[2]
+    return int(tail) if tail.isdigit() else 0
+
+
+def _crc32(path: Path) -> int:
+    crc = 0
+    with path.open("rb") as fh:
+        while block := fh.read(1 << 20):
+            crc = zlib.crc32(block, crc)
+    return crc
+
+
+def _verify(path: Path, files: dict[str, Any]) -> None:
+    """Every file the build wrote is there with its size and checksum, else StoreError."""
+    for name, (size, crc) in files.items():
+        file = path / name
+        try:
+            actual = file.stat().st_size
+        except FileNotFoundError:
+            if not path.exists():  # the whole build was replaced by a newer one meanwhile
+                raise StaleIndexError(f"BM25 index {path} was replaced while loading") from None
+            raise StoreError(f"BM25 index {path} is corrupt: {name} is missing; run `plm index rebuild`") from None
+        if actual != size:
+            raise StoreError(
+                f"BM25 index {path} is corrupt: {name} has {actual} bytes, {size} were written "
+                "(truncated?); run `plm index rebuild`"
+            )
+        if _crc32(file) != crc:
+            raise StoreError(f"BM25 index {path} is corrupt: {name} fails its checksum; run `plm index rebuild`")
+
+
+def _swap_in(tmp: Path, target: Path) -> None:
+    """Rename a finished build into place, replacing an older build of the same name."""
+    try:
+        tmp.rename(target)
+        return
+    except OSError:
+        pass
+    old = target.with_name(f".old-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+    try:
+        target.rename(old)
+        tmp.rename(target)
+    except OSError:
+        pass  # another process put an equivalent build there at the same moment
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def _remove_older(target: Path) -> None:
+    """Delete builds for older versions (and other settings) next to `target`, plus the
+    temp folders of processes that died, and files of the pre-versioned layout."""
+    mine = int(target.name[1:].split("-", 1)[0])
+    for entry in target.parent.iterdir():
+        name = entry.name
+        if name == target.name:
+            continue
+        if name.startswith((".tmp-", ".old-")):
+            pid = name.split("-")[1]
+            if pid.isdigit() and int(pid) != os.getpid() and _alive(int(pid)):
+                continue
+        elif name.startswith("v") and name[1:].split("-", 1)[0].isdigit():
+            if int(name[1:].split("-", 1)[0]) > mine:
+                continue  # a newer build
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 @functools.cache

@@ -48,17 +48,18 @@ class DenseRetriever(Retriever):
             )
         self._matrix, self._chunk_ids = matrix, list(chunk_ids)
 
-    def build(self, chunks: Sequence[Chunk], vectors: Any, index_dir: Path) -> None:
+    def build(self, chunks: Sequence[Chunk], vectors: Any, index_dir: Path, version: str = "") -> None:
         self._take([c.id for c in chunks], vectors)
 
-    def load(self, index_dir: Path, chunk_ids: Sequence[str], vectors: Any) -> None:
+    def load(self, index_dir: Path, chunk_ids: Sequence[str], vectors: Any, version: str = "") -> None:
         self._take(chunk_ids, vectors)
 
-    def index_matches(self, index_dir: Path, n_chunks: int) -> bool:
-        """True when the store holds one vector per chunk."""
+    def index_matches(self, index_dir: Path, version: str) -> bool:
+        """True when the store holds one vector per chunk (the vectors are the index)."""
         store = getattr(self.context, "store", None)
         if store is None:
             return False
+        n_chunks = int(store.stats().get("chunks", 0))
         return n_chunks > 0 and store.vector_count() == n_chunks
 
     def query_vector(self, query: ExpandedQuery) -> Any:

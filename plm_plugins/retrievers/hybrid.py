@@ -16,18 +16,22 @@ and the Job builds them into `self.retrievers` ({table name: Retriever}) and `se
 
 from __future__ import annotations
 
+import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from plm_core.component import BaseComponent, ComponentConfig
-from plm_core.errors import ConfigError, PlmUserError, StoreError
+from plm_core.errors import ConfigError, StaleIndexError, StoreError
+from plm_core.filters import compile_filters, filter_key
 from plm_core.hookspecs import hookimpl
 from plm_core.interfaces import Fuser, Ranking, Retriever
 from plm_core.records import Chunk, EmbeddedQuery, ExpandedQuery, Hit, ScoredChunk
 
 if TYPE_CHECKING:
     from plm_core.registry import Registry
+
+log = logging.getLogger(__name__)
 
 
 class HybridRetrieval(BaseComponent[ExpandedQuery, Ranking]):
@@ -68,7 +72,7 @@ class HybridRetrieval(BaseComponent[ExpandedQuery, Ranking]):
         fuser.check_sources(list(retrievers))
 
     # ------------------------------------------------------------------ indexes
-    def build_indexes(self, chunks: Sequence[Chunk], matrix: Any) -> dict[str, float]:
+    def build_indexes(self, chunks: Sequence[Chunk], matrix: Any, version: str = "") -> dict[str, float]:
         """Build every retriever's index; returns seconds per retriever ("index:<label>")."""
         retrievers, _ = self._parts()
         timings: dict[str, float] = {}
@@ -79,43 +83,67 @@ class HybridRetrieval(BaseComponent[ExpandedQuery, Ranking]):
                     "[embedder] table to the config"
                 )
             t0 = time.perf_counter()
-            retriever.build(chunks, matrix if retriever.needs_vectors else None, self.context.index_dir)
+            retriever.build(chunks, matrix if retriever.needs_vectors else None, self.context.index_dir, version)
             timings[f"index:{label}"] = time.perf_counter() - t0
         # Each retriever keeps what it just built in memory, ready to search.
         self._chunk_ids = [c.id for c in chunks]
+        self._metadata = [dict(c.metadata) for c in chunks]
         self._warm = True
         return timings
 
-    def indexes_ok(self) -> bool:
-        """True when every retriever's saved index exists and matches the store's chunk count."""
+    def indexes_ok(self, version: str) -> bool:
+        """True when every retriever's saved index exists for this store version."""
         retrievers, _ = self._parts()
-        n_chunks = int(self.context.store.stats().get("chunks", 0))
-        for retriever in retrievers.values():
-            if not retriever.index_matches(self.context.index_dir, n_chunks):
-                return False
-        return True
+        return all(r.index_matches(self.context.index_dir, version) for r in retrievers.values())
 
     def warm_up(self) -> None:
+        """Load every retriever for the store's current version (call inside a store
+        snapshot); an index built for another version is rebuilt from the store, with a
+        message, never used."""
         retrievers, _ = self._parts()
         store = self.context.store
+        version = store.version()
         chunk_ids = store.chunk_ids()
         vectors = None
         if any(r.needs_vectors for r in retrievers.values()):
-            vector_ids, vectors, stored_model = store.vectors()
-            embedder = getattr(self.context, "embedder", None)
-            if embedder is not None and vectors is not None and stored_model != embedder.model_name:
-                # Same dimension or not, another model's query vectors would rank silently wrong.
-                raise StoreError(
-                    f"the index at {self.context.index_dir} was embedded with {stored_model!r} but the "
-                    f"config now loads {embedder.model_name!r}: run `plm ingest --force` (or `plm run`)"
-                )
-            if vectors is not None and list(vector_ids) != chunk_ids:
-                raise StoreError(
-                    f"the vectors in {self.context.index_dir} do not line up with its chunks: run `plm ingest --force`"
-                )
-        for retriever in retrievers.values():
-            retriever.load(self.context.index_dir, chunk_ids, vectors if retriever.needs_vectors else None)
+            vectors = self._stored_vectors(chunk_ids)
+        chunks: list[Chunk] | None = None
+        for label, retriever in retrievers.items():
+            vecs = vectors if retriever.needs_vectors else None
+            try:
+                retriever.load(self.context.index_dir, chunk_ids, vecs, version)
+            except StaleIndexError as err:
+                log.warning("%s: rebuilding it from the store", err)
+                chunks = store.chunks() if chunks is None else chunks
+                try:
+                    retriever.build(chunks, vecs, self.context.index_dir, version)
+                except OSError as os_err:  # e.g. a read-only index folder: keep it in memory only
+                    log.warning("could not save the rebuilt %r index (%s); using it from memory", label, os_err)
         self._chunk_ids = chunk_ids
+        self._metadata = store.chunk_metadata()
+        self._version = version
+
+    def _stored_vectors(self, chunk_ids: list[str]) -> Any:
+        store = self.context.store
+        problems = [p for p in store.consistency_problems() if "vector" in p]
+        if problems:
+            raise StoreError(
+                f"the index at {self.context.index_dir} is half re-embedded ({'; '.join(problems)}): "
+                "run `plm ingest` to finish"
+            )
+        vector_ids, vectors, stored_model = store.vectors()
+        embedder = getattr(self.context, "embedder", None)
+        if embedder is not None and vectors is not None and stored_model != embedder.model_name:
+            # Same dimension or not, another model's query vectors would rank silently wrong.
+            raise StoreError(
+                f"the index at {self.context.index_dir} was embedded with {stored_model!r} but the "
+                f"config now loads {embedder.model_name!r}: run `plm ingest --force` (or `plm run`)"
+            )
+        if vectors is not None and list(vector_ids) != chunk_ids:
+            raise StoreError(
+                f"the vectors in {self.context.index_dir} do not line up with its chunks: run `plm ingest --force`"
+            )
+        return vectors
 
     # ------------------------------------------------------------------ query
     def _embedded(self, query: ExpandedQuery, retrievers: dict[str, Retriever]) -> ExpandedQuery:
@@ -128,19 +156,70 @@ class HybridRetrieval(BaseComponent[ExpandedQuery, Ranking]):
         embedder.ensure_warm()
         return EmbeddedQuery.with_vector(query, embedder.embed_query(query.text), embedder.model_name)
 
+    def _allowed(self, filters: Mapping[str, Any]) -> tuple[Any, int]:
+        """A read-only boolean mask over the rows (chunk order) that pass `filters`, and its count.
+
+        Masks are cached per filter spec, since a UI repeats the same few filters; the cache
+        belongs to the loaded chunk list, so a rebuild or reload (a new list) drops it.
+        """
+        import numpy as np
+
+        key = filter_key(filters)  # validates first: a bad spec fails before any work
+        rows = self._chunk_ids
+        own = getattr(self, "_metadata", None)
+        state = getattr(self, "_filter_state", None)
+        if state is None or state[0] is not rows or state[1] is not own:
+            if own is not None:
+                metadata: Sequence[Mapping[str, Any]] = own
+            else:
+                chunks = self.context.store.chunks()
+                if [c.id for c in chunks] != list(rows):
+                    raise StoreError(
+                        f"the chunks in {self.context.index_dir} changed since the indexes were loaded: "
+                        "run the query again, or `plm ingest --force` if it persists"
+                    )
+                metadata = [c.metadata for c in chunks]
+            if len(metadata) != len(rows):
+                raise StoreError(
+                    f"{len(metadata)} metadata rows for {len(rows)} chunks in {self.context.index_dir}: "
+                    "run `plm ingest --force`"
+                )
+            masks: dict[str, tuple[Any, int]] = {}
+            state = (rows, own, metadata, masks)
+            self._filter_state = state
+        masks = state[3]
+        if key in masks:
+            masks[key] = masks.pop(key)  # most recently used last
+            return masks[key]
+        match = compile_filters(filters)
+        meta_rows = state[2]
+        if match is None:
+            mask = np.ones(len(rows), dtype=bool)
+        else:
+            mask = np.fromiter((match(m) for m in meta_rows), dtype=bool, count=len(meta_rows))
+        mask.flags.writeable = False
+        masks[key] = (mask, int(mask.sum()))
+        while len(masks) > 8:  # a few recent specs; each mask is one byte per chunk
+            masks.pop(next(iter(masks)))
+        return masks[key]
+
     def run(self, data: ExpandedQuery) -> Ranking:
         self.ensure_warm()
         retrievers, fuser = self._parts()
         query = ExpandedQuery.of(data)
+        # Filters act inside every retriever, before its top-n cut, and the candidate count
+        # follows the rows left: a filtered query gets k hits whenever k chunks match.
+        allowed, n_rows = None, len(self._chunk_ids)
         if query.filters:
-            raise PlmUserError(
-                f"retrieval stage {getattr(self, 'label', self.name)!r} does not support metadata "
-                f"filters yet (got {dict(query.filters)}); run the query without filters"
-            )
+            allowed, n_rows = self._allowed(query.filters)
+            if n_rows == 0:
+                return Ranking(query=query, hits=(), fusion=fuser.settings_for(query, 0))
+            if n_rows == len(self._chunk_ids):
+                allowed = None  # everything passes: skip the masking
         query = self._embedded(query, retrievers)
-        settings = fuser.settings_for(query, len(self._chunk_ids))
+        settings = fuser.settings_for(query, n_rows)
         rankings: dict[str, list[ScoredChunk]] = {
-            label: retriever.search(query, settings.candidates) for label, retriever in retrievers.items()
+            label: retriever.search(query, settings.candidates, allowed) for label, retriever in retrievers.items()
         }
         fused = fuser.fuse(rankings, settings)[: max(0, query.k)]
         chunks = self.context.store.get_chunks([f.chunk_id for f in fused])

@@ -1,14 +1,19 @@
 """SQLite store: documents, chunks (with enrichment) and float32 vectors in one file.
 
-WAL mode so readers see a consistent snapshot while a writer ingests; every batch is
-one transaction. Derived indexes (BM25, vector matrix) are rebuilt from these tables.
+WAL mode, so a reader inside `snapshot()` sees one consistent state while a writer
+ingests. `replace_documents` swaps whole documents (row, chunks and vectors) in one
+transaction and `delete_documents` removes them in one: a crash at any moment leaves
+each document wholly old or wholly new. Every change bumps the corpus version, which
+derived indexes (BM25) record so a stale one is never used.
 """
 
 from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Sequence
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +29,7 @@ SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS documents (
     row INTEGER PRIMARY KEY, id TEXT UNIQUE NOT NULL, title TEXT, path TEXT,
-    text TEXT NOT NULL, metadata TEXT NOT NULL);
+    text TEXT NOT NULL, metadata TEXT NOT NULL, fingerprint TEXT);
 CREATE TABLE IF NOT EXISTS chunks (
     row INTEGER PRIMARY KEY, id TEXT UNIQUE NOT NULL, stable_id TEXT, doc_id TEXT NOT NULL
         REFERENCES documents(id) ON DELETE CASCADE,
@@ -37,6 +42,9 @@ CREATE TABLE IF NOT EXISTS vectors (
 """
 
 CHUNK_COLS = "id, doc_id, text, enriched, heading_path, start_char, end_char, stable_id, keywords, entities, metadata"
+# Index order: documents where they were first stored (an update keeps its place), then
+# chunks in document order. Every reader of "all chunks" uses it, so rows line up.
+ORDERED = "chunks c JOIN documents d ON d.id = c.doc_id ORDER BY d.row, c.row"
 
 
 def _chunk_from_row(r: sqlite3.Row) -> Chunk:
@@ -82,6 +90,12 @@ class SQLiteStore(Store):
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA foreign_keys=ON")
             db.executescript(SCHEMA)
+            columns = {r[1] for r in db.execute("PRAGMA table_info(documents)")}
+            if "fingerprint" not in columns:  # stores written before incremental sync
+                db.execute("ALTER TABLE documents ADD COLUMN fingerprint TEXT")
+            # Part of every version token, so a store deleted and re-created never
+            # matches a BM25 index built for the old one.
+            db.execute("INSERT OR IGNORE INTO meta(key, value) VALUES('store_uid', ?)", (uuid.uuid4().hex,))
         except sqlite3.DatabaseError as err:
             raise StoreError(f"cannot open store {self.path}: {err}") from None
         self._db = db
@@ -102,6 +116,32 @@ class SQLiteStore(Store):
         version = int(self.get_meta("corpus_version") or 0) + 1
         self.set_meta("corpus_version", str(version))
 
+    def version(self) -> str:
+        """A token that changes with every change to documents, chunks or vectors."""
+        return f"{self.get_meta('store_uid')}.{self.get_meta('corpus_version') or 0}"
+
+    @contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """Every read inside sees the same committed state (a WAL read transaction)."""
+        if self.db.in_transaction:
+            yield
+            return
+        self.db.execute("BEGIN")
+        try:
+            yield
+        finally:
+            self.db.execute("COMMIT")
+
+    @contextmanager
+    def _tx(self) -> Iterator[None]:
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        self.db.execute("COMMIT")
+
     def clear(self) -> None:
         with self._tx():
             self.db.execute("DELETE FROM vectors")
@@ -109,20 +149,23 @@ class SQLiteStore(Store):
             self.db.execute("DELETE FROM documents")
             self._bump_version()
 
-    def _tx(self) -> Any:
-        db = self.db
+    def doc_fingerprints(self) -> dict[str, str]:
+        return {r[0]: r[1] or "" for r in self.db.execute("SELECT id, fingerprint FROM documents ORDER BY row")}
 
-        class _Tx:
-            def __enter__(self) -> None:
-                db.execute("BEGIN IMMEDIATE")
-
-            def __exit__(self, exc_type: Any, *_: Any) -> None:
-                db.execute("ROLLBACK" if exc_type else "COMMIT")
-
-        return _Tx()
-
-    def write_batch(self, documents: Sequence[Document], chunks: Sequence[Chunk]) -> None:
-        doc_rows = [(d.id, d.title, d.path, d.text, json.dumps(dict(d.metadata), default=str)) for d in documents]
+    def replace_documents(
+        self,
+        documents: Sequence[Document],
+        chunks: Sequence[Chunk],
+        matrix: Any = None,
+        model: str | None = None,
+        fingerprints: Sequence[str] | None = None,
+    ) -> None:
+        """Store these documents with exactly these chunks (and vectors, row i for chunks[i]),
+        replacing whatever was stored under their ids, in one transaction."""
+        doc_rows = [
+            (d.id, d.title, d.path, d.text, json.dumps(dict(d.metadata), default=str), fp)
+            for d, fp in zip(documents, fingerprints or [""] * len(documents), strict=True)
+        ]
         chunk_rows = [
             (
                 c.id,
@@ -139,30 +182,88 @@ class SQLiteStore(Store):
             )
             for c in chunks
         ]
+        vector_rows = self._vector_rows([c.id for c in chunks], matrix, model) if matrix is not None else None
+        ids = [(d.id,) for d in documents]
         with self._tx():
-            self.db.executemany("INSERT INTO documents(id, title, path, text, metadata) VALUES(?,?,?,?,?)", doc_rows)
+            # Upsert keeps an updated document's row, so its place in index order.
+            self.db.executemany(
+                "INSERT INTO documents(id, title, path, text, metadata, fingerprint) VALUES(?,?,?,?,?,?) "
+                "ON CONFLICT(id) DO UPDATE SET title=excluded.title, path=excluded.path, text=excluded.text, "
+                "metadata=excluded.metadata, fingerprint=excluded.fingerprint",
+                doc_rows,
+            )
+            self.db.executemany("DELETE FROM chunks WHERE doc_id = ?", ids)
             self.db.executemany(f"INSERT INTO chunks({CHUNK_COLS}) VALUES(?,?,?,?,?,?,?,?,?,?,?)", chunk_rows)
+            if vector_rows is not None:
+                self._insert_vectors(*vector_rows)
             self._bump_version()
 
-    def write_vectors(self, chunk_ids: Sequence[str], matrix: Any, model: str) -> None:
+    def write_batch(self, documents: Sequence[Document], chunks: Sequence[Chunk]) -> None:
+        self.replace_documents(documents, chunks)
+
+    def delete_documents(self, doc_ids: Sequence[str]) -> list[str]:
+        """Remove documents with their chunks and vectors (one transaction); returns the ids found."""
+        with self._tx():
+            found = [i for i in doc_ids if self.db.execute("SELECT 1 FROM documents WHERE id=?", (i,)).fetchone()]
+            self.db.executemany("DELETE FROM chunks WHERE doc_id = ?", [(i,) for i in found])
+            self.db.executemany("DELETE FROM documents WHERE id = ?", [(i,) for i in found])
+            if found:
+                self._bump_version()
+        return found
+
+    def _vector_rows(self, chunk_ids: Sequence[str], matrix: Any, model: str | None) -> tuple[list[Any], str, int]:
         import numpy as np
 
         mat = np.ascontiguousarray(matrix, dtype=np.float32)
         if mat.ndim != 2 or mat.shape[0] != len(chunk_ids):
             raise ValueError(f"vectors shape {mat.shape} does not match {len(chunk_ids)} chunk ids")
+        if not model:
+            raise ValueError("vectors need the name of the model that made them")
         dim = int(mat.shape[1])
-        rows = ((cid, model, dim, mat[i].tobytes()) for i, cid in enumerate(chunk_ids))
-        with self._tx():
-            self.db.executemany("INSERT OR REPLACE INTO vectors(chunk_id, model, dim, vector) VALUES(?,?,?,?)", rows)
+        return [(cid, model, dim, mat[i].tobytes()) for i, cid in enumerate(chunk_ids)], model, dim
+
+    def _insert_vectors(self, rows: list[Any], model: str, dim: int) -> None:
+        if rows:
+            stored = self.get_meta("dimension")
+            if stored and int(stored) != dim and self.vector_count() > 0:
+                raise StoreError(
+                    f"{self.path}: new vectors have {dim} dimensions, the stored ones {stored}: "
+                    "run `plm ingest --force` to re-embed everything"
+                )
             self.set_meta("model", model)
             self.set_meta("dimension", str(dim))
+        self.db.executemany("INSERT OR REPLACE INTO vectors(chunk_id, model, dim, vector) VALUES(?,?,?,?)", rows)
+
+    def write_vectors(self, chunk_ids: Sequence[str], matrix: Any, model: str) -> None:
+        rows = self._vector_rows(chunk_ids, matrix, model)
+        with self._tx():
+            self._insert_vectors(*rows)
+            self._bump_version()
 
     def chunks(self) -> list[Chunk]:
-        cur = self.db.execute(f"SELECT {CHUNK_COLS} FROM chunks ORDER BY row")
-        return [_chunk_from_row(r) for r in cur]
+        cols = ", ".join(f"c.{c.strip()}" for c in CHUNK_COLS.split(","))
+        return [_chunk_from_row(r) for r in self.db.execute(f"SELECT {cols} FROM {ORDERED}")]
 
     def chunk_ids(self) -> list[str]:
-        return [r[0] for r in self.db.execute("SELECT id FROM chunks ORDER BY row")]
+        return [r[0] for r in self.db.execute(f"SELECT c.id FROM {ORDERED}")]
+
+    def chunk_metadata(self) -> list[dict[str, Any]]:
+        """Each chunk's metadata, in index order (what metadata filters test)."""
+        return [json.loads(r[0]) for r in self.db.execute(f"SELECT c.metadata FROM {ORDERED}")]
+
+    def consistency_problems(self) -> list[str]:
+        """Problems that break the store's invariants (empty when consistent)."""
+        problems = []
+        q = lambda sql: int(self.db.execute(sql).fetchone()[0])  # noqa: E731
+        if n := q("SELECT count(*) FROM chunks c LEFT JOIN documents d ON d.id = c.doc_id WHERE d.id IS NULL"):
+            problems.append(f"{n} chunks belong to no document")
+        if (vectors := self.vector_count()) and (
+            n := q("SELECT count(*) FROM chunks c LEFT JOIN vectors v ON v.chunk_id = c.id WHERE v.chunk_id IS NULL")
+        ):
+            problems.append(f"{n} chunks have no vector (and {vectors} do)")
+        if (n := q("SELECT count(DISTINCT model) FROM vectors")) > 1:
+            problems.append(f"vectors from {n} different models")
+        return problems
 
     def vector_count(self) -> int:
         return int(self.db.execute("SELECT count(*) FROM vectors").fetchone()[0])
@@ -181,7 +282,8 @@ class SQLiteStore(Store):
         import numpy as np
 
         rows = self.db.execute(
-            "SELECT c.id, v.dim, v.vector FROM chunks c JOIN vectors v ON v.chunk_id = c.id ORDER BY c.row"
+            "SELECT c.id, v.dim, v.vector FROM chunks c JOIN vectors v ON v.chunk_id = c.id "
+            "JOIN documents d ON d.id = c.doc_id ORDER BY d.row, c.row"
         ).fetchall()
         if not rows:
             return [], None, None

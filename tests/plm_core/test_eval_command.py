@@ -24,16 +24,33 @@ PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 def plm(*args: str, data_dir: Path) -> subprocess.CompletedProcess[str]:
     # A wide terminal keeps rich from wrapping the table cells the assertions look for.
     env = {**os.environ, "PLM_PROGRESS": "0", "HF_HUB_OFFLINE": "1", "PLM_DATA_DIR": str(data_dir), "COLUMNS": "200"}
-    return subprocess.run([sys.executable, "-m", "plm_core.cli", *args], capture_output=True, text=True, env=env,
-                          cwd=REPO, timeout=180)
+    return subprocess.run(
+        [sys.executable, "-m", "plm_core.cli", *args], capture_output=True, text=True, env=env, cwd=REPO, timeout=180
+    )
 
 
 @pytest.fixture(scope="module")
 def two_bm25(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], Path]:
     tmp = tmp_path_factory.mktemp("eval")
-    res = plm("eval", "--config", str(EXPERIMENTS / "bm25_whitespace.toml"), "--config",
-              str(EXPERIMENTS / "bm25_stemmed.toml"), "--dataset", str(SAMPLE), "--queries", "test",
-              "--out", str(tmp / "out"), "--per-query", "--top", "3", "--resamples", "1000", data_dir=tmp / "data")
+    res = plm(
+        "eval",
+        "--config",
+        str(EXPERIMENTS / "bm25_whitespace.toml"),
+        "--config",
+        str(EXPERIMENTS / "bm25_stemmed.toml"),
+        "--dataset",
+        str(SAMPLE),
+        "--queries",
+        "test",
+        "--out",
+        str(tmp / "out"),
+        "--per-query",
+        "--top",
+        "3",
+        "--resamples",
+        "1000",
+        data_dir=tmp / "data",
+    )
     return res, tmp / "out"
 
 
@@ -74,10 +91,13 @@ def test_eval_per_query_shows_where_configs_differ(two_bm25) -> None:  # type: i
     assert "queries where bm25_whitespace and bm25_stemmed differ most by nDCG@10" in res.stdout
     assert "doc rank" in res.stdout and "chunk rank" in res.stdout
     per_query = json.loads((out / "per_query.json").read_text())["test"]
-    differing = [q for q in per_query if q["configs"]["bm25_whitespace"]["nDCG@10"]
-                 != q["configs"]["bm25_stemmed"]["nDCG@10"]]
-    top = max(differing, key=lambda q: abs(q["configs"]["bm25_stemmed"]["nDCG@10"]
-                                           - q["configs"]["bm25_whitespace"]["nDCG@10"]))
+    differing = [
+        q for q in per_query if q["configs"]["bm25_whitespace"]["nDCG@10"] != q["configs"]["bm25_stemmed"]["nDCG@10"]
+    ]
+    top = max(
+        differing,
+        key=lambda q: abs(q["configs"]["bm25_stemmed"]["nDCG@10"] - q["configs"]["bm25_whitespace"]["nDCG@10"]),
+    )
     assert " ".join(top["query"].split()[:4]) in " ".join(res.stdout.split())
 
 

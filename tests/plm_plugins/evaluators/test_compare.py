@@ -20,9 +20,18 @@ def _run(per_query: dict[str, dict[str, Any]], ingest_work: dict[str, Any] | Non
     rows = [{"query_id": q, "query": f"text of {q}", "relevant": ["d1"], "docs": [], **v} for q, v in per_query.items()]
     metrics = {m: sum(r[m] for r in rows) / len(rows) for m in ("Hit@1", "MRR", "nDCG@10")}
     return {
-        "job": "j", "config": "c.toml", "dataset": "/data/x", "corpus": "/data/x/corpus.jsonl", "model": None,
-        "ingest": {"documents": 3, "chunks": 3, "skipped": False, "wall_s": 0.1,
-                   "work": ingest_work or {"keywords": {"computed": 3, "cached": 0}}},
+        "job": "j",
+        "config": "c.toml",
+        "dataset": "/data/x",
+        "corpus": "/data/x/corpus.jsonl",
+        "model": None,
+        "ingest": {
+            "documents": 3,
+            "chunks": 3,
+            "skipped": False,
+            "wall_s": 0.1,
+            "work": ingest_work or {"keywords": {"computed": 3, "cached": 0}},
+        },
         "sets": [{"set": "test", "queries": len(rows), "metrics": metrics, "per_query": rows}],
     }
 
@@ -32,8 +41,10 @@ def _q(hit1: float, mrr: float, ndcg: float, rank: int | None = None, doc_rank: 
 
 
 BASE = _run({"q1": _q(1, 1.0, 1.0, 1, 1), "q2": _q(0, 0.5, 0.6, 2, 2), "q3": _q(0, 0.0, 0.0, None, 40)})
-OTHER = _run({"q1": _q(1, 1.0, 1.0, 1, 1), "q2": _q(1, 1.0, 1.0, 1, 1), "q3": _q(0, 0.25, 0.3, 4, 5)},
-             {"keywords": {"computed": 0, "cached": 3}})
+OTHER = _run(
+    {"q1": _q(1, 1.0, 1.0, 1, 1), "q2": _q(1, 1.0, 1.0, 1, 1), "q3": _q(0, 0.25, 0.3, 4, 5)},
+    {"keywords": {"computed": 0, "cached": 3}},
+)
 
 
 def test_identical_scores_give_p_one() -> None:

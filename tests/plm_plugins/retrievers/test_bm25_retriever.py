@@ -6,7 +6,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from plm_core.errors import StoreError
+from plm_core.errors import StaleIndexError, StoreError
 from plm_core.records import Chunk, ExpandedQuery
 
 pytest.importorskip("bm25s")
@@ -62,29 +62,60 @@ def test_negative_idf_floor_differs_from_robertson_clipping(tmp_path: Path) -> N
 
 def test_save_load_mmap_round_trip(tmp_path: Path) -> None:
     built = _built(tmp_path)
-    folder = tmp_path / "bm25_bm25"
+    folder = built.index_path(tmp_path, "")
+    assert folder.parent == tmp_path / "bm25_bm25"
     assert (folder / "params.index.json").is_file() and (folder / "plm_bm25.json").is_file()
-    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # temp folder renamed away
+    assert not [p for p in folder.parent.iterdir() if p.name.startswith(".")]  # temp folder renamed away
     loaded = BM25Retriever()
     loaded.load(tmp_path, [c.id for c in _chunks()], None)
     assert isinstance(loaded._retriever.scores["data"], np.memmap)
     for query in ["the pod on the node", "cpu autoscaler"]:
         assert np.array_equal(loaded.scores(query), built.scores(query))
         assert loaded.search(_q(query), 7) == built.search(_q(query), 7)
-    assert loaded.index_matches(tmp_path, len(TEXTS))
-    assert not loaded.index_matches(tmp_path, len(TEXTS) + 1)
-    assert not BM25Retriever(k1=1.2).index_matches(tmp_path, len(TEXTS))
+    assert loaded.index_matches(tmp_path, "")
+    assert not loaded.index_matches(tmp_path, "s.1")
+    assert not BM25Retriever(k1=1.2).index_matches(tmp_path, "")
 
 
-def test_rebuild_replaces_index_in_place(tmp_path: Path) -> None:
-    _built(tmp_path)
-    retriever = BM25Retriever()
-    retriever.build(_chunks(TEXTS[:3]), None, tmp_path)
-    assert json.loads((tmp_path / "bm25_bm25" / "plm_bm25.json").read_text())["num_docs"] == 3
-    with pytest.raises(StoreError, match="ingest --force"):
+def test_versions_stale_builds_and_cleanup(tmp_path: Path) -> None:
+    first = BM25Retriever()
+    first.build(_chunks(), None, tmp_path, "s.1")
+    with pytest.raises(StaleIndexError, match="corpus version s.2"):
+        BM25Retriever().load(tmp_path, [c.id for c in _chunks()], None, "s.2")
+    with pytest.raises(StaleIndexError):  # same version, other settings
+        BM25Retriever(k1=1.2).load(tmp_path, [c.id for c in _chunks()], None, "s.1")
+    with pytest.raises(StaleIndexError):  # another store with the same counter
+        BM25Retriever().load(tmp_path, [c.id for c in _chunks()], None, "t.1")
+    BM25Retriever().build(_chunks(TEXTS[:3]), None, tmp_path, "s.2")
+    builds = sorted(p.name for p in (tmp_path / "bm25_bm25").iterdir())
+    assert len(builds) == 1 and builds[0].startswith("v2-")  # the older build was removed
+    # a reader at an older version rebuilding never removes a newer build
+    BM25Retriever().build(_chunks(), None, tmp_path, "s.1")
+    assert len(list((tmp_path / "bm25_bm25").iterdir())) == 2
+    BM25Retriever().load(tmp_path, [c.id for c in _chunks()[:3]], None, "s.2")
+    with pytest.raises(StoreError, match="holds 3 chunks"):
+        BM25Retriever().load(tmp_path, [c.id for c in _chunks()], None, "s.2")
+    with pytest.raises(StaleIndexError):
+        BM25Retriever().load(tmp_path / "nowhere", ["c0"], None, "s.2")
+
+
+@pytest.mark.parametrize("damage", ["truncate", "flip", "remove"])
+def test_corrupt_files_are_detected(tmp_path: Path, damage: str) -> None:
+    built = _built(tmp_path)
+    folder = built.index_path(tmp_path, "")
+    victim = max((p for p in folder.iterdir() if p.name != "plm_bm25.json"), key=lambda p: p.stat().st_size)
+    data = victim.read_bytes()
+    if damage == "truncate":
+        victim.write_bytes(data[: len(data) // 2])
+    elif damage == "flip":
+        victim.write_bytes(data[:-1] + bytes([data[-1] ^ 0xFF]))
+    else:
+        victim.unlink()
+    with pytest.raises(StoreError, match=r"corrupt.*plm index rebuild") as info:
         BM25Retriever().load(tmp_path, [c.id for c in _chunks()], None)
-    with pytest.raises(StoreError, match="missing"):
-        BM25Retriever().load(tmp_path / "nowhere", ["c0"], None)
+    assert not isinstance(info.value, StaleIndexError) and victim.name in str(info.value)
+    BM25Retriever().build(_chunks(), None, tmp_path)  # a rebuild replaces the damaged build
+    BM25Retriever().load(tmp_path, [c.id for c in _chunks()], None)
 
 
 def test_k_larger_than_corpus_and_mask(tmp_path: Path) -> None:

@@ -87,11 +87,17 @@ def test_errors_name_the_fix() -> None:
 
 
 def test_load_from_store_vectors_and_index_matches() -> None:
-    store = SimpleNamespace(vectors=lambda: ([c.id for c in CHUNKS], MATRIX, "m"), vector_count=lambda: len(CHUNKS))
+    n_chunks = [len(CHUNKS)]
+    store = SimpleNamespace(
+        vectors=lambda: ([c.id for c in CHUNKS], MATRIX, "m"),
+        vector_count=lambda: len(CHUNKS),
+        stats=lambda: {"chunks": n_chunks[0]},
+    )
     retriever = DenseRetriever()
     retriever.bind(SimpleNamespace(embedder=None, store=store))
     ids, matrix, _ = store.vectors()
     retriever.load(Path("x"), ids, matrix)
     assert retriever.search(_q([0.0, 0.0, 1.0]), 1)[0].chunk_id == "c4"
-    assert retriever.index_matches(Path("x"), len(CHUNKS))
-    assert not retriever.index_matches(Path("x"), len(CHUNKS) + 1)
+    assert retriever.index_matches(Path("x"), "v")
+    n_chunks[0] += 1  # a chunk without a vector
+    assert not retriever.index_matches(Path("x"), "v")

@@ -1,4 +1,4 @@
-"""HybridRetrieval built by a real Job from TOML, over an in-memory store and a toy embedder."""
+"""HybridRetrieval built by a real Job from TOML, over the SQLite store and a toy embedder."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ import pytest
 from plm_core.component import ComponentConfig
 from plm_core.config import load_job
 from plm_core.errors import PlmUserError
-from plm_core.interfaces import Embedder, Ranking, Store
+from plm_core.interfaces import Embedder, Ranking
 from plm_core.job import Job
-from plm_core.records import Chunk, Document, Query
+from plm_core.records import Chunk, Document
 from plm_core.registry import Registry
 from plm_core.settings import Settings
 
@@ -25,51 +25,9 @@ from plm_plugins.fusers.rrf import RRFFuser  # noqa: E402
 from plm_plugins.retrievers.bm25 import BM25Retriever  # noqa: E402
 from plm_plugins.retrievers.dense import DenseRetriever  # noqa: E402
 from plm_plugins.retrievers.hybrid import HybridRetrieval  # noqa: E402
+from plm_plugins.stores.sqlite import SQLiteStore  # noqa: E402
 
 VOCAB = ["pod", "node", "backup", "restore", "token", "cluster"]
-
-
-class MemoryStore(Store):
-    name = "sqlite"  # stands in for the default store
-
-    class Config(ComponentConfig):
-        pass
-
-    def open(self, index_dir: Path) -> None:
-        self._meta: dict[str, str] = getattr(self, "_meta", {})
-        self._chunks: list[Chunk] = getattr(self, "_chunks", [])
-        self._vectors: tuple[list[str], Any, str | None] = getattr(self, "_vectors", ([], None, None))
-
-    def close(self) -> None:
-        pass
-
-    def get_meta(self, key: str) -> str | None:
-        return self._meta.get(key)
-
-    def set_meta(self, key: str, value: str) -> None:
-        self._meta[key] = value
-
-    def clear(self) -> None:
-        self._chunks, self._vectors = [], ([], None, None)
-
-    def write_batch(self, documents: Sequence[Document], chunks: Sequence[Chunk]) -> None:
-        self._chunks.extend(chunks)
-
-    def write_vectors(self, chunk_ids: Sequence[str], matrix: Any, model: str) -> None:
-        self._vectors = (list(chunk_ids), matrix, model)
-
-    def chunks(self) -> list[Chunk]:
-        return list(self._chunks)
-
-    def get_chunks(self, chunk_ids: Sequence[str]) -> dict[str, Chunk]:
-        by_id = {c.id: c for c in self._chunks}
-        return {i: by_id[i] for i in chunk_ids if i in by_id}
-
-    def vectors(self) -> tuple[list[str], Any, str | None]:
-        return self._vectors
-
-    def stats(self) -> dict[str, Any]:
-        return {"chunks": len(self._chunks)}
 
 
 class BagOfWordsEmbedder(Embedder):
@@ -126,7 +84,7 @@ DOCS = {
 def job(tmp_path: Path) -> Job:
     registry = Registry()
     for cls in (
-        MemoryStore,
+        SQLiteStore,
         BagOfWordsEmbedder,
         DictionaryExpander,
         QueryEmbedder,
@@ -145,9 +103,9 @@ def job(tmp_path: Path) -> Job:
         Chunk(id=f"{d}_0", doc_id=d, text=t, heading_path=("H", d), metadata={"n": i})
         for i, (d, t) in enumerate(DOCS.items())
     ]
-    job.store.write_batch([], chunks)
     matrix = job.embedder.embed([c.index_text for c in chunks])
-    job.store.write_vectors([c.id for c in chunks], matrix, job.embedder.model_name)
+    docs = [Document(id=d, text=t) for d, t in DOCS.items()]
+    job.store.replace_documents(docs, chunks, matrix, job.embedder.model_name)
     return job
 
 
@@ -161,10 +119,11 @@ def test_job_builds_nested_parts_with_labels(job: Job) -> None:
 
 def test_build_search_and_indexes_ok(job: Job) -> None:
     hybrid = job.query_stages[-1]
-    assert not hybrid.indexes_ok()  # nothing built yet
+    version = job.store.version()
+    assert not hybrid.indexes_ok(version)  # nothing built yet
     job.rebuild_indexes()
-    assert hybrid.indexes_ok()
-    assert (job.index_dir / "bm25_bm25" / "plm_bm25.json").is_file()
+    assert hybrid.indexes_ok(version)
+    assert (hybrid.retrievers["bm25"].index_path(job.index_dir, version) / "plm_bm25.json").is_file()
     ranking, timings = job.search("pod on a node", k=3)
     assert isinstance(ranking, Ranking) and set(timings) == {"expand", "embed", "retrieve"}
     assert ranking.fusion is not None and ranking.fusion.profile == "default" and ranking.fusion.candidates == 5
@@ -202,10 +161,18 @@ def test_fresh_job_loads_saved_indexes(job: Job) -> None:
     assert len(expected) == 5  # k = corpus size works
 
 
-def test_filters_are_refused_for_now(job: Job) -> None:
+def test_a_newer_corpus_version_is_picked_up_and_stale_bm25_rebuilt(job: Job, caplog: Any) -> None:
     job.rebuild_indexes()
-    with pytest.raises(PlmUserError, match="filters"):
-        job.search(Query(text="pod", k=2, filters={"doc_id": "a"}))
+    assert job.retrieve("token rotation", k=1)[0].doc_id == "c"
+    # another writer (here: the same store) replaces document c without rebuilding BM25
+    new = Chunk(id="c_0", doc_id="c", text="quota limits for projects", heading_path=("H", "c"))
+    vec = job.embedder.embed([new.text])
+    job.store.replace_documents([Document(id="c", text=new.text)], [new], vec, job.embedder.model_name)
+    with caplog.at_level("WARNING"):
+        hits = {h.doc_id: h for h in job.retrieve("quota limits", k=5)}
+    assert hits["c"].sources["bm25"][0] == 0 and hits["c"].text == new.text  # BM25 knows the new text
+    assert "rebuilding it from the store" in caplog.text
+    assert job.retrieve("token rotation", k=5)[0].doc_id != "c"
 
 
 def test_missing_parts_are_config_errors() -> None:

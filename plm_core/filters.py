@@ -1,0 +1,325 @@
+"""Metadata filters: which chunks a query may return, decided on each chunk's metadata.
+
+A filter spec maps a metadata key to a condition; several keys must all hold (AND):
+
+    {"team": "storage"}                          equality
+    {"tags": {"in": ["db", "backup"]}}           the value is one of these
+    {"version": {"gte": 2, "lt": 5}}             a range (numbers or dates)
+    {"updated": {"gte": "2024-05-01"}}           dates are ISO strings (or date objects)
+    {"team": {"ne": "search"}, "draft": False}   not equal; booleans are plain values
+
+A bare value means `{"eq": value}`; an operator dict may combine `eq`, `ne`, `in`, `gt`,
+`gte`, `lt`, `lte` (all must hold). The same in the CLI, one `--filter` per condition
+(see `parse_filter_args`): `team=storage`, `tags=db,backup`, `version>=2`, `version<5`.
+
+Semantics, chosen so that a filter never raises on odd metadata:
+- A missing key never matches, whatever the operator (`ne` included): a filter only
+  keeps chunks that carry the field.
+- A list value (front-matter `tags: [a, b]`) matches `eq` when it contains the value,
+  `in` when any element is in the set, a range when one element satisfies all bounds;
+  `ne` is the negation of `eq` (the list does not contain the value).
+- Numbers compare numerically (1 == 1.0); booleans are not numbers (True != 1).
+- Dates: `2024-05-01` or `2024-05-01T10:00:00[+02:00|Z]` strings (metadata from Markdown
+  front matter keeps dates as strings) or date/datetime objects compare as dates when both
+  sides are dates. A date without a time means the whole day: a datetime compared with a
+  date is cut to its date, so `updated <= 2024-05-01` keeps `2024-05-01T23:00` and
+  `updated = 2024-05-01` keeps any time that day. A datetime without a zone counts as UTC
+  when compared with one that has a zone.
+- A type mismatch (a string against a number range, a date against a number) is no match.
+- Bad specs (unknown operator, an empty or non-list `in`, a range bound that is neither a
+  number nor a date) raise `PlmUserError` naming the key and the allowed operators.
+
+Pure Python on purpose: the core imports no numpy; retrievers turn the predicate into a
+mask over their rows.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Mapping, Sequence
+from datetime import date, datetime, timezone
+from typing import Any
+
+from plm_core.errors import PlmUserError
+
+Predicate = Callable[[Mapping[str, Any]], bool]
+
+RANGE_OPS = ("gt", "gte", "lt", "lte")
+OPS = ("eq", "ne", "in", *RANGE_OPS)
+_CLI_OPS = {">=": "gte", "<=": "lte", "!=": "ne", "==": "eq", "=": "eq", ">": "gt", "<": "lt"}
+_CLI_ARG = re.compile(r"^\s*([^=<>!\s]+)\s*(>=|<=|!=|==|=|>|<)\s*(.*?)\s*$", re.DOTALL)
+_CLI_HELP = "e.g. --filter team=storage, --filter tags=db,backup, --filter 'version>=2', --filter 'updated<2024-06-01'"
+_INT = re.compile(r"^[-+]?\d+$")
+_FLOAT = re.compile(r"^[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?$")
+_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+_DATETIME = re.compile(r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}")
+_MISSING = object()
+
+
+# ---------------------------------------------------------------------- values
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def as_date(value: Any) -> date | datetime | None:
+    """`value` as a date or datetime when it is one or an ISO string of one, else None."""
+    if isinstance(value, (date, datetime)):
+        return value
+    if not isinstance(value, str):
+        return None
+    text = value.strip()
+    try:
+        if _DATE.match(text):
+            return date.fromisoformat(text)
+        if _DATETIME.match(text):
+            # Python 3.10's fromisoformat does not read a trailing Z.
+            return datetime.fromisoformat(text[:-1] + "+00:00" if text[-1:] in "Zz" else text)
+    except ValueError:
+        return None
+    return None
+
+
+def _date_pair(a: date | datetime, b: date | datetime) -> tuple[Any, Any]:
+    """Two comparable values: a date against a datetime compares by day (see module doc)."""
+    a_dt, b_dt = isinstance(a, datetime), isinstance(b, datetime)
+    if a_dt and b_dt:
+        assert isinstance(a, datetime) and isinstance(b, datetime)
+        if (a.tzinfo is None) != (b.tzinfo is None):
+            a = a if a.tzinfo else a.replace(tzinfo=timezone.utc)
+            b = b if b.tzinfo else b.replace(tzinfo=timezone.utc)
+        return a, b
+    if a_dt:
+        assert isinstance(a, datetime)
+        return a.date(), b
+    if b_dt:
+        assert isinstance(b, datetime)
+        return a, b.date()
+    return a, b
+
+
+def _equal(value: Any, target: Any) -> bool:
+    if isinstance(value, bool) or isinstance(target, bool):
+        return isinstance(value, bool) and isinstance(target, bool) and value is target
+    if _is_number(value) or _is_number(target):
+        return _is_number(value) and _is_number(target) and value == target
+    value_date, target_date = as_date(value), as_date(target)
+    if value_date is not None and target_date is not None:
+        a, b = _date_pair(value_date, target_date)
+        return bool(a == b)
+    if type(value) is not type(target) and not (isinstance(value, str) and isinstance(target, str)):
+        return False
+    try:
+        return bool(value == target)
+    except Exception:  # an exotic metadata object: no match, never an error
+        return False
+
+
+def _compare(value: Any, op: str, bound: Any) -> bool:
+    """`value <op> bound` for a range op; a type mismatch is False."""
+    if _is_number(bound):
+        if not _is_number(value):
+            return False
+        a, b = value, bound
+    else:
+        value_date = as_date(value)
+        if value_date is None:
+            return False
+        a, b = _date_pair(value_date, bound)
+    try:
+        if op == "gt":
+            return bool(a > b)
+        if op == "gte":
+            return bool(a >= b)
+        if op == "lt":
+            return bool(a < b)
+        return bool(a <= b)
+    except TypeError:
+        return False
+
+
+# ---------------------------------------------------------------------- specs
+def _spec_error(key: str, problem: str) -> PlmUserError:
+    return PlmUserError(
+        f"filter on {key!r}: {problem}. A condition is a value (equality) or a dict of operators "
+        f"{', '.join(OPS)}, e.g. {{'team': 'storage'}}, {{'tags': {{'in': ['a', 'b']}}}}, "
+        "{'version': {'gte': 2, 'lt': 5}}, {'updated': {'gte': '2024-05-01'}}"
+    )
+
+
+def _scalar(key: str, op: str, value: Any) -> Any:
+    if value is None or isinstance(value, (str, int, float, bool, date)):
+        return value
+    raise _spec_error(key, f"{op!r} needs a single value (a string, number, boolean or date), got {value!r}")
+
+
+def normalize_filters(filters: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
+    """The validated spec as {key: {op: operand}}; range bounds that are dates become dates."""
+    if filters is None:
+        return {}
+    if not isinstance(filters, Mapping):
+        raise PlmUserError(f"filters must be a mapping of metadata key to condition, got {filters!r}")
+    out: dict[str, dict[str, Any]] = {}
+    for key, condition in filters.items():
+        if not isinstance(key, str) or not key:
+            raise PlmUserError(f"filter keys must be non-empty strings (metadata field names), got {key!r}")
+        if isinstance(condition, Mapping):
+            if not condition:
+                raise _spec_error(key, "the operator dict is empty")
+            ops = dict(condition)
+        elif isinstance(condition, (list, tuple, set, frozenset)):
+            raise _spec_error(key, f"a bare list {list(condition)!r} is ambiguous; write {{'in': [...]}}")
+        else:
+            ops = {"eq": condition}
+        unknown = [op for op in ops if op not in OPS]
+        if unknown:
+            raise _spec_error(key, f"unknown operator(s) {unknown}")
+        checked: dict[str, Any] = {}
+        kinds: set[str] = set()
+        for op, operand in ops.items():
+            if op in ("eq", "ne"):
+                checked[op] = _scalar(key, op, operand)
+            elif op == "in":
+                if not isinstance(operand, (list, tuple, set, frozenset)):
+                    raise _spec_error(key, f"'in' needs a list of values, got {operand!r}")
+                if not operand:
+                    raise _spec_error(key, "'in' needs at least one value (an empty list matches nothing)")
+                checked[op] = [_scalar(key, op, v) for v in operand]
+            else:
+                bound = operand if _is_number(operand) else as_date(operand)
+                if bound is None:
+                    raise _spec_error(key, f"{op!r} needs a number or an ISO date ('2024-05-01'), got {operand!r}")
+                kinds.add("number" if _is_number(bound) else "date")
+                checked[op] = bound
+        if len(kinds) > 1:
+            raise _spec_error(key, "range bounds mix numbers and dates")
+        out[key] = checked
+    return out
+
+
+def _condition(key: str, ops: Mapping[str, Any]) -> Predicate:
+    ranges = [(op, ops[op]) for op in RANGE_OPS if op in ops]
+
+    def scalar_in_range(value: Any) -> bool:
+        return all(_compare(value, op, bound) for op, bound in ranges)
+
+    def holds(meta: Mapping[str, Any]) -> bool:
+        value = meta.get(key, _MISSING)
+        if value is _MISSING:
+            return False
+        items = list(value) if isinstance(value, (list, tuple)) else [value]
+        if "eq" in ops and not any(_equal(v, ops["eq"]) for v in items):
+            return False
+        if "ne" in ops and any(_equal(v, ops["ne"]) for v in items):
+            return False
+        if "in" in ops and not any(_equal(v, t) for v in items for t in ops["in"]):
+            return False
+        return not ranges or any(scalar_in_range(v) for v in items)
+
+    return holds
+
+
+def compile_filters(filters: Mapping[str, Any] | None) -> Predicate | None:
+    """A predicate over one chunk's metadata, or None when there is nothing to filter."""
+    spec = normalize_filters(filters)
+    if not spec:
+        return None
+    conditions = [_condition(key, ops) for key, ops in spec.items()]
+
+    def matches(meta: Mapping[str, Any]) -> bool:
+        return all(condition(meta) for condition in conditions)
+
+    return matches
+
+
+def filter_key(filters: Mapping[str, Any] | None) -> str:
+    """A canonical JSON string for a spec: equal specs give equal keys (for caching masks)."""
+
+    def canon(value: Any) -> Any:
+        if isinstance(value, (date, datetime)):
+            return {"$date": value.isoformat()}
+        if isinstance(value, float) and value.is_integer():
+            return int(value)  # 2.0 and 2 filter alike
+        return value
+
+    spec = {
+        key: {
+            op: sorted({json.dumps(canon(v), sort_keys=True) for v in operand}) if op == "in" else canon(operand)
+            for op, operand in ops.items()
+        }
+        for key, ops in normalize_filters(filters).items()
+    }
+    return json.dumps(spec, sort_keys=True, separators=(",", ":"))
+
+
+# ---------------------------------------------------------------------- CLI
+def parse_cli_value(raw: str) -> Any:
+    """A CLI value: int, float, true/false, else a string; quotes force a string ('"007"')."""
+    value = raw.strip()
+    if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
+        return value[1:-1]
+    lowered = value.lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    if _INT.match(value):
+        return int(value)
+    if _FLOAT.match(value):
+        return float(value)
+    return value
+
+
+def _split_values(raw: str) -> list[str]:
+    """Comma-separated items; a comma inside quotes belongs to its item."""
+    items, current, quote = [], "", ""
+    for ch in raw:
+        if quote:
+            current += ch
+            if ch == quote:
+                quote = ""
+        elif ch in "\"'" and not current.strip():
+            quote, current = ch, current + ch
+        elif ch == ",":
+            items.append(current)
+            current = ""
+        else:
+            current += ch
+    items.append(current)
+    return items
+
+
+def parse_filter_args(args: Sequence[str]) -> dict[str, Any]:
+    """`--filter` arguments -> a filter spec; conditions on one key combine (AND).
+
+    `key=value` equality, `key=a,b,c` one of, `key!=v`, `key>v`, `key>=v`, `key<v`,
+    `key<=v`. `["year>=2020", "year<2024"]` gives {"year": {"gte": 2020, "lt": 2024}}.
+    """
+    ops_by_key: dict[str, dict[str, Any]] = {}
+    for arg in args:
+        match = _CLI_ARG.match(arg)
+        if match is None:
+            raise PlmUserError(f"bad filter {arg!r}: expected KEY=VALUE or KEY>=VALUE (also >, <, <=, !=); {_CLI_HELP}")
+        key, symbol, raw = match.groups()
+        if not raw:
+            raise PlmUserError(f"bad filter {arg!r}: no value after {symbol!r}; {_CLI_HELP}")
+        if raw[0] in "=<>!":
+            raise PlmUserError(f"bad filter {arg!r}: the value starts with an operator ({raw!r}); {_CLI_HELP}")
+        op = _CLI_OPS[symbol]
+        items = _split_values(raw)
+        if len(items) > 1:
+            if op != "eq":
+                raise PlmUserError(f"bad filter {arg!r}: a comma list (one of) only works with '='; {_CLI_HELP}")
+            if any(not item.strip() for item in items):
+                raise PlmUserError(f"bad filter {arg!r}: empty item in the list; {_CLI_HELP}")
+            op, operand = "in", [parse_cli_value(item) for item in items]
+        else:
+            operand = parse_cli_value(raw)
+        ops = ops_by_key.setdefault(key, {})
+        if op in ops:
+            raise PlmUserError(
+                f"bad filter {arg!r}: {key!r} already has a {op!r} condition ({ops[op]!r}); "
+                f"to accept several values write {key}=a,b"
+            )
+        ops[op] = operand
+    spec: dict[str, Any] = {k: (ops["eq"] if list(ops) == ["eq"] else ops) for k, ops in ops_by_key.items()}
+    normalize_filters(spec)  # bad bounds (`version>=abc`) fail here, naming the key
+    return spec

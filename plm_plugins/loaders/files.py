@@ -1,0 +1,133 @@
+"""Reading input files and records with the checks an ingest reports one by one.
+
+Loaders turn a `BadInput` into a `LoadFailure` for that file (or record) and go on with
+the rest; `docs_or_raise` gives `run()` its old behaviour of stopping at the first one.
+"""
+
+from __future__ import annotations
+
+import stat
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from plm_core.errors import PlmUserError
+from plm_core.records import Document, LoadFailure
+
+# A NUL byte this early means binary (git and grep sniff the same way): UTF-8 text never
+# holds one, and decoding a large binary file would only fail later with a vaguer error.
+BINARY_SNIFF_BYTES = 8192
+MB = 1024 * 1024
+
+
+class BadInput(Exception):
+    """A file or record that cannot become a document.
+
+    The message says what is wrong and what to do, and leaves out where: the caller
+    puts the path (or `file:line`) next to it.
+    """
+
+
+def read_text_file(path: Path, max_mb: float, skip: str) -> str:
+    """The file's text, decoded as UTF-8 with universal newlines (as `Path.read_text`).
+
+    Raises BadInput when the file is unreadable, not a regular file, larger than
+    `max_mb` (checked with stat() before reading anything), binary or not UTF-8.
+    `skip` finishes messages with how to leave the file out, e.g. "move it out of the folder".
+    """
+    try:
+        info = path.stat()
+    except OSError as err:
+        if path.is_symlink() and isinstance(err, FileNotFoundError):
+            target = path.readlink()
+            raise BadInput(f"broken symlink (its target {target} does not exist); fix or remove the link") from err
+        raise BadInput(f"cannot be read ({err.strerror}); check the path and its permissions") from err
+    if not stat.S_ISREG(info.st_mode):
+        # Opening a FIFO would block the ingest forever, so only regular files are read.
+        raise BadInput(f"not a regular file (a {_kind(info.st_mode)}); {skip}")
+    limit = int(max_mb * MB)
+    if info.st_size > limit:
+        raise BadInput(
+            f"too large ({info.st_size / MB:.1f} MB, over the loader's max_file_mb = {max_mb:g}); "
+            f"raise `max_file_mb` in the loader's config or {skip}"
+        )
+    try:
+        with path.open("rb") as fh:
+            data = fh.read(limit + 1)  # +1: a file that grew since stat() still fails
+    except OSError as err:
+        raise BadInput(f"cannot be read ({err.strerror}); check its permissions") from err
+    if len(data) > limit:
+        raise BadInput(f"too large (over the loader's max_file_mb = {max_mb:g}); raise `max_file_mb` or {skip}")
+    nul = data.find(b"\0", 0, BINARY_SNIFF_BYTES)
+    if nul >= 0:
+        raise BadInput(f"binary, not text (NUL byte at offset {nul}); {skip}")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = data.count(b"\n", 0, err.start) + 1
+        raise BadInput(
+            f"not valid UTF-8 (byte 0x{data[err.start]:02x} at offset {err.start}, line {line}); "
+            f"re-save it as UTF-8 or {skip}"
+        ) from err
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "folder"
+    if stat.S_ISFIFO(mode):
+        return "named pipe"
+    if stat.S_ISSOCK(mode):
+        return "socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "device"
+    return "special file"
+
+
+def docs_or_raise(loaded: tuple[list[Document], list[LoadFailure]]) -> list[Document]:
+    """The documents, or PlmUserError with the first failure: what `Loader.run` does."""
+    docs, failures = loaded
+    if failures:
+        raise PlmUserError(f"{failures[0].path}: {failures[0].error}")
+    return docs
+
+
+# (where, ref, record): `where` is the failure's path ("file:3"), `ref` how another
+# record's message names this one ("line 3"); the record is a BadInput if it did not parse.
+Record = tuple[str, str, Mapping[str, Any] | BadInput]
+
+
+def collect_records(
+    records: Iterable[Record], id_field: str, make: Callable[[Mapping[str, Any]], Document]
+) -> tuple[list[Document], list[LoadFailure]]:
+    """Documents from parsed records, one LoadFailure per record that `make` rejects.
+
+    The first record with an id owns it, even when it fails, so a later duplicate fails
+    and the failure's doc_id only ever names an id no loaded document has.
+    """
+    docs: list[Document] = []
+    failures: list[LoadFailure] = []
+    owner: dict[str, str] = {}
+    for where, ref, record in records:
+        if isinstance(record, BadInput):
+            failures.append(LoadFailure(where, str(record)))
+            continue
+        raw_id = record.get(id_field)
+        doc_id = "" if raw_id is None else str(raw_id)
+        if raw_id is not None:
+            if doc_id in owner:
+                failures.append(
+                    LoadFailure(
+                        where,
+                        f"id {doc_id!r} is already used by {owner[doc_id]}, which keeps it; "
+                        "ids must be unique, so change or remove this record",
+                        doc_id=doc_id,
+                    )
+                )
+                continue
+            owner[doc_id] = ref
+        try:
+            docs.append(make(record))
+        except BadInput as err:
+            failures.append(LoadFailure(where, str(err), doc_id=doc_id))
+    return docs, failures

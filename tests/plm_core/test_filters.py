@@ -1,0 +1,229 @@
+"""Metadata filter specs: matching semantics, validation, CLI parsing, canonical keys."""
+
+from __future__ import annotations
+
+from datetime import date, datetime
+from typing import Any
+
+import pytest
+
+from plm_core.errors import PlmUserError
+from plm_core.filters import compile_filters, filter_key, parse_filter_args
+
+
+def _matches(filters: dict[str, Any], meta: dict[str, Any]) -> bool:
+    predicate = compile_filters(filters)
+    assert predicate is not None
+    return predicate(meta)
+
+
+def test_no_filters_compile_to_none() -> None:
+    assert compile_filters(None) is None
+    assert compile_filters({}) is None
+
+
+@pytest.mark.parametrize(
+    ("filters", "meta", "expected"),
+    [
+        ({"team": "storage"}, {"team": "storage"}, True),
+        ({"team": "storage"}, {"team": "search"}, False),
+        ({"team": "storage"}, {"other": "storage"}, False),  # missing key: no match
+        ({"tags": "db"}, {"tags": ["backup", "db"]}, True),  # list contains value
+        ({"tags": "db"}, {"tags": ["backup"]}, False),
+        ({"version": 2}, {"version": 2.0}, True),  # numbers compare numerically
+        ({"version": 2}, {"version": "2"}, False),  # a string is not a number
+        ({"draft": True}, {"draft": 1}, False),  # bools are not numbers
+        ({"draft": False}, {"draft": False}, True),
+        ({"team": {"eq": "storage"}}, {"team": "storage"}, True),
+        ({"team": {"ne": "storage"}}, {"team": "search"}, True),
+        ({"team": {"ne": "storage"}}, {"team": "storage"}, False),
+        ({"team": {"ne": "storage"}}, {}, False),  # missing key never matches, ne included
+        ({"tags": {"ne": "db"}}, {"tags": ["db", "x"]}, False),  # ne = the list lacks the value
+        ({"tags": {"in": ["db", "ops"]}}, {"tags": ["backup", "ops"]}, True),
+        ({"tags": {"in": ["db", "ops"]}}, {"tags": ["backup"]}, False),
+        ({"team": {"in": ["storage", "search"]}}, {"team": "search"}, True),
+        ({"team": {"in": ["storage", "search"]}}, {"team": "ui"}, False),
+    ],
+)
+def test_equality_and_in(filters: dict[str, Any], meta: dict[str, Any], expected: bool) -> None:
+    assert _matches(filters, meta) is expected
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [(1, False), (2, True), (4.5, True), (5, False), ("3", False), (True, False), (None, False), ([1, 3], True)],
+)
+def test_number_ranges(value: Any, expected: bool) -> None:
+    assert _matches({"version": {"gte": 2, "lt": 5}}, {"version": value}) is expected
+
+
+def test_range_bounds_each_op() -> None:
+    meta = {"n": 3}
+    assert _matches({"n": {"gt": 2}}, meta) and not _matches({"n": {"gt": 3}}, meta)
+    assert _matches({"n": {"gte": 3}}, meta) and not _matches({"n": {"gte": 3.5}}, meta)
+    assert _matches({"n": {"lt": 4}}, meta) and not _matches({"n": {"lt": 3}}, meta)
+    assert _matches({"n": {"lte": 3}}, meta) and not _matches({"n": {"lte": 2.9}}, meta)
+
+
+def test_a_list_value_needs_one_element_inside_the_whole_range() -> None:
+    # 1 is >= 0 but not > 5... and 9 is > 5 but not < 8: no single element fits both
+    assert not _matches({"v": {"gt": 5, "lt": 8}}, {"v": [1, 9]})
+    assert _matches({"v": {"gt": 5, "lt": 8}}, {"v": [1, 6, 9]})
+
+
+@pytest.mark.parametrize(
+    ("filters", "value", "expected"),
+    [
+        ({"gte": "2024-05-01"}, "2024-05-01", True),
+        ({"gte": "2024-05-01"}, "2024-04-30", False),
+        ({"gt": "2024-05-01"}, "2024-05-02", True),
+        ({"lt": "2024-06-01"}, "2024-05-31", True),
+        # a date is the whole day: a time on that day is neither before nor after it
+        ({"lte": "2024-05-01"}, "2024-05-01T23:00:00", True),
+        ({"gt": "2024-05-01"}, "2024-05-01T23:00:00", False),
+        ({"lt": "2024-05-01"}, "2024-05-01T00:00:00", False),
+        ({"gte": "2024-05-01T10:00:00"}, "2024-05-01", True),  # the day counts, whichever side
+        # datetimes compare exactly; a naive one counts as UTC against a zoned one
+        ({"gte": "2024-05-01T10:00:00"}, "2024-05-01T09:59:59", False),
+        ({"gte": "2024-05-01T10:00:00"}, "2024-05-01T10:30:00Z", True),
+        ({"lt": "2024-05-01T10:00:00+02:00"}, "2024-05-01T07:00:00", True),
+        ({"gte": date(2024, 5, 1)}, datetime(2024, 5, 1, 8), True),  # objects work too
+        ({"gte": "2024-05-01"}, date(2024, 6, 1), True),
+        ({"gte": "2024-05-01"}, "May 2024", False),  # not an ISO date: no match
+        ({"gte": "2024-05-01"}, 20240501, False),  # a number is not a date
+        ({"gte": "2024-05-01"}, "2024-13-45", False),  # looks like a date, is not one
+    ],
+)
+def test_date_ranges(filters: dict[str, Any], value: Any, expected: bool) -> None:
+    assert _matches({"updated": filters}, {"updated": value}) is expected
+
+
+def test_date_equality_by_day() -> None:
+    assert _matches({"updated": "2024-05-01"}, {"updated": "2024-05-01T10:00:00"})
+    assert not _matches({"updated": "2024-05-01"}, {"updated": "2024-05-02"})
+    assert _matches({"updated": {"in": ["2024-04-01", "2024-05-01"]}}, {"updated": "2024-05-01"})
+
+
+def test_number_range_on_a_string_value_is_no_match() -> None:
+    assert not _matches({"version": {"gte": 2}}, {"version": "v3"})
+    assert not _matches({"version": {"gte": 2}}, {"version": "2024-05-01"})
+
+
+def test_several_keys_all_hold() -> None:
+    filters = {"team": "storage", "version": {"gte": 2}, "tags": {"in": ["db"]}}
+    assert _matches(filters, {"team": "storage", "version": 3, "tags": ["db"]})
+    assert not _matches(filters, {"team": "storage", "version": 1, "tags": ["db"]})
+    assert not _matches(filters, {"team": "storage", "version": 3})
+
+
+def test_several_ops_on_one_key_all_hold() -> None:
+    filters = {"version": {"gte": 1, "ne": 2, "in": [1, 2, 3, 7]}}
+    assert [v for v in range(10) if _matches(filters, {"version": v})] == [1, 3, 7]
+
+
+@pytest.mark.parametrize(
+    ("filters", "message"),
+    [
+        ({"version": {"between": [1, 2]}}, r"filter on 'version': unknown operator\(s\) \['between'\].*eq, ne, in, gt"),
+        ({"tags": {"in": []}}, r"'tags'.*'in' needs at least one value"),
+        ({"tags": {"in": "db"}}, r"'tags'.*'in' needs a list"),
+        ({"tags": ["a", "b"]}, r"'tags'.*bare list.*'in'"),
+        ({"name": {"gte": "bob"}}, r"'name'.*'gte' needs a number or an ISO date"),
+        ({"v": {"gte": True}}, r"'v'.*'gte' needs a number"),
+        ({"v": {"gte": 1, "lt": "2024-01-01"}}, r"'v'.*mix numbers and dates"),
+        ({"v": {}}, r"'v'.*empty"),
+        ({"v": {"eq": {"a": 1}}}, r"'v'.*'eq' needs a single value"),
+        ({"": "x"}, r"non-empty strings"),
+    ],
+)
+def test_bad_specs_name_the_key_and_the_operators(filters: dict[str, Any], message: str) -> None:
+    with pytest.raises(PlmUserError, match=message):
+        compile_filters(filters)
+
+
+def test_a_spec_that_is_not_a_mapping_is_refused() -> None:
+    with pytest.raises(PlmUserError, match="mapping"):
+        compile_filters(["team=storage"])  # type: ignore[arg-type]
+
+
+def test_odd_metadata_never_raises() -> None:
+    predicate = compile_filters({"v": {"gte": 1}, "w": "x", "d": {"lt": "2024-01-01"}})
+    assert predicate is not None
+    for meta in [{}, {"v": None, "w": None, "d": None}, {"v": {"a": 1}, "w": ["x", {"y": 1}], "d": [None, 3]}]:
+        assert predicate(meta) is False
+
+
+# ---------------------------------------------------------------------- CLI
+def test_parse_filter_args_operators() -> None:
+    spec = parse_filter_args(
+        ["team=storage", "tags=db, backup", "year>=2020", "year<2024", "score>0.5", "draft=false", "n!=3", "m<=9"]
+    )
+    assert spec == {
+        "team": "storage",
+        "tags": {"in": ["db", "backup"]},
+        "year": {"gte": 2020, "lt": 2024},
+        "score": {"gt": 0.5},
+        "draft": False,
+        "n": {"ne": 3},
+        "m": {"lte": 9},
+    }
+
+
+def test_parse_filter_args_values() -> None:
+    spec = parse_filter_args(
+        ["a=1", "b=-2.5", "c=true", "d=2024-05-01", "e='007'", 'f="x, y"', "g=x,'y, z'", "h==v", "i=1e3"]
+    )
+    assert spec == {
+        "a": 1,
+        "b": -2.5,
+        "c": True,
+        "d": "2024-05-01",
+        "e": "007",
+        "f": "x, y",
+        "g": {"in": ["x", "y, z"]},
+        "h": "v",
+        "i": 1000.0,
+    }
+    assert parse_filter_args(["updated>=2024-05-01", "n!=3", "n>0.5"]) == {
+        "updated": {"gte": "2024-05-01"},
+        "n": {"ne": 3, "gt": 0.5},
+    }
+    assert parse_filter_args([]) == {}
+
+
+def test_parsed_args_filter_like_the_python_spec() -> None:
+    predicate = compile_filters(parse_filter_args(["tags=db,ops", "version>=2", "updated<2024-06-01"]))
+    assert predicate is not None
+    assert predicate({"tags": ["ops"], "version": 2, "updated": "2024-05-31"})
+    assert not predicate({"tags": ["ops"], "version": 2, "updated": "2024-06-01"})
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["team"], "expected KEY=VALUE"),
+        (["=storage"], "expected KEY=VALUE"),
+        (["team="], "no value after '='"),
+        (["version=>2"], "starts with an operator"),
+        (["version>=1,2"], "only works with '='"),
+        (["tags=a,,b"], "empty item"),
+        (["team=a", "team=b"], "already has a 'eq' condition.*team=a,b"),
+        (["name>=bob"], "'name'.*number or an ISO date"),
+    ],
+)
+def test_bad_filter_args_show_an_example(args: list[str], message: str) -> None:
+    with pytest.raises(PlmUserError, match=message):
+        parse_filter_args(args)
+    if "ISO" not in message and "team=a,b" not in message:  # those two carry their own hint
+        with pytest.raises(PlmUserError, match="--filter team=storage"):
+            parse_filter_args(args)
+
+
+# ---------------------------------------------------------------------- keys
+def test_filter_key_is_canonical() -> None:
+    a = filter_key({"team": "storage", "v": {"gte": 2, "lt": 5.0}, "tags": {"in": ["b", "a"]}})
+    b = filter_key({"tags": {"in": ["a", "b", "a"]}, "v": {"lt": 5, "gte": 2.0}, "team": {"eq": "storage"}})
+    assert a == b
+    assert filter_key({"team": "storage"}) != filter_key({"team": "search"})
+    assert filter_key({"d": {"gte": "2024-05-01"}}) == filter_key({"d": {"gte": date(2024, 5, 1)}})
+    assert filter_key({"v": 1}) != filter_key({"v": "1"}) != filter_key({"v": True})
