@@ -33,8 +33,9 @@ config_app = typer.Typer(help="Check job configs.", no_args_is_help=True)
 index_app = typer.Typer(help="Inspect and rebuild an index.", no_args_is_help=True)
 app.add_typer(config_app, name="config")
 app.add_typer(index_app, name="index")
-out = Console()
-err = Console(stderr=True)
+# soft_wrap: long lines (paths, errors) stay one line when piped or logged, so they grep.
+out = Console(soft_wrap=True)
+err = Console(stderr=True, soft_wrap=True)
 
 ConfigOpt = Annotated[Path, typer.Option("--config", "-c", help="Job config (TOML).")]
 SetOpt = Annotated[
@@ -88,12 +89,16 @@ def ingest(
     index: IndexOpt = None,
     prune: Annotated[bool, typer.Option(help="Delete stored documents the paths no longer yield.")] = False,
     force: Annotated[bool, typer.Option(help="Re-process every document, recomputing cached work.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
 ) -> None:
     """Sync an index with files: new and changed documents are indexed, unchanged ones
     skipped. Exits 1 when some files failed (the others are stored)."""
     job = _job(config, set_, None, index)
     report = job.ingest(paths, force=force, prune=prune)
-    _print_sync(report, job)
+    if as_json:
+        print(json.dumps({**report.as_dict(), "index_dir": str(job.index_dir)}, indent=1))
+    else:
+        _print_sync(report, job)
     if report.failed:
         raise typer.Exit(1)
 

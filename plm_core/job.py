@@ -25,7 +25,6 @@ from plm_core.records import Chunk, Document, Hit, LoadFailure, Query
 from plm_core.registry import Registry, default_registry
 from plm_core.settings import Settings
 
-INGEST_BATCH_DOCS = 64
 FORMAT_VERSION = "1"
 
 
@@ -204,30 +203,34 @@ class Job:
         """
         docs: list[Document] = []
         failures: list[LoadFailure] = []
+        # id -> where it was first claimed: by a document, or by a file that failed (whose
+        # stored version must stay, not be replaced by a later source's file of that id).
+        owner: dict[str, str] = {}
+
+        def take(found: Sequence[Document], failed: Sequence[LoadFailure]) -> None:
+            for d in found:
+                if d.id in owner:
+                    msg = f"duplicate document id {d.id!r} (also {owner[d.id]}, which keeps it)"
+                    failures.append(LoadFailure(d.path or "records", msg, d.id))
+                else:
+                    owner[d.id] = d.path or "an earlier record"
+                    docs.append(d)
+            for f in failed:
+                failures.append(f)
+                if f.doc_id:
+                    owner.setdefault(f.doc_id, f.path)
+
         for src in sources:
             if isinstance(src, Document):
-                docs.append(src)
+                take([src], [])
             elif isinstance(src, dict):
-                docs.append(document_from_record(src))
+                take([document_from_record(src)], [])
             else:
                 if self._loader is None:
                     raise ConfigError(f"{self.config.path}: no loader stage in [index] to read {src}")
                 self._loader.ensure_warm()
-                found, failed = self._loader.load(str(src))
-                docs.extend(found)
-                failures.extend(failed)
-        seen: dict[str, Document] = {}
-        unique: list[Document] = []
-        for d in docs:
-            if d.id in seen:
-                where = seen[d.id].path or "an earlier record"
-                failures.append(
-                    LoadFailure(d.path or "records", f"duplicate document id {d.id!r} (also {where})", d.id)
-                )
-                continue
-            seen[d.id] = d
-            unique.append(d)
-        return unique, failures
+                take(*self._loader.load(str(src)))
+        return docs, failures
 
     def index_fingerprint(self) -> str:
         """What every stored document depends on besides its own content: the index-side
@@ -309,7 +312,8 @@ class Job:
     def _process(self, docs: list[Document], fps: dict[str, str], report: IngestReport, read_cache: bool) -> None:
         """Chunk, enrich and embed documents batch by batch; each batch is stored in one
         transaction, so an interrupted ingest keeps every batch before it."""
-        batches = [docs[i : i + INGEST_BATCH_DOCS] for i in range(0, len(docs), INGEST_BATCH_DOCS)]
+        size = self.settings.ingest_batch
+        batches = [docs[i : i + size] for i in range(0, len(docs), size)]
         for batch in progress_iter(batches, "index", self.settings.progress, total_items=len(docs), unit="docs"):
             batch, chunks = self._transform(batch, report)
             matrix = None

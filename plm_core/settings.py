@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
+from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
 class Settings(BaseSettings):
-    """`PLM_DATA_DIR`, `PLM_DEVICE`, `PLM_LOG_LEVEL`, `PLM_OFFLINE`, `PLM_PROGRESS`, `PLM_CACHE`."""
+    """`PLM_DATA_DIR`, `PLM_DEVICE`, `PLM_LOG_LEVEL`, `PLM_OFFLINE`, `PLM_PROGRESS`, `PLM_CACHE`,
+    `PLM_INGEST_BATCH`."""
 
     model_config = SettingsConfigDict(env_prefix="PLM_", extra="ignore")
 
@@ -20,3 +22,6 @@ class Settings(BaseSettings):
     progress: bool = True
     # Reuse keywords, entities and vectors across runs and jobs (PLM_DATA_DIR/cache.sqlite).
     cache: bool = True
+    # Documents processed and committed together: an interrupted ingest keeps every
+    # finished batch; smaller batches lose less work, larger ones commit less often.
+    ingest_batch: Annotated[int, Field(ge=1)] = 64

@@ -204,7 +204,8 @@ class SQLiteStore(Store):
     def delete_documents(self, doc_ids: Sequence[str]) -> list[str]:
         """Remove documents with their chunks and vectors (one transaction); returns the ids found."""
         with self._tx():
-            found = [i for i in doc_ids if self.db.execute("SELECT 1 FROM documents WHERE id=?", (i,)).fetchone()]
+            exists = lambda i: self.db.execute("SELECT 1 FROM documents WHERE id=?", (i,)).fetchone()  # noqa: E731
+            found = [i for i in dict.fromkeys(doc_ids) if exists(i)]
             self.db.executemany("DELETE FROM chunks WHERE doc_id = ?", [(i,) for i in found])
             self.db.executemany("DELETE FROM documents WHERE id = ?", [(i,) for i in found])
             if found:
