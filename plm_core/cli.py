@@ -260,20 +260,17 @@ def index_stats(config: ConfigOpt, set_: SetOpt = None, dataset: DatasetOpt = No
 
 @index_app.command("rebuild")
 def index_rebuild(config: ConfigOpt, set_: SetOpt = None, dataset: DatasetOpt = None, index: IndexOpt = None) -> None:
-    """Rebuild every derived index (BM25, ...) from the texts and vectors in the store."""
-    from plm_core.job import IngestReport
-
-    job = _job(config, set_, dataset, index).open()
+    """Regenerate everything derived from the store: missing or damaged vectors (re-embedded)
+    and every retrieval index (BM25, ...)."""
+    job = _job(config, set_, dataset, index)
+    report = job.rebuild()
+    for note in report.notes:
+        out.print(note, highlight=False, markup=False)
+    out.print(f"rebuilt from {report.chunks} stored chunks in {report.seconds:.1f}s", highlight=False)
+    _print_timings("rebuild", report.timings)
     problems = job.store.consistency_problems()
     if problems:
-        raise PlmUserError(
-            f"the store in {job.index_dir} is not consistent ({'; '.join(problems)}): run `plm ingest` "
-            "on the same sources to finish the interrupted work"
-        )
-    rep = IngestReport()
-    job.rebuild_indexes(rep)
-    out.print(f"rebuilt from {job.store.stats()['chunks']} stored chunks", highlight=False)
-    _print_timings("rebuild", rep.timings)
+        raise PlmUserError(f"the store in {job.index_dir} is still inconsistent: {'; '.join(problems)}")
 
 
 def _print_timings(what: str, timings: dict[str, Any]) -> None:

@@ -193,6 +193,10 @@ class Store(BaseComponent[object, object]):
     def write_vectors(self, chunk_ids: Sequence[str], matrix: Any, model: str) -> None:
         raise NotImplementedError
 
+    def chunks_needing_vectors(self, model: str) -> list[Chunk]:
+        """Chunks whose vector is missing, damaged or from another model."""
+        raise NotImplementedError
+
     def chunk_metadata(self) -> list[dict[str, Any]]:
         """Each chunk's metadata in index order."""
         return [dict(c.metadata) for c in self.chunks()]

@@ -399,6 +399,25 @@ class Job:
         report.seconds = time.perf_counter() - start
         return report
 
+    def rebuild(self, report: IngestReport | None = None) -> IngestReport:
+        """Regenerate everything derived from the stored chunks: vectors that are missing,
+        damaged or from another model (re-embedded, through the cache), then every index."""
+        self.open()
+        report = report or IngestReport()
+        start = time.perf_counter()
+        if self.embedder is not None:
+            self.embedder.ensure_warm()
+            broken = self.store.chunks_needing_vectors(self.embedder.model_name)
+            if broken:
+                matrix = self._embed_chunks(broken, report, read_cache=True)
+                self.store.write_vectors([c.id for c in broken], matrix, self.embedder.model_name)
+                report.notes.append(f"re-embedded {len(broken)} chunks whose vectors were missing or damaged")
+        self.rebuild_indexes(report)
+        report.chunks = int(self.store.stats().get("chunks", 0))
+        report.model = self.store.get_meta("model")
+        report.seconds = time.perf_counter() - start
+        return report
+
     def rebuild_indexes(self, report: IngestReport | None = None) -> None:
         """Rebuild every retrieval index from what the store holds (call inside a snapshot)."""
         with self.store.snapshot():

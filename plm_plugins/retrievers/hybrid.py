@@ -129,7 +129,7 @@ class HybridRetrieval(BaseComponent[ExpandedQuery, Ranking]):
         if problems:
             raise StoreError(
                 f"the index at {self.context.index_dir} is half re-embedded ({'; '.join(problems)}): "
-                "run `plm ingest` to finish"
+                "run `plm ingest` on the same sources to finish, or `plm index rebuild` to re-embed what is missing"
             )
         vector_ids, vectors, stored_model = store.vectors()
         embedder = getattr(self.context, "embedder", None)

@@ -248,6 +248,15 @@ class SQLiteStore(Store):
     def chunk_ids(self) -> list[str]:
         return [r[0] for r in self.db.execute(f"SELECT c.id FROM {ORDERED}")]
 
+    def chunks_needing_vectors(self, model: str) -> list[Chunk]:
+        """Chunks whose vector is missing, damaged (wrong size) or from another model."""
+        cols = ", ".join(f"c.{c.strip()}" for c in CHUNK_COLS.split(","))
+        sql = (
+            f"SELECT {cols} FROM chunks c JOIN documents d ON d.id = c.doc_id LEFT JOIN vectors v ON v.chunk_id = c.id "
+            "WHERE v.chunk_id IS NULL OR v.model != ? OR length(v.vector) != 4 * v.dim ORDER BY d.row, c.row"
+        )
+        return [_chunk_from_row(r) for r in self.db.execute(sql, (model,))]
+
     def chunk_metadata(self) -> list[dict[str, Any]]:
         """Each chunk's metadata, in index order (what metadata filters test)."""
         return [json.loads(r[0]) for r in self.db.execute(f"SELECT c.metadata FROM {ORDERED}")]

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from plm_core.errors import StoreError
 from plm_core.job import Job
 from plm_core.settings import Settings
 
@@ -563,3 +564,31 @@ def test_cli_ingest_json_has_the_counters(tmp_path: Path) -> None:
     assert second["skipped"] is False and second["deleted"] == 1 and second["unchanged"] == 1
     assert [(f["path"], f["doc_id"]) for f in second["failed"]] == [((docs / "beta.md").as_posix(), "beta")]
     assert second["chunks"] == 5 and second["work"] == {}
+
+
+@pytest.mark.slow
+def test_index_rebuild_repairs_damaged_vectors_and_bm25_files(tmp_path: Path) -> None:
+    cfg = config(tmp_path, MINILM)
+    index = tmp_path / "index"
+    job = make_job(cfg, index)
+    job.ingest([write_corpus(tmp_path / "docs")])
+    expected = [(h.chunk_id, round(h.score, 5)) for h in job.retrieve("alpha backup step", k=5)]
+    ids, matrix, _ = job.store.vectors()
+    db = job.store.db
+    db.execute("UPDATE vectors SET vector = substr(vector, 1, 100) WHERE chunk_id = ?", (ids[0],))
+    db.execute("DELETE FROM vectors WHERE chunk_id = ?", (ids[1],))
+    folder = job.query_stages[-1].retrievers["bm25"].index_path(index, job.store.version())
+    victim = max(folder.iterdir(), key=lambda p: p.stat().st_size)
+    victim.write_bytes(victim.read_bytes()[:-8])
+    job.close()
+    fresh = make_job(cfg, index)
+    with pytest.raises(StoreError, match=r"plm index rebuild"):  # never used damaged
+        fresh.retrieve("alpha backup step", k=5)
+    res = plm("index", "rebuild", "--config", str(cfg), "--index", str(index), data_dir=tmp_path / "data")
+    assert res.returncode == 0, res.stderr
+    assert "re-embedded 2 chunks" in res.stdout
+    repaired = make_job(cfg, index).open()
+    assert repaired.store.consistency_problems() == []
+    ids2, matrix2, _ = repaired.store.vectors()
+    assert ids2 == ids and np.allclose(matrix2, matrix, atol=1e-6)
+    assert [(h.chunk_id, round(h.score, 5)) for h in repaired.retrieve("alpha backup step", k=5)] == expected
