@@ -93,10 +93,13 @@ class Retriever(BaseComponent[ExpandedQuery, list[ScoredChunk]]):
     output_type = list[ScoredChunk]
     needs_vectors: ClassVar[bool] = False
 
-    def build(self, chunks: Sequence[Chunk], vectors: Any, index_dir: Path, version: str = "") -> None:
-        """Index `chunks` (row i of `vectors` belongs to chunks[i]) and save under index_dir,
-        recording the store `version` the chunks came from. Saving must be atomic (write
-        elsewhere, then rename): readers in other processes may be loading."""
+    def build(
+        self, chunks: Sequence[Chunk], vectors: Any, index_dir: Path, version: str = "", save: bool = True
+    ) -> None:
+        """Index `chunks` (row i of `vectors` belongs to chunks[i]), ready to search, and with
+        `save` write it under index_dir for the store `version` the chunks came from.
+        Saving must be atomic (write elsewhere, then rename): other processes may be loading.
+        Query processes build with save=False: only ingest and `index rebuild` write."""
         raise NotImplementedError
 
     def index_matches(self, index_dir: Path, version: str) -> bool:
@@ -167,6 +170,10 @@ class Store(BaseComponent[object, object]):
 
     def doc_fingerprints(self) -> dict[str, str]:
         """Stored document id -> the fingerprint it was stored with ("" if none)."""
+        raise NotImplementedError
+
+    def doc_paths(self) -> dict[str, str]:
+        """Stored document id -> the path it was loaded from ("" for in-memory records)."""
         raise NotImplementedError
 
     def replace_documents(

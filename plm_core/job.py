@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -26,6 +27,8 @@ from plm_core.registry import Registry, default_registry
 from plm_core.settings import Settings
 
 FORMAT_VERSION = "1"
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -264,6 +267,7 @@ class Job:
         every document and recomputes instead of reading the content cache.
         """
         self.open()
+        sources = list(sources)
         report = IngestReport()
         start = t0 = time.perf_counter()
         docs, report.failed = self.load(sources)
@@ -287,17 +291,9 @@ class Job:
         if todo:
             self._process(todo, fps, report, read_cache=not force)
         if prune:
-            unknown = [f for f in report.failed if not f.doc_id]
-            if unknown:
-                # A record that failed before its id was read may be a stored document.
-                report.notes.append(
-                    f"--prune skipped: {len(unknown)} failure(s) without a known document id; fix them and run again"
-                )
-            else:
-                keep = set(fps) | {f.doc_id for f in report.failed}
-                gone = [doc_id for doc_id in stored if doc_id not in keep]
-                if gone:
-                    report.deleted = self.store.delete_documents(gone)
+            self._prune(sources, set(fps), report)
+        if self.embedder is not None:
+            self._complete_vectors(report, read_cache=not force)
         with self.store.snapshot():
             version = self.store.version()
             if not self._derived_ok(version):
@@ -308,6 +304,46 @@ class Job:
         report.model = self.store.get_meta("model")
         report.seconds = time.perf_counter() - start
         return report
+
+    def _prune(self, sources: Sequence[Any], yielded: set[str], report: IngestReport) -> None:
+        """Delete stored documents these sources used to yield and no longer do: those whose
+        stored path is one of the source paths or lies under one (documents from other
+        folders are left alone), or path-less ones when in-memory records were given."""
+        unknown = [f for f in report.failed if not f.doc_id]
+        if unknown:  # a record that failed before its id was read may be a stored document
+            report.notes.append(
+                f"--prune skipped: {len(unknown)} failure(s) without a known document id; fix them and run again"
+            )
+            return
+        roots = [Path(s).resolve() for s in sources if isinstance(s, (str, Path))]
+        records = any(isinstance(s, (Document, dict)) for s in sources)
+
+        def covered(path: str) -> bool:
+            if not path:
+                return records
+            p = Path(path).resolve()
+            return any(p == root or root in p.parents for root in roots)
+
+        keep = yielded | {f.doc_id for f in report.failed}
+        gone = [doc_id for doc_id, path in self.store.doc_paths().items() if doc_id not in keep and covered(path)]
+        if gone:
+            report.deleted = self.store.delete_documents(gone)
+
+    def _complete_vectors(self, report: IngestReport, read_cache: bool) -> None:
+        """Embed stored chunks whose vector is missing, damaged or from another model: after
+        a model change, documents this sync did not yield (other folders, files that failed)
+        are re-embedded from their stored texts, so models never mix."""
+        assert self.embedder is not None
+        broken = self.store.chunks_needing_vectors(self.embedder.model_name)
+        if broken:
+            t0 = time.perf_counter()
+            batch = self.settings.ingest_batch * 8
+            for i in range(0, len(broken), batch):
+                part = broken[i : i + batch]
+                matrix = self._embed_chunks(part, report, read_cache)
+                self.store.write_vectors([c.id for c in part], matrix, self.embedder.model_name)
+            report.timings["embed"] = report.timings.get("embed", 0.0) + time.perf_counter() - t0
+            report.notes.append(f"re-embedded {len(broken)} stored chunks whose vectors were missing or stale")
 
     def _process(self, docs: list[Document], fps: dict[str, str], report: IngestReport, read_cache: bool) -> None:
         """Chunk, enrich and embed documents batch by batch; each batch is stored in one
@@ -331,27 +367,36 @@ class Job:
                 stage.hits = stage.misses = 0
 
     def _transform(self, batch: list[Document], report: IngestReport) -> tuple[list[Document], list[Chunk]]:
-        """Chunks for a batch; when a stage rejects the batch with a user error, documents
-        are retried one by one and the ones that fail are reported, not stored."""
+        """Chunks for a batch. When a stage fails on the batch, its documents are retried one
+        by one and those that fail are reported (and not stored) while the rest go on;
+        unless every one fails with the same unexpected error, which is then raised: that
+        is a broken stage or environment, not bad documents."""
         if not self.transform.stages:
             return batch, []
         try:
             return batch, self._run_transform(batch, report)
         except PipelineError as err:
-            if not isinstance(err.cause, PlmUserError) or len(batch) == 1:
+            if len(batch) == 1 and not isinstance(err.cause, PlmUserError):
                 raise
+            first = err
         kept: list[Document] = []
         chunks: list[Chunk] = []
+        unexpected: set[str] = set()
         for doc in batch:
             try:
                 chunks.extend(self._run_transform([doc], report))
                 kept.append(doc)
             except PipelineError as err:
                 if not isinstance(err.cause, PlmUserError):
-                    raise
+                    unexpected.add(type(err.cause).__name__)
+                    log.warning("document %r failed", doc.id, exc_info=err.cause)
                 report.failed.append(LoadFailure(doc.path or "records", str(err), doc.id))
-        report.added = [i for i in report.added if i in {d.id for d in kept} or i not in {d.id for d in batch}]
-        report.updated = [i for i in report.updated if i in {d.id for d in kept} or i not in {d.id for d in batch}]
+        if not kept and len(unexpected) == 1 and not isinstance(first.cause, PlmUserError):
+            raise first
+        done = {d.id for d in kept}
+        tried = {d.id for d in batch}
+        report.added = [i for i in report.added if i in done or i not in tried]
+        report.updated = [i for i in report.updated if i in done or i not in tried]
         return kept, chunks
 
     def _run_transform(self, docs: list[Document], report: IngestReport) -> list[Chunk]:
@@ -407,11 +452,7 @@ class Job:
         start = time.perf_counter()
         if self.embedder is not None:
             self.embedder.ensure_warm()
-            broken = self.store.chunks_needing_vectors(self.embedder.model_name)
-            if broken:
-                matrix = self._embed_chunks(broken, report, read_cache=True)
-                self.store.write_vectors([c.id for c in broken], matrix, self.embedder.model_name)
-                report.notes.append(f"re-embedded {len(broken)} chunks whose vectors were missing or damaged")
+            self._complete_vectors(report, read_cache=True)
         self.rebuild_indexes(report)
         report.chunks = int(self.store.stats().get("chunks", 0))
         report.model = self.store.get_meta("model")
@@ -421,6 +462,12 @@ class Job:
     def rebuild_indexes(self, report: IngestReport | None = None) -> None:
         """Rebuild every retrieval index from what the store holds (call inside a snapshot)."""
         with self.store.snapshot():
+            problems = self.store.consistency_problems()
+            if problems:
+                raise StoreError(
+                    f"the store in {self.index_dir} is inconsistent ({'; '.join(problems)}): run `plm ingest` "
+                    "on the same sources to finish, or `plm index rebuild`"
+                )
             version = self.store.version()
             chunks = self.store.chunks()
             _, matrix, _ = self.store.vectors()

@@ -19,7 +19,7 @@ from plm_core.errors import PlmUserError
 from plm_core.hookspecs import hookimpl
 from plm_core.interfaces import Loader
 from plm_core.records import Document, LoadFailure
-from plm_plugins.loaders.files import BadInput, Record, collect_records, docs_or_raise, read_text_file
+from plm_plugins.loaders.files import BadInput, Record, collect_records, docs_or_raise, read_text_file, with_path
 
 if TYPE_CHECKING:
     from plm_core.registry import Registry
@@ -69,7 +69,7 @@ class BeirCorpusLoader(Loader):
             text = read_text_file(path, self.config.max_file_mb, skip="give a UTF-8 BEIR corpus.jsonl")
         except BadInput as err:
             return [], [LoadFailure(path.as_posix(), str(err))]
-        return collect_records(jsonl_records(path, text), "_id", self._document)
+        return with_path(collect_records(jsonl_records(path, text), "_id", self._document), path)
 
     def _document(self, record: Mapping[str, Any]) -> Document:
         for field in ("_id", "text"):

@@ -6,6 +6,7 @@ the rest; `docs_or_raise` gives `run()` its old behaviour of stopping at the fir
 
 from __future__ import annotations
 
+import dataclasses
 import stat
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -131,3 +132,9 @@ def collect_records(
         except BadInput as err:
             failures.append(LoadFailure(where, str(err), doc_id=doc_id))
     return docs, failures
+
+
+def with_path(loaded: tuple[list[Document], list[LoadFailure]], path: Path) -> tuple[list[Document], list[LoadFailure]]:
+    """Documents from one file remember it, so a sync can prune only what that file yielded."""
+    docs, failures = loaded
+    return [dataclasses.replace(d, path=path.as_posix()) for d in docs], failures

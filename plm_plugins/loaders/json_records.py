@@ -24,7 +24,7 @@ from plm_core.hookspecs import hookimpl
 from plm_core.interfaces import Loader
 from plm_core.records import Document, LoadFailure
 from plm_plugins.loaders.beir import jsonl_records
-from plm_plugins.loaders.files import BadInput, Record, collect_records, docs_or_raise, read_text_file
+from plm_plugins.loaders.files import BadInput, Record, collect_records, docs_or_raise, read_text_file, with_path
 
 if TYPE_CHECKING:
     from plm_core.registry import Registry
@@ -63,7 +63,7 @@ class JsonRecordsLoader(Loader):
         except BadInput as err:
             return [], [LoadFailure(path.as_posix(), str(err))]
         if jsonl:
-            return collect_records(jsonl_records(path, text), self.config.id_field, self._document)
+            return with_path(collect_records(jsonl_records(path, text), self.config.id_field, self._document), path)
         try:
             records = json.loads(text)
         except json.JSONDecodeError as err:
@@ -71,7 +71,7 @@ class JsonRecordsLoader(Loader):
         if not isinstance(records, list):
             error = f"expected a JSON list of objects, got {type(records).__name__}; wrap the records in [...]"
             return [], [LoadFailure(path.as_posix(), error)]
-        return collect_records(_array_records(path, records), self.config.id_field, self._document)
+        return with_path(collect_records(_array_records(path, records), self.config.id_field, self._document), path)
 
     def _document(self, record: Mapping[str, Any]) -> Document:
         cfg = self.config

@@ -8,6 +8,7 @@ parsed into `Document.metadata` for filtering; that parse never changes the text
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -135,7 +136,7 @@ class MarkdownLoader(Loader):
 
     def load(self, source: str) -> tuple[list[Document], list[LoadFailure]]:
         docs: list[Document] = []
-        failures: list[LoadFailure] = []
+        failures = self._unreadable_folders(Path(source))
         # The first file in sorted order owns its stem even when it fails to load, so which
         # file a document id comes from never depends on the other files' contents.
         owner: dict[str, Path] = {}
@@ -157,6 +158,23 @@ class MarkdownLoader(Loader):
             except BadInput as err:
                 failures.append(LoadFailure(path.as_posix(), str(err), doc_id=stem))
         return docs, failures
+
+    def _unreadable_folders(self, root: Path) -> list[LoadFailure]:
+        """Folders a recursive pattern cannot enter: glob skips them silently, and their
+        files must not look deleted to a sync (a failure without a document id also stops
+        `--prune`)."""
+        if "**" not in self.config.pattern or not root.is_dir():
+            return []
+        errors: list[OSError] = []
+        for _ in os.walk(root, onerror=errors.append):
+            pass
+        return [
+            LoadFailure(
+                Path(e.filename or root).as_posix(),
+                f"folder cannot be read ({e.strerror}); its files were not loaded: check its permissions",
+            )
+            for e in errors
+        ]
 
     def _paths(self, root: Path) -> list[Path]:
         """The files to load, sorted; PlmUserError when `root` gives none at all."""

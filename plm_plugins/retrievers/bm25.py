@@ -12,6 +12,7 @@ bit-identical; the index is saved and loaded with bm25s's own format.
 
 from __future__ import annotations
 
+import errno
 import functools
 import hashlib
 import json
@@ -96,11 +97,17 @@ class BM25Retriever(Retriever):
         """What the saved index depends on (search-time options left out)."""
         return {"format": FORMAT, **self.config.model_dump(exclude={"drop_zero_scores"})}
 
-    def build(self, chunks: Sequence[Chunk], vectors: Any, index_dir: Path, version: str = "") -> None:
+    def build(
+        self, chunks: Sequence[Chunk], vectors: Any, index_dir: Path, version: str = "", save: bool = True
+    ) -> None:
         corpus = self.tokenize([c.index_text for c in chunks])
         retriever = self._index(corpus) if any(corpus) else None
         self._retriever, self._n_docs = retriever, len(chunks)
         self._chunk_ids = [c.id for c in chunks]
+        if save:
+            self._save(retriever, len(chunks), index_dir, version)
+
+    def _save(self, retriever: Any, n_docs: int, index_dir: Path, version: str) -> None:
         target = self.index_path(index_dir, version)
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp = target.parent / f".tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
@@ -109,7 +116,7 @@ class BM25Retriever(Retriever):
             if retriever is not None:
                 retriever.save(str(tmp), show_progress=False)
             files = {p.name: [p.stat().st_size, _crc32(p)] for p in sorted(tmp.iterdir())}
-            meta = {**self._settings(), "version": version, "num_docs": len(chunks), "empty": retriever is None}
+            meta = {**self._settings(), "version": version, "num_docs": n_docs, "empty": retriever is None}
             (tmp / META_FILE).write_text(json.dumps({**meta, "files": files}, indent=1))
             _swap_in(tmp, target)
         finally:
@@ -244,43 +251,67 @@ def _crc32(path: Path) -> int:
 
 
 def _verify(path: Path, files: dict[str, Any]) -> None:
-    """Every file the build wrote is there with its size and checksum, else StoreError."""
-    for name, (size, crc) in files.items():
-        file = path / name
-        try:
+    """Every file the build wrote is there with its size and checksum, else StoreError;
+    StaleIndexError when the build was moved away meanwhile (a newer one replaced it)."""
+    try:
+        for name, (size, crc) in files.items():
+            file = path / name
             actual = file.stat().st_size
-        except FileNotFoundError:
-            if not path.exists():  # the whole build was replaced by a newer one meanwhile
-                raise StaleIndexError(f"BM25 index {path} was replaced while loading") from None
-            raise StoreError(f"BM25 index {path} is corrupt: {name} is missing; run `plm index rebuild`") from None
-        if actual != size:
-            raise StoreError(
-                f"BM25 index {path} is corrupt: {name} has {actual} bytes, {size} were written "
-                "(truncated?); run `plm index rebuild`"
-            )
-        if _crc32(file) != crc:
-            raise StoreError(f"BM25 index {path} is corrupt: {name} fails its checksum; run `plm index rebuild`")
+            if actual != size:
+                raise StoreError(
+                    f"BM25 index {path} is corrupt: {name} has {actual} bytes, {size} were written "
+                    "(truncated?); run `plm index rebuild`"
+                )
+            if _crc32(file) != crc:
+                raise StoreError(f"BM25 index {path} is corrupt: {name} fails its checksum; run `plm index rebuild`")
+    except FileNotFoundError as err:
+        # Builds are only ever removed by renaming the whole folder first, so a folder that
+        # is still in place with a file missing was damaged; one that is gone was replaced.
+        if not (path / META_FILE).exists():
+            raise StaleIndexError(f"BM25 index {path} was replaced while loading") from None
+        name = Path(err.filename or "?").name
+        raise StoreError(f"BM25 index {path} is corrupt: {name} is missing; run `plm index rebuild`") from None
 
 
 def _swap_in(tmp: Path, target: Path) -> None:
-    """Rename a finished build into place, replacing an older build of the same name."""
+    """Rename a finished build into place. An intact build already there (another process
+    built the same version) is kept; a damaged one is replaced."""
     try:
         tmp.rename(target)
         return
-    except OSError:
-        pass
-    old = target.with_name(f".old-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+    except OSError as err:
+        if err.errno not in (errno.EEXIST, errno.ENOTEMPTY):
+            raise
     try:
-        target.rename(old)
+        meta = json.loads((target / META_FILE).read_text())
+        _verify(target, meta.get("files") or {})
+        return  # equivalent and intact: ours is dropped by the caller
+    except (OSError, ValueError, StoreError):
+        pass
+    old = _retire(target)
+    try:
         tmp.rename(target)
-    except OSError:
-        pass  # another process put an equivalent build there at the same moment
-    shutil.rmtree(old, ignore_errors=True)
+    except OSError as err:
+        if err.errno not in (errno.EEXIST, errno.ENOTEMPTY):
+            raise  # another process put its build there at the same moment otherwise
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def _retire(entry: Path) -> Path | None:
+    """Rename a build out of the way (atomic: readers see all of it or none), for deletion."""
+    old = entry.with_name(f".old-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+    try:
+        entry.rename(old)
+    except FileNotFoundError:
+        return None
+    return old
 
 
 def _remove_older(target: Path) -> None:
-    """Delete builds for older versions (and other settings) next to `target`, plus the
-    temp folders of processes that died, and files of the pre-versioned layout."""
+    """Delete builds for older versions (and other settings) next to `target`, leftovers of
+    processes that died, and files of the pre-versioned layout. Builds are renamed away
+    before they are deleted, so a reader never sees a partial folder."""
     mine = int(target.name[1:].split("-", 1)[0])
     for entry in target.parent.iterdir():
         name = entry.name
@@ -288,13 +319,15 @@ def _remove_older(target: Path) -> None:
             continue
         if name.startswith((".tmp-", ".old-")):
             pid = name.split("-")[1]
-            if pid.isdigit() and int(pid) != os.getpid() and _alive(int(pid)):
-                continue
+            if pid.isdigit() and _alive(int(pid)):
+                continue  # still being written or removed by a live process (maybe this one)
         elif name.startswith("v") and name[1:].split("-", 1)[0].isdigit():
             if int(name[1:].split("-", 1)[0]) > mine:
                 continue  # a newer build
         if entry.is_dir() and not entry.is_symlink():
-            shutil.rmtree(entry, ignore_errors=True)
+            retired = entry if name.startswith((".tmp-", ".old-")) else _retire(entry)
+            if retired is not None:
+                shutil.rmtree(retired, ignore_errors=True)
         else:
             entry.unlink(missing_ok=True)
 

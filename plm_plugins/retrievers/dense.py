@@ -35,6 +35,8 @@ class DenseRetriever(Retriever):
     def _take(self, chunk_ids: Sequence[str], vectors: Any) -> None:
         import numpy as np
 
+        if vectors is None and not chunk_ids:  # an empty index (every document deleted)
+            vectors = np.zeros((0, 0), dtype=np.float32)
         if vectors is None:
             raise StoreError(
                 f"retriever {self.label!r} needs chunk vectors but the store has none: add an "
@@ -48,7 +50,9 @@ class DenseRetriever(Retriever):
             )
         self._matrix, self._chunk_ids = matrix, list(chunk_ids)
 
-    def build(self, chunks: Sequence[Chunk], vectors: Any, index_dir: Path, version: str = "") -> None:
+    def build(
+        self, chunks: Sequence[Chunk], vectors: Any, index_dir: Path, version: str = "", save: bool = True
+    ) -> None:
         self._take([c.id for c in chunks], vectors)
 
     def load(self, index_dir: Path, chunk_ids: Sequence[str], vectors: Any, version: str = "") -> None:

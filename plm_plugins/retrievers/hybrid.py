@@ -77,7 +77,7 @@ class HybridRetrieval(BaseComponent[ExpandedQuery, Ranking]):
         retrievers, _ = self._parts()
         timings: dict[str, float] = {}
         for label, retriever in retrievers.items():
-            if retriever.needs_vectors and matrix is None:
+            if retriever.needs_vectors and matrix is None and chunks:
                 raise StoreError(
                     f"retriever {label!r} needs chunk vectors but none were computed: add an "
                     "[embedder] table to the config"
@@ -108,17 +108,16 @@ class HybridRetrieval(BaseComponent[ExpandedQuery, Ranking]):
         if any(r.needs_vectors for r in retrievers.values()):
             vectors = self._stored_vectors(chunk_ids)
         chunks: list[Chunk] | None = None
-        for label, retriever in retrievers.items():
+        for retriever in retrievers.values():
             vecs = vectors if retriever.needs_vectors else None
             try:
                 retriever.load(self.context.index_dir, chunk_ids, vecs, version)
             except StaleIndexError as err:
-                log.warning("%s: rebuilding it from the store", err)
+                # Rebuilt in memory only: queries never write, so they cannot race an ingest
+                # (which saves its own build when it finishes) or need a writable folder.
+                log.warning("%s: rebuilt in memory from the store (`plm ingest` or `plm index rebuild` saves one)", err)
                 chunks = store.chunks() if chunks is None else chunks
-                try:
-                    retriever.build(chunks, vecs, self.context.index_dir, version)
-                except OSError as os_err:  # e.g. a read-only index folder: keep it in memory only
-                    log.warning("could not save the rebuilt %r index (%s); using it from memory", label, os_err)
+                retriever.build(chunks, vecs, self.context.index_dir, version, save=False)
         self._chunk_ids = chunk_ids
         self._metadata = store.chunk_metadata()
         self._version = version

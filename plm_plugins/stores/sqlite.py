@@ -63,6 +63,37 @@ def _chunk_from_row(r: sqlite3.Row) -> Chunk:
     )
 
 
+def _prepare(db: sqlite3.Connection) -> None:
+    """Create or migrate the schema, writing only when something is missing: opening an
+    up-to-date store never takes the write lock (readers do not wait behind an ingest,
+    read-only folders open)."""
+
+    def ready() -> bool:
+        tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        if not {"meta", "documents", "chunks", "vectors"} <= tables:
+            return False
+        columns = {r[1] for r in db.execute("PRAGMA table_info(documents)")}
+        uid = db.execute("SELECT 1 FROM meta WHERE key='store_uid'").fetchone()
+        return "fingerprint" in columns and uid is not None
+
+    if ready():
+        return
+    db.execute("BEGIN IMMEDIATE")  # two processes opening an old store: one migrates
+    try:
+        for statement in SCHEMA.split(";"):
+            if statement.strip():
+                db.execute(statement)
+        if "fingerprint" not in {r[1] for r in db.execute("PRAGMA table_info(documents)")}:
+            db.execute("ALTER TABLE documents ADD COLUMN fingerprint TEXT")  # stores from before sync
+        # Part of every version token, so a store deleted and re-created never matches
+        # a BM25 index built for the old one.
+        db.execute("INSERT OR IGNORE INTO meta(key, value) VALUES('store_uid', ?)", (uuid.uuid4().hex,))
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    db.execute("COMMIT")
+
+
 class SQLiteStore(Store):
     """One `plm.sqlite` file per index folder."""
 
@@ -89,13 +120,7 @@ class SQLiteStore(Store):
             db.execute(f"PRAGMA busy_timeout={self.config.busy_timeout_ms}")
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA foreign_keys=ON")
-            db.executescript(SCHEMA)
-            columns = {r[1] for r in db.execute("PRAGMA table_info(documents)")}
-            if "fingerprint" not in columns:  # stores written before incremental sync
-                db.execute("ALTER TABLE documents ADD COLUMN fingerprint TEXT")
-            # Part of every version token, so a store deleted and re-created never
-            # matches a BM25 index built for the old one.
-            db.execute("INSERT OR IGNORE INTO meta(key, value) VALUES('store_uid', ?)", (uuid.uuid4().hex,))
+            _prepare(db)
         except sqlite3.DatabaseError as err:
             raise StoreError(f"cannot open store {self.path}: {err}") from None
         self._db = db
@@ -151,6 +176,9 @@ class SQLiteStore(Store):
 
     def doc_fingerprints(self) -> dict[str, str]:
         return {r[0]: r[1] or "" for r in self.db.execute("SELECT id, fingerprint FROM documents ORDER BY row")}
+
+    def doc_paths(self) -> dict[str, str]:
+        return {r[0]: r[1] or "" for r in self.db.execute("SELECT id, path FROM documents ORDER BY row")}
 
     def replace_documents(
         self,
@@ -225,12 +253,8 @@ class SQLiteStore(Store):
 
     def _insert_vectors(self, rows: list[Any], model: str, dim: int) -> None:
         if rows:
-            stored = self.get_meta("dimension")
-            if stored and int(stored) != dim and self.vector_count() > 0:
-                raise StoreError(
-                    f"{self.path}: new vectors have {dim} dimensions, the stored ones {stored}: "
-                    "run `plm ingest --force` to re-embed everything"
-                )
+            # A new model may have another dimension: while a sync re-embeds, vectors of two
+            # models coexist (consistency_problems() says so, queries refuse to mix them).
             self.set_meta("model", model)
             self.set_meta("dimension", str(dim))
         self.db.executemany("INSERT OR REPLACE INTO vectors(chunk_id, model, dim, vector) VALUES(?,?,?,?)", rows)

@@ -586,7 +586,7 @@ def test_index_rebuild_repairs_damaged_vectors_and_bm25_files(tmp_path: Path) ->
         fresh.retrieve("alpha backup step", k=5)
     res = plm("index", "rebuild", "--config", str(cfg), "--index", str(index), data_dir=tmp_path / "data")
     assert res.returncode == 0, res.stderr
-    assert "re-embedded 2 chunks" in res.stdout
+    assert "re-embedded 2 stored chunks" in res.stdout
     repaired = make_job(cfg, index).open()
     assert repaired.store.consistency_problems() == []
     ids2, matrix2, _ = repaired.store.vectors()

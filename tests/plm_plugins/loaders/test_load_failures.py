@@ -396,3 +396,23 @@ def test_beir_non_utf8_corpus_is_one_failure(tmp_path: Path) -> None:
         path.as_posix(),
         "not valid UTF-8 (byte 0xff at offset 49, line 2); re-save it as UTF-8 or give a UTF-8 BEIR corpus.jsonl",
     )
+
+
+def test_unreadable_subfolder_is_a_failure_without_doc_id(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Root reads every folder, so the kernel's refusal is simulated where os.walk meets it."""
+    write(tmp_path, "a.md", "# A\n\ntext")
+    locked = tmp_path / "team"
+    locked.mkdir()
+    write(locked, "t.md", "# T\n\ntext")
+    real_scandir = os.scandir
+
+    def scandir(path: Any = ".") -> Any:
+        if Path(path) == locked:
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_scandir(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    docs, failures = MarkdownLoader(pattern="**/*.md").load(str(tmp_path))
+    assert "a" in [d.id for d in docs]
+    failure = next(f for f in failures if f.path == locked.as_posix())
+    assert failure.doc_id == "" and "folder cannot be read (Permission denied)" in failure.error

@@ -171,7 +171,7 @@ def test_a_newer_corpus_version_is_picked_up_and_stale_bm25_rebuilt(job: Job, ca
     with caplog.at_level("WARNING"):
         hits = {h.doc_id: h for h in job.retrieve("quota limits", k=5)}
     assert hits["c"].sources["bm25"][0] == 0 and hits["c"].text == new.text  # BM25 knows the new text
-    assert "rebuilding it from the store" in caplog.text
+    assert "rebuilt in memory from the store" in caplog.text
     assert job.retrieve("token rotation", k=5)[0].doc_id != "c"
 
 
