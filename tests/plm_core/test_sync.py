@@ -18,8 +18,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from plm_core.errors import StoreError
+from plm_core.errors import PipelineError, StoreError
 from plm_core.job import Job
+from plm_core.registry import build_registry
 from plm_core.settings import Settings
 
 REPO = Path(__file__).resolve().parents[2]
@@ -592,3 +593,83 @@ def test_index_rebuild_repairs_damaged_vectors_and_bm25_files(tmp_path: Path) ->
     ids2, matrix2, _ = repaired.store.vectors()
     assert ids2 == ids and np.allclose(matrix2, matrix, atol=1e-6)
     assert [(h.chunk_id, round(h.score, 5)) for h in repaired.retrieve("alpha backup step", k=5)] == expected
+
+
+# ---------------------------------------------------------------------------- review follow-ups
+
+
+def test_prune_only_touches_documents_under_the_given_paths(tmp_path: Path) -> None:
+    one = write_corpus(tmp_path / "one", {"alpha": CORPUS["alpha"], "beta": CORPUS["beta"]})
+    two = write_corpus(tmp_path / "two", {"gamma": CORPUS["gamma"]})
+    job = make_job(config(tmp_path), tmp_path / "index")
+    job.ingest([one])
+    job.ingest([two])
+    (one / "beta.md").unlink()
+    report = job.ingest([one], prune=True)
+    assert report.deleted == ["beta"] and stored_ids(job) == ["alpha", "gamma"]  # gamma is another folder's
+
+
+@pytest.mark.slow
+def test_a_model_change_re_embeds_documents_the_sync_does_not_yield(tmp_path: Path) -> None:
+    one = write_corpus(tmp_path / "one", {"alpha": CORPUS["alpha"]})
+    two = write_corpus(tmp_path / "two", {"beta": CORPUS["beta"]})
+    cfg, index = config(tmp_path, MINILM), tmp_path / "index"
+    job = make_job(cfg, index)
+    job.ingest([one])
+    job.ingest([two])
+    # As if everything had been embedded by another model with another dimension.
+    job.store.db.execute("UPDATE vectors SET model = 'old-model', dim = 8, vector = zeroblob(32)")
+    job.store.set_meta("model", "old-model")
+    report = make_job(cfg, index).ingest([one])  # beta's folder is not part of this sync
+    assert report.updated == ["alpha"]
+    assert any("re-embedded" in n for n in report.notes), report.notes
+    fresh = make_job(cfg, index).open()
+    assert fresh.store.consistency_problems() == [] and fresh.store.stats()["dimension"] == 384
+    assert fresh.retrieve("beta tokens expiry", k=1)[0].doc_id == "beta"
+
+
+@pytest.mark.slow
+def test_deleting_every_document_leaves_a_valid_empty_index(tmp_path: Path) -> None:
+    docs, index, cfg = write_corpus(tmp_path / "docs"), tmp_path / "index", config(tmp_path, MINILM)
+    job = make_job(cfg, index)
+    job.ingest([docs])
+    report = job.delete(["alpha", "beta", "gamma"])
+    assert sorted(report.deleted) == ["alpha", "beta", "gamma"] and report.chunks == 0
+    with pytest.raises(StoreError, match="empty"):
+        make_job(cfg, index).retrieve("alpha", k=1)
+    assert make_job(cfg, index).ingest([docs]).added == ["alpha", "beta", "gamma"]
+
+
+def test_a_stage_failing_on_one_document_fails_only_that_document(tmp_path: Path) -> None:
+    from plm_core.component import ComponentConfig
+    from plm_core.interfaces import ChunkTransform
+    from plm_core.records import Chunk
+
+    class Exploder(ChunkTransform):
+        """Stands in for a stage with a bug that only some inputs trigger."""
+
+        name = "exploder"
+
+        class Config(ComponentConfig):
+            pass
+
+        def run(self, data: list[Chunk]) -> list[Chunk]:
+            if any("zeppelin" in c.text for c in data):
+                raise IndexError("list index out of range")
+            return data
+
+    registry = build_registry()  # a fresh one: the shared default stays as it was
+    registry.add(Exploder)
+    cfg = config(tmp_path, FAST + '\n[index.boom]\nuse = "exploder"\n')  # runs after the chunker
+    docs = write_corpus(tmp_path / "docs")
+    (docs / "alpha.md").write_text(CORPUS["alpha"].replace(OLD_SENTENCE, NEW_SENTENCE))
+    settings = Settings(progress=False, data_dir=str(tmp_path / "data"))
+    job = Job.from_config(cfg, index_dir=tmp_path / "index", settings=settings, registry=registry)
+    report = job.ingest([docs])
+    assert sorted(report.added) == ["beta", "gamma"] and [f.doc_id for f in report.failed] == ["alpha"]
+    assert "IndexError" in report.failed[0].error or "list index" in report.failed[0].error
+    # every document hitting the same bug is a broken stage: the ingest stops with it
+    for name in ("beta", "gamma"):
+        (docs / f"{name}.md").write_text(CORPUS[name] + "\nzeppelin\n")
+    with pytest.raises(PipelineError, match="list index out of range"):
+        Job.from_config(cfg, index_dir=tmp_path / "index", settings=settings, registry=registry).ingest([docs])
