@@ -159,43 +159,30 @@ class HybridRetrieval(BaseComponent[ExpandedQuery, Ranking]):
         """A read-only boolean mask over the rows (chunk order) that pass `filters`, and its count.
 
         Masks are cached per filter spec, since a UI repeats the same few filters; the cache
-        belongs to the loaded chunk list, so a rebuild or reload (a new list) drops it.
+        belongs to the loaded chunk metadata, so a rebuild or reload (a new list) drops it.
         """
         import numpy as np
 
         key = filter_key(filters)  # validates first: a bad spec fails before any work
-        rows = self._chunk_ids
-        own = getattr(self, "_metadata", None)
+        metadata: Sequence[Mapping[str, Any]] = self._metadata
+        if len(metadata) != len(self._chunk_ids):
+            raise StoreError(
+                f"{len(metadata)} metadata rows for {len(self._chunk_ids)} chunks: run `plm index rebuild`"
+            )
+        state: tuple[Sequence[Mapping[str, Any]], dict[str, tuple[Any, int]]] | None
         state = getattr(self, "_filter_state", None)
-        if state is None or state[0] is not rows or state[1] is not own:
-            if own is not None:
-                metadata: Sequence[Mapping[str, Any]] = own
-            else:
-                chunks = self.context.store.chunks()
-                if [c.id for c in chunks] != list(rows):
-                    raise StoreError(
-                        f"the chunks in {self.context.index_dir} changed since the indexes were loaded: "
-                        "run the query again, or `plm ingest --force` if it persists"
-                    )
-                metadata = [c.metadata for c in chunks]
-            if len(metadata) != len(rows):
-                raise StoreError(
-                    f"{len(metadata)} metadata rows for {len(rows)} chunks in {self.context.index_dir}: "
-                    "run `plm ingest --force`"
-                )
-            masks: dict[str, tuple[Any, int]] = {}
-            state = (rows, own, metadata, masks)
+        if state is None or state[0] is not metadata:
+            state = (metadata, {})
             self._filter_state = state
-        masks = state[3]
+        masks: dict[str, tuple[Any, int]] = state[1]
         if key in masks:
             masks[key] = masks.pop(key)  # most recently used last
             return masks[key]
         match = compile_filters(filters)
-        meta_rows = state[2]
         if match is None:
-            mask = np.ones(len(rows), dtype=bool)
+            mask = np.ones(len(metadata), dtype=bool)
         else:
-            mask = np.fromiter((match(m) for m in meta_rows), dtype=bool, count=len(meta_rows))
+            mask = np.fromiter((match(m) for m in metadata), dtype=bool, count=len(metadata))
         mask.flags.writeable = False
         masks[key] = (mask, int(mask.sum()))
         while len(masks) > 8:  # a few recent specs; each mask is one byte per chunk

@@ -268,7 +268,7 @@ def test_masks_are_cached_per_spec_and_dropped_on_reload(job: Any) -> None:
     first = stage._allowed({"team": {"eq": "ui"}})  # same spec, other spelling: the cached mask
     assert first is stage._allowed({"team": "ui"})
     assert int(first[1]) == 3 and not first[0].flags.writeable
-    stage._chunk_ids = list(stage._chunk_ids)  # what a reload does: a new row list
+    stage._metadata = list(stage._metadata)  # what a reload does: new rows
     assert stage._allowed({"team": "ui"}) is not first
 
 
