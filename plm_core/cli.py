@@ -224,9 +224,11 @@ def run(
     sets = [s.strip() for s in queries.split(",") if s.strip()] if queries else None
     result = run_job(job, dataset=dataset, corpus=corpus, query_sets=sets, force=force)
     ing = result["ingest"]
-    status = "index up to date, ingest skipped" if ing["skipped"] else "ingested"
+    status = "index up to date" if ing["skipped"] else "synced"
     out.print(
-        f"{status}: {ing['documents']} documents, {ing['chunks']} chunks; model {result['model']}", highlight=False
+        f"{status}: added {ing['added']}, updated {ing['updated']}, unchanged {ing['unchanged']}, "
+        f"failed {len(ing['failed'])} in {ing['seconds']:.1f}s; {ing['chunks']} chunks; model {result['model']}",
+        highlight=False,
     )
     for failure in ing["failed"]:
         err.print(f"failed: {failure['path']}: {failure['error']}", highlight=False, markup=False)
