@@ -197,7 +197,11 @@ class Store(BaseComponent[object, object]):
         """Insert documents and their chunks in one transaction."""
         self.replace_documents(documents, chunks)
 
-    def write_vectors(self, chunk_ids: Sequence[str], matrix: Any, model: str) -> None:
+    def write_vectors(
+        self, chunk_ids: Sequence[str], matrix: Any, model: str, texts: Sequence[str] | None = None
+    ) -> int:
+        """Vectors for stored chunks (one transaction); with `texts`, rows whose chunk no
+        longer holds that text are skipped. Returns the rows written."""
         raise NotImplementedError
 
     def chunks_needing_vectors(self, model: str) -> list[Chunk]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -315,13 +316,15 @@ class Job:
                 f"--prune skipped: {len(unknown)} failure(s) without a known document id; fix them and run again"
             )
             return
-        roots = [Path(s).resolve() for s in sources if isinstance(s, (str, Path))]
+        # Absolute without following links, as loaders store paths: a stored path is only
+        # in scope when it lies under a source path, from whatever directory this runs.
+        roots = [Path(os.path.abspath(s)) for s in sources if isinstance(s, (str, Path))]
         records = any(isinstance(s, (Document, dict)) for s in sources)
 
         def covered(path: str) -> bool:
             if not path:
                 return records
-            p = Path(path).resolve()
+            p = Path(os.path.abspath(path))
             return any(p == root or root in p.parents for root in roots)
 
         keep = yielded | {f.doc_id for f in report.failed}
@@ -341,7 +344,8 @@ class Job:
             for i in range(0, len(broken), batch):
                 part = broken[i : i + batch]
                 matrix = self._embed_chunks(part, report, read_cache)
-                self.store.write_vectors([c.id for c in part], matrix, self.embedder.model_name)
+                texts = [c.index_text for c in part]  # another process may replace a document meanwhile
+                self.store.write_vectors([c.id for c in part], matrix, self.embedder.model_name, texts)
             report.timings["embed"] = report.timings.get("embed", 0.0) + time.perf_counter() - t0
             report.notes.append(f"re-embedded {len(broken)} stored chunks whose vectors were missing or stale")
 
@@ -359,7 +363,8 @@ class Job:
                 report.timings["embed"] = report.timings.get("embed", 0.0) + time.perf_counter() - t0
             t0 = time.perf_counter()
             model = self.embedder.model_name if self.embedder is not None else None
-            self.store.replace_documents(batch, chunks, matrix, model, [fps[d.id] for d in batch])
+            if batch:  # every document of it may have failed
+                self.store.replace_documents(batch, chunks, matrix, model, [fps[d.id] for d in batch])
             report.timings["store"] = report.timings.get("store", 0.0) + time.perf_counter() - t0
         for stage in self.transform.stages:
             if isinstance(stage, CachedStage):
@@ -376,8 +381,6 @@ class Job:
         try:
             return batch, self._run_transform(batch, report)
         except PipelineError as err:
-            if len(batch) == 1 and not isinstance(err.cause, PlmUserError):
-                raise
             first = err
         kept: list[Document] = []
         chunks: list[Chunk] = []
@@ -391,7 +394,7 @@ class Job:
                     unexpected.add(type(err.cause).__name__)
                     log.warning("document %r failed", doc.id, exc_info=err.cause)
                 report.failed.append(LoadFailure(doc.path or "records", str(err), doc.id))
-        if not kept and len(unexpected) == 1 and not isinstance(first.cause, PlmUserError):
+        if not kept and len(batch) > 1 and len(unexpected) == 1 and not isinstance(first.cause, PlmUserError):
             raise first
         done = {d.id for d in kept}
         tried = {d.id for d in batch}
@@ -463,6 +466,8 @@ class Job:
         """Rebuild every retrieval index from what the store holds (call inside a snapshot)."""
         with self.store.snapshot():
             problems = self.store.consistency_problems()
+            if self.embedder is None:  # vectors are not used: leftovers of another config do not matter
+                problems = [p for p in problems if "vector" not in p]
             if problems:
                 raise StoreError(
                     f"the store in {self.index_dir} is inconsistent ({'; '.join(problems)}): run `plm ingest` "
@@ -470,7 +475,7 @@ class Job:
                 )
             version = self.store.version()
             chunks = self.store.chunks()
-            _, matrix, _ = self.store.vectors()
+            matrix = self.store.vectors()[1] if self.embedder is not None else None
             for stage in self.query_stages:
                 builder = getattr(stage, "build_indexes", None)
                 if builder is not None:

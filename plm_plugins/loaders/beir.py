@@ -1,8 +1,8 @@
 """BEIR corpus loader: `corpus.jsonl` (`_id`, `title`, `text`, `metadata`) -> documents.
 
 Documents keep the file's order, so chunk and vector rows line up with BEIR's own
-tooling. `Document.path` stays empty: a corpus line is not a file, and chunkers then
-derive stable ids from the document id alone.
+tooling. `Document.path` is the corpus file (absolute), so a sync's `--prune` knows which
+stored documents this file yielded; chunk ids come from the document id alone.
 """
 
 from __future__ import annotations

@@ -7,6 +7,7 @@ the rest; `docs_or_raise` gives `run()` its old behaviour of stopping at the fir
 from __future__ import annotations
 
 import dataclasses
+import os
 import stat
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -137,4 +138,5 @@ def collect_records(
 def with_path(loaded: tuple[list[Document], list[LoadFailure]], path: Path) -> tuple[list[Document], list[LoadFailure]]:
     """Documents from one file remember it, so a sync can prune only what that file yielded."""
     docs, failures = loaded
-    return [dataclasses.replace(d, path=path.as_posix()) for d in docs], failures
+    where = Path(os.path.abspath(path)).as_posix()
+    return [dataclasses.replace(d, path=where) for d in docs], failures

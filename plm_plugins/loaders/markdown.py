@@ -197,9 +197,12 @@ class MarkdownLoader(Loader):
             raise BadInput(f"empty ({'only whitespace' if text else '0 bytes'}); add text or {_SKIP}")
         metadata = parse_front_matter(text) if self.config.front_matter else {}
         # Set last so the loader's own key always says where the document came from.
-        metadata["path"] = path.as_posix()
+        # Absolute (symlinks kept as given): the same file gives the same document from any
+        # working directory, and a sync can tell which folder a stored document came from.
+        where = Path(os.path.abspath(path)).as_posix()
+        metadata["path"] = where
         stem = path.stem
-        return Document(id=stem, text=text, title=title_of(text, stem), path=path.as_posix(), metadata=metadata)
+        return Document(id=stem, text=text, title=title_of(text, stem), path=where, metadata=metadata)
 
 
 _SKIP = "move it out of the folder"

@@ -140,10 +140,15 @@ class SQLiteStore(Store):
     def _bump_version(self) -> None:
         version = int(self.get_meta("corpus_version") or 0) + 1
         self.set_meta("corpus_version", str(version))
+        # Unique per change: a store restored from a backup (same uid, lower counter) never
+        # matches a BM25 build made for the counter it reaches again later.
+        self.set_meta("version_nonce", uuid.uuid4().hex[:12])
 
     def version(self) -> str:
-        """A token that changes with every change to documents, chunks or vectors."""
-        return f"{self.get_meta('store_uid')}.{self.get_meta('corpus_version') or 0}"
+        """A token that changes with every change to documents, chunks or vectors:
+        "<store uid>:<nonce>.<counter>" (the counter orders builds)."""
+        nonce = self.get_meta("version_nonce") or ""
+        return f"{self.get_meta('store_uid')}:{nonce}.{self.get_meta('corpus_version') or 0}"
 
     @contextmanager
     def snapshot(self) -> Iterator[None]:
@@ -210,6 +215,8 @@ class SQLiteStore(Store):
             )
             for c in chunks
         ]
+        if not documents:
+            return  # nothing changes, so the corpus version must not either
         vector_rows = self._vector_rows([c.id for c in chunks], matrix, model) if matrix is not None else None
         ids = [(d.id,) for d in documents]
         with self._tx():
@@ -259,11 +266,31 @@ class SQLiteStore(Store):
             self.set_meta("dimension", str(dim))
         self.db.executemany("INSERT OR REPLACE INTO vectors(chunk_id, model, dim, vector) VALUES(?,?,?,?)", rows)
 
-    def write_vectors(self, chunk_ids: Sequence[str], matrix: Any, model: str) -> None:
-        rows = self._vector_rows(chunk_ids, matrix, model)
+    def write_vectors(
+        self, chunk_ids: Sequence[str], matrix: Any, model: str, texts: Sequence[str] | None = None
+    ) -> int:
+        """Store vectors for existing chunks; with `texts` (what each row embedded), rows
+        whose chunk is gone or now holds another text are skipped, so a vector computed
+        while another process replaced the document never lands on the new chunk.
+        Returns the rows written."""
+        rows, model, dim = self._vector_rows(chunk_ids, matrix, model)
         with self._tx():
-            self._insert_vectors(*rows)
-            self._bump_version()
+            if texts is not None:
+                current = self._index_texts(chunk_ids)
+                rows = [r for r, t in zip(rows, texts, strict=True) if current.get(r[0]) == t]
+            self._insert_vectors(rows, model, dim)
+            if rows:
+                self._bump_version()
+        return len(rows)
+
+    def _index_texts(self, chunk_ids: Sequence[str]) -> dict[str, str]:
+        out: dict[str, str] = {}
+        ids = list(chunk_ids)
+        for i in range(0, len(ids), 500):
+            part = ids[i : i + 500]
+            sql = f"SELECT id, coalesce(enriched, text) FROM chunks WHERE id IN ({','.join('?' * len(part))})"
+            out.update((r[0], r[1]) for r in self.db.execute(sql, part))
+        return out
 
     def chunks(self) -> list[Chunk]:
         cols = ", ".join(f"c.{c.strip()}" for c in CHUNK_COLS.split(","))

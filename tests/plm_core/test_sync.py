@@ -637,6 +637,8 @@ def test_deleting_every_document_leaves_a_valid_empty_index(tmp_path: Path) -> N
     assert sorted(report.deleted) == ["alpha", "beta", "gamma"] and report.chunks == 0
     with pytest.raises(StoreError, match="empty"):
         make_job(cfg, index).retrieve("alpha", k=1)
+    with pytest.raises(StoreError, match="empty"):  # the same, warm job too
+        job.retrieve("alpha", k=1)
     assert make_job(cfg, index).ingest([docs]).added == ["alpha", "beta", "gamma"]
 
 
@@ -673,3 +675,46 @@ def test_a_stage_failing_on_one_document_fails_only_that_document(tmp_path: Path
         (docs / f"{name}.md").write_text(CORPUS[name] + "\nzeppelin\n")
     with pytest.raises(PipelineError, match="list index out of range"):
         Job.from_config(cfg, index_dir=tmp_path / "index", settings=settings, registry=registry).ingest([docs])
+    # in batches of one document, each is only a failure: never an abort decided by batch size
+    one = settings.model_copy(update={"ingest_batch": 1})
+    report = Job.from_config(cfg, index_dir=tmp_path / "index", settings=one, registry=registry).ingest([docs])
+    assert sorted(f.doc_id for f in report.failed) == ["alpha", "beta", "gamma"]
+
+
+def test_a_permanently_bad_document_does_not_churn_the_index(tmp_path: Path) -> None:
+    docs = write_corpus(tmp_path / "docs")
+    (docs / "bad.md").write_bytes(b"\x00binary")
+    job = make_job(config(tmp_path), tmp_path / "index")
+    job.ingest([docs])
+    version = job.store.version()
+    again = job.ingest([docs])
+    assert again.skipped and [f.doc_id for f in again.failed] == ["bad"]
+    assert job.store.version() == version  # no empty commit, no index rebuild
+
+
+def test_prune_scope_does_not_depend_on_the_working_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = tmp_path / "proj"
+    write_corpus(root / "docs", {"alpha": CORPUS["alpha"]})
+    write_corpus(root / "other", {"beta": CORPUS["beta"]})
+    job = make_job(config(tmp_path), tmp_path / "index")
+    monkeypatch.chdir(root)
+    job.ingest([Path("docs")])
+    job.ingest([Path("other")])
+    monkeypatch.chdir(root / "docs")
+    report = job.ingest([Path(".")], prune=True)
+    assert report.deleted == [] and report.unchanged == 1 and stored_ids(job) == ["alpha", "beta"]
+
+
+@pytest.mark.slow
+def test_a_bm25_only_config_over_an_index_with_vectors_keeps_working(tmp_path: Path) -> None:
+    one = write_corpus(tmp_path / "one", {"alpha": CORPUS["alpha"], "beta": CORPUS["beta"]})
+    two = write_corpus(tmp_path / "two", {"gamma": CORPUS["gamma"]})
+    index = tmp_path / "index"
+    hybrid = make_job(config(tmp_path, MINILM), index)
+    hybrid.ingest([one])
+    hybrid.ingest([two])
+    (one / "beta.md").write_text(CORPUS["beta"] + "\nA new line about zeppelins here\n")
+    job = make_job(config(tmp_path, FAST, "fast.toml"), index)
+    # folder one is re-processed (another index config) and loses its vectors; gamma keeps its
+    assert job.ingest([one]).updated == ["alpha", "beta"]
+    assert hit_docs(job, "zeppelins") == ["beta"] and "gamma" in hit_docs(job, "gamma mirrors")

@@ -90,3 +90,25 @@ def test_truncated_vector_is_detected(tmp_path) -> None:
     store.db.execute("UPDATE vectors SET vector = substr(vector, 1, 8) WHERE chunk_id = 'a_1'")
     with pytest.raises(StoreError, match="rebuild"):
         store.vectors()
+
+
+def test_vectors_for_replaced_chunk_texts_are_skipped(tmp_path) -> None:
+    store = _store(tmp_path)
+    docs, chunks = _docs()
+    store.write_batch(docs, chunks)
+    texts = [c.index_text for c in chunks]
+    texts[1] = "what the chunk held before another process replaced it"
+    written = store.write_vectors([c.id for c in chunks], np.ones((3, 4)), "m", texts)
+    assert written == 2 and sorted(store.vectors()[0]) == ["a_0", "b_0"]
+
+
+def test_version_token_is_unique_per_change(tmp_path) -> None:
+    store = _store(tmp_path)
+    docs, chunks = _docs()
+    store.write_batch(docs, chunks)
+    v1 = store.version()
+    store.replace_documents([], [])  # nothing to store: no new version
+    assert store.version() == v1
+    store.clear()
+    store.db.execute("UPDATE meta SET value = '1' WHERE key = 'corpus_version'")  # as if restored from a backup
+    assert store.version() != v1 and store.version().endswith(".1") and v1.endswith(".1")
