@@ -20,6 +20,7 @@ import logging
 import math
 import os
 import shutil
+import time
 import uuid
 import zlib
 from collections.abc import Sequence
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
     from plm_core.registry import Registry
 
 META_FILE = "plm_bm25.json"
+LEFTOVER_MAX_AGE_S = 3600  # temp folders older than this are a dead writer's, whatever their pid
 FORMAT = 1
 
 
@@ -292,8 +294,10 @@ def _swap_in(tmp: Path, target: Path) -> None:
     try:
         tmp.rename(target)
     except OSError as err:
-        if err.errno not in (errno.EEXIST, errno.ENOTEMPTY):
-            raise  # another process put its build there at the same moment otherwise
+        if err.errno not in (errno.EEXIST, errno.ENOTEMPTY):  # else: another process's build is there
+            if old is not None:
+                old.rename(target)  # put the previous build back rather than leave none
+            raise
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
 
@@ -319,8 +323,11 @@ def _remove_older(target: Path) -> None:
             continue
         if name.startswith((".tmp-", ".old-")):
             pid = name.split("-")[1]
-            if pid.isdigit() and _alive(int(pid)):
-                continue  # still being written or removed by a live process (maybe this one)
+            fresh = time.time() - _mtime(entry) < LEFTOVER_MAX_AGE_S
+            if pid.isdigit() and _alive(int(pid)) and fresh:
+                # Still being written or removed by a live process (maybe this one). The age
+                # limit covers containers, where every run may be the same pid.
+                continue
         elif name.startswith("v") and name[1:].split("-", 1)[0].isdigit():
             if int(name[1:].split("-", 1)[0]) > mine:
                 continue  # a newer build
@@ -330,6 +337,13 @@ def _remove_older(target: Path) -> None:
                 shutil.rmtree(retired, ignore_errors=True)
         else:
             entry.unlink(missing_ok=True)
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
 
 
 def _alive(pid: int) -> bool:

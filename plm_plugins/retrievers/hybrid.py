@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from plm_core.registry import Registry
 
 log = logging.getLogger(__name__)
+_warned_stale: list[bool] = []  # non-empty once this process reported a stale index
 
 
 class HybridRetrieval(BaseComponent[ExpandedQuery, Ranking]):
@@ -115,7 +116,12 @@ class HybridRetrieval(BaseComponent[ExpandedQuery, Ranking]):
             except StaleIndexError as err:
                 # Rebuilt in memory only: queries never write, so they cannot race an ingest
                 # (which saves its own build when it finishes) or need a writable folder.
-                log.warning("%s: rebuilt in memory from the store (`plm ingest` or `plm index rebuild` saves one)", err)
+                # At warning level once per process: during another process's ingest every
+                # committed batch is a new version, and a query server must not flood its log.
+                level = logging.INFO if _warned_stale else logging.WARNING
+                _warned_stale.append(True)
+                hint = "rebuilt in memory from the store (`plm ingest` or `plm index rebuild` saves one)"
+                log.log(level, "%s: %s", err, hint)
                 chunks = store.chunks() if chunks is None else chunks
                 retriever.build(chunks, vecs, self.context.index_dir, version, save=False)
         self._chunk_ids = chunk_ids

@@ -180,3 +180,19 @@ def test_top10_agrees_with_rank_bm25_on_poc_queries(
             assert top10[:5] == ref["bm25_only_chunks"], qid
             checked += 1
     assert checked == 120
+
+
+def test_leftovers_of_dead_or_stuck_writers_are_removed(tmp_path: Path) -> None:
+    import os
+    import time
+
+    base = tmp_path / "bm25_bm25"
+    dead = base / ".tmp-999999999-aaaa"  # no such pid
+    stale = base / f".tmp-{os.getpid()}-bbbb"  # a live pid (as in a container), but hours old
+    live = base / f".tmp-{os.getpid()}-cccc"  # being written right now
+    for folder in (dead, stale, live):
+        folder.mkdir(parents=True)
+    hours_ago = time.time() - 7200
+    os.utime(stale, (hours_ago, hours_ago))
+    BM25Retriever().build(_chunks(), None, tmp_path, "s.1")
+    assert not dead.exists() and not stale.exists() and live.exists()

@@ -168,7 +168,7 @@ def test_a_newer_corpus_version_is_picked_up_and_stale_bm25_rebuilt(job: Job, ca
     new = Chunk(id="c_0", doc_id="c", text="quota limits for projects", heading_path=("H", "c"))
     vec = job.embedder.embed([new.text])
     job.store.replace_documents([Document(id="c", text=new.text)], [new], vec, job.embedder.model_name)
-    with caplog.at_level("WARNING"):
+    with caplog.at_level("INFO"):  # a warning the first time in a process, then info
         hits = {h.doc_id: h for h in job.retrieve("quota limits", k=5)}
     assert hits["c"].sources["bm25"][0] == 0 and hits["c"].text == new.text  # BM25 knows the new text
     assert "rebuilt in memory from the store" in caplog.text
