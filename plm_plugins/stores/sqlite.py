@@ -42,9 +42,12 @@ CREATE TABLE IF NOT EXISTS vectors (
 """
 
 CHUNK_COLS = "id, doc_id, text, enriched, heading_path, start_char, end_char, stable_id, keywords, entities, metadata"
+C_CHUNK_COLS = ", ".join(f"c.{col.strip()}" for col in CHUNK_COLS.split(","))
 # Index order: documents where they were first stored (an update keeps its place), then
 # chunks in document order. Every reader of "all chunks" uses it, so rows line up.
-ORDERED = "chunks c JOIN documents d ON d.id = c.doc_id ORDER BY d.row, c.row"
+CHUNKS_JOIN = "chunks c JOIN documents d ON d.id = c.doc_id"
+ORDER = "ORDER BY d.row, c.row"
+ORDERED = f"{CHUNKS_JOIN} {ORDER}"
 
 
 def _chunk_from_row(r: sqlite3.Row) -> Chunk:
@@ -233,9 +236,6 @@ class SQLiteStore(Store):
                 self._insert_vectors(*vector_rows)
             self._bump_version()
 
-    def write_batch(self, documents: Sequence[Document], chunks: Sequence[Chunk]) -> None:
-        self.replace_documents(documents, chunks)
-
     def delete_documents(self, doc_ids: Sequence[str]) -> list[str]:
         """Remove documents with their chunks and vectors (one transaction); returns the ids found."""
         with self._tx():
@@ -284,27 +284,26 @@ class SQLiteStore(Store):
         return len(rows)
 
     def _index_texts(self, chunk_ids: Sequence[str]) -> dict[str, str]:
-        out: dict[str, str] = {}
+        return {r[0]: r[1] for r in self._by_ids("id, coalesce(enriched, text)", chunk_ids)}
+
+    def _by_ids(self, columns: str, chunk_ids: Sequence[str]) -> Iterator[Any]:
+        """Rows of `chunks` for these ids, queried in parts under SQLite's variable limit."""
         ids = list(chunk_ids)
         for i in range(0, len(ids), 500):
             part = ids[i : i + 500]
-            sql = f"SELECT id, coalesce(enriched, text) FROM chunks WHERE id IN ({','.join('?' * len(part))})"
-            out.update((r[0], r[1]) for r in self.db.execute(sql, part))
-        return out
+            yield from self.db.execute(f"SELECT {columns} FROM chunks WHERE id IN ({','.join('?' * len(part))})", part)
 
     def chunks(self) -> list[Chunk]:
-        cols = ", ".join(f"c.{c.strip()}" for c in CHUNK_COLS.split(","))
-        return [_chunk_from_row(r) for r in self.db.execute(f"SELECT {cols} FROM {ORDERED}")]
+        return [_chunk_from_row(r) for r in self.db.execute(f"SELECT {C_CHUNK_COLS} FROM {ORDERED}")]
 
     def chunk_ids(self) -> list[str]:
         return [r[0] for r in self.db.execute(f"SELECT c.id FROM {ORDERED}")]
 
     def chunks_needing_vectors(self, model: str) -> list[Chunk]:
         """Chunks whose vector is missing, damaged (wrong size) or from another model."""
-        cols = ", ".join(f"c.{c.strip()}" for c in CHUNK_COLS.split(","))
         sql = (
-            f"SELECT {cols} FROM chunks c JOIN documents d ON d.id = c.doc_id LEFT JOIN vectors v ON v.chunk_id = c.id "
-            "WHERE v.chunk_id IS NULL OR v.model != ? OR length(v.vector) != 4 * v.dim ORDER BY d.row, c.row"
+            f"SELECT {C_CHUNK_COLS} FROM {CHUNKS_JOIN} LEFT JOIN vectors v ON v.chunk_id = c.id "
+            f"WHERE v.chunk_id IS NULL OR v.model != ? OR length(v.vector) != 4 * v.dim {ORDER}"
         )
         return [_chunk_from_row(r) for r in self.db.execute(sql, (model,))]
 
@@ -330,21 +329,13 @@ class SQLiteStore(Store):
         return int(self.db.execute("SELECT count(*) FROM vectors").fetchone()[0])
 
     def get_chunks(self, chunk_ids: Sequence[str]) -> dict[str, Chunk]:
-        out: dict[str, Chunk] = {}
-        ids = list(chunk_ids)
-        for i in range(0, len(ids), 500):
-            part = ids[i : i + 500]
-            marks = ",".join("?" * len(part))
-            for r in self.db.execute(f"SELECT {CHUNK_COLS} FROM chunks WHERE id IN ({marks})", part):
-                out[r[0]] = _chunk_from_row(r)
-        return out
+        return {r[0]: _chunk_from_row(r) for r in self._by_ids(CHUNK_COLS, chunk_ids)}
 
     def vectors(self) -> tuple[list[str], Any, str | None]:
         import numpy as np
 
         rows = self.db.execute(
-            "SELECT c.id, v.dim, v.vector FROM chunks c JOIN vectors v ON v.chunk_id = c.id "
-            "JOIN documents d ON d.id = c.doc_id ORDER BY d.row, c.row"
+            f"SELECT c.id, v.dim, v.vector FROM {CHUNKS_JOIN} JOIN vectors v ON v.chunk_id = c.id {ORDER}"
         ).fetchall()
         if not rows:
             return [], None, None
