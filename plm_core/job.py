@@ -152,6 +152,7 @@ class Job:
             raise ConfigError(f"{config.path}: {err}") from None
         self._opened = False
         self._version: str | None = None  # the store version the query stages are warm for
+        self._empty = False  # whether that version holds no chunk
 
     # ---------------------------------------------------------------- construction
     @classmethod
@@ -295,9 +296,13 @@ class Job:
             self._prune(sources, set(fps), report)
         if self.embedder is not None:
             self._complete_vectors(report, read_cache=not force)
+        return self._finish(report, start)
+
+    def _finish(self, report: IngestReport, start: float, rebuild: bool = False) -> IngestReport:
+        """Rebuild the derived indexes if the store changed since they were built (or
+        always, with `rebuild`), then fill in the report's totals."""
         with self.store.snapshot():
-            version = self.store.version()
-            if not self._derived_ok(version):
+            if rebuild or not self._derived_ok(self.store.version()):
                 t0 = time.perf_counter()
                 self.rebuild_indexes(report)
                 report.timings["rebuild indexes"] = time.perf_counter() - t0
@@ -439,13 +444,7 @@ class Job:
         """Remove documents (one transaction) and rebuild the derived indexes."""
         self.open()
         start = time.perf_counter()
-        report = IngestReport(deleted=self.store.delete_documents(doc_ids))
-        with self.store.snapshot():
-            if not self._derived_ok(self.store.version()):
-                self.rebuild_indexes(report)
-            report.chunks = int(self.store.stats().get("chunks", 0))
-        report.seconds = time.perf_counter() - start
-        return report
+        return self._finish(IngestReport(deleted=self.store.delete_documents(doc_ids)), start)
 
     def rebuild(self, report: IngestReport | None = None) -> IngestReport:
         """Regenerate everything derived from the stored chunks: vectors that are missing,
@@ -454,13 +453,8 @@ class Job:
         report = report or IngestReport()
         start = time.perf_counter()
         if self.embedder is not None:
-            self.embedder.ensure_warm()
             self._complete_vectors(report, read_cache=True)
-        self.rebuild_indexes(report)
-        report.chunks = int(self.store.stats().get("chunks", 0))
-        report.model = self.store.get_meta("model")
-        report.seconds = time.perf_counter() - start
-        return report
+        return self._finish(report, start, rebuild=True)
 
     def rebuild_indexes(self, report: IngestReport | None = None) -> None:
         """Rebuild every retrieval index from what the store holds (call inside a snapshot)."""
@@ -482,7 +476,7 @@ class Job:
                     for name, seconds in builder(chunks, matrix, version).items():
                         if report is not None:
                             report.timings[name] = seconds
-            self._version = version
+            self._version, self._empty = version, not chunks
 
     def _derived_ok(self, version: str) -> bool:
         return all(getattr(stage, "indexes_ok", lambda v: True)(version) for stage in self.query_stages)
@@ -499,12 +493,12 @@ class Job:
         with self.store.snapshot():
             version = self.store.version()
             if version != self._version:
-                if int(self.store.stats().get("chunks", 0)) == 0:
-                    raise StoreError(f"the index at {self.index_dir} is empty: run `plm ingest` or `plm run` first")
                 for stage in self.query_stages:
                     if hasattr(stage, "build_indexes"):
                         stage.reset()
-                self._version = version
+                self._version, self._empty = version, int(self.store.stats().get("chunks", 0)) == 0
+            if self._empty:
+                raise StoreError(f"the index at {self.index_dir} is empty: run `plm ingest` or `plm run` first")
             try:
                 result = self.query_pipeline.run(q)
             except PipelineError as err:

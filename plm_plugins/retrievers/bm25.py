@@ -127,21 +127,15 @@ class BM25Retriever(Retriever):
 
     def index_matches(self, index_dir: Path, version: str) -> bool:
         """True when a saved index exists for this store version and these settings."""
-        meta = self._read_meta(self.index_path(index_dir, version))
+        meta = _read_meta(self.index_path(index_dir, version))
         return meta is not None and meta.get("version") == version and self._same_settings(meta)
-
-    def _read_meta(self, path: Path) -> dict[str, Any] | None:
-        try:
-            return dict(json.loads((path / META_FILE).read_text()))
-        except (OSError, ValueError, TypeError):
-            return None
 
     def _same_settings(self, meta: dict[str, Any]) -> bool:
         return all(meta.get(k) == v for k, v in self._settings().items())
 
     def load(self, index_dir: Path, chunk_ids: Sequence[str], vectors: Any = None, version: str = "") -> None:
         path = self.index_path(index_dir, version)
-        meta = self._read_meta(path)
+        meta = _read_meta(path)
         if meta is None or meta.get("version") != version or not self._same_settings(meta):
             raise StaleIndexError(
                 f"BM25 index {self.label!r} has no build for the store's corpus version {version} and these "
@@ -252,6 +246,14 @@ def _crc32(path: Path) -> int:
     return crc
 
 
+def _read_meta(path: Path) -> dict[str, Any] | None:
+    """A build's plm_bm25.json, or None when it is missing or unreadable."""
+    try:
+        return dict(json.loads((path / META_FILE).read_text()))
+    except (OSError, ValueError, TypeError):
+        return None
+
+
 def _verify(path: Path, files: dict[str, Any]) -> None:
     """Every file the build wrote is there with its size and checksum, else StoreError;
     StaleIndexError when the build was moved away meanwhile (a newer one replaced it)."""
@@ -284,11 +286,12 @@ def _swap_in(tmp: Path, target: Path) -> None:
     except OSError as err:
         if err.errno not in (errno.EEXIST, errno.ENOTEMPTY):
             raise
+    meta = _read_meta(target)
     try:
-        meta = json.loads((target / META_FILE).read_text())
-        _verify(target, meta.get("files") or {})
-        return  # equivalent and intact: ours is dropped by the caller
-    except (OSError, ValueError, StoreError):
+        if meta is not None:
+            _verify(target, meta.get("files") or {})
+            return  # equivalent and intact: ours is dropped by the caller
+    except (OSError, ValueError, TypeError, StoreError):
         pass
     old = _retire(target)
     try:

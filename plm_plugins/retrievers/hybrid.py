@@ -198,8 +198,6 @@ class HybridRetrieval(BaseComponent[ExpandedQuery, Ranking]):
     def run(self, data: ExpandedQuery) -> Ranking:
         self.ensure_warm()
         retrievers, fuser = self._parts()
-        if not self._chunk_ids:
-            raise StoreError(f"the index at {self.context.index_dir} is empty: run `plm ingest` or `plm run` first")
         query = ExpandedQuery.of(data)
         # Filters act inside every retriever, before its top-n cut, and the candidate count
         # follows the rows left: a filtered query gets k hits whenever k chunks match.
