@@ -15,12 +15,10 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from plm_core.commands import eval as eval_command
-from plm_core.commands import validate as validate_command
 from plm_core.config import load_job
 from plm_core.errors import PipelineError, PlmUserError
 from plm_core.job import Job
-from plm_core.registry import default_registry
+from plm_core.registry import default_registry, register_commands
 from plm_core.settings import Settings
 
 app = typer.Typer(
@@ -49,7 +47,7 @@ IndexOpt = Annotated[
 ]
 
 
-def _job(config: Path, overrides: list[str] | None, dataset: Path | None, index: Path | None) -> Job:
+def open_job(config: Path, overrides: list[str] | None, dataset: Path | None, index: Path | None) -> Job:
     settings = Settings()
     logging.basicConfig(level=settings.log_level)
     return Job.from_config(config, overrides or [], index_dir=index, dataset=dataset, settings=settings)
@@ -93,7 +91,7 @@ def ingest(
 ) -> None:
     """Sync an index with files: new and changed documents are indexed, unchanged ones
     skipped. Exits 1 when some files failed (the others are stored)."""
-    job = _job(config, set_, None, index)
+    job = open_job(config, set_, None, index)
     report = job.ingest(paths, force=force, prune=prune)
     if as_json:
         print(json.dumps({**report.as_dict(), "index_dir": str(job.index_dir)}, indent=1))
@@ -112,7 +110,7 @@ def delete(
     index: IndexOpt = None,
 ) -> None:
     """Remove documents (with their chunks and vectors) from an index. Exits 1 if an id is unknown."""
-    job = _job(config, set_, dataset, index)
+    job = open_job(config, set_, dataset, index)
     report = job.delete(doc_ids)
     missing = [i for i in doc_ids if i not in set(report.deleted)]
     out.print(
@@ -133,7 +131,7 @@ def _print_sync(report: Any, job: Job) -> None:
         err.print(f"failed: {failure.path}: {failure.error}", highlight=False, markup=False)
     for note in report.notes:
         err.print(note, highlight=False, markup=False)
-    _print_timings("ingest", report.timings)
+    print_timings("ingest", report.timings)
 
 
 @app.command()
@@ -159,7 +157,7 @@ def query(
     from plm_core.filters import parse_filter_args
 
     filters = parse_filter_args(filter_ or [])  # bad syntax fails before the index is opened
-    job = _job(config, set_, dataset, index)
+    job = open_job(config, set_, dataset, index)
     ranking, timings = job.search(text, k=k, filters=filters or None)
     if as_json:
         hits = [
@@ -204,54 +202,10 @@ def query(
         out.print(f"no chunk matches the filters {json.dumps(filters, default=str)}", highlight=False)
 
 
-@app.command()
-def run(
-    config: ConfigOpt,
-    set_: SetOpt = None,
-    dataset: DatasetOpt = None,
-    corpus: Annotated[str | None, typer.Option(help="What the loader reads inside the dataset.")] = None,
-    queries: Annotated[
-        str | None, typer.Option(help="Comma-separated query sets (default: the config's job.queries).")
-    ] = None,
-    index: IndexOpt = None,
-    force: Annotated[bool, typer.Option(help="Re-ingest even when unchanged.")] = False,
-    report: Annotated[Path | None, typer.Option(help="Where to write the JSON report.")] = None,
-) -> None:
-    """Ingest the job's dataset (skipped when unchanged) and evaluate its query sets."""
-    from plm_core.runner import run_job, write_report
-
-    job = _job(config, set_, dataset, index)
-    sets = [s.strip() for s in queries.split(",") if s.strip()] if queries else None
-    result = run_job(job, dataset=dataset, corpus=corpus, query_sets=sets, force=force)
-    ing = result["ingest"]
-    status = "index up to date" if ing["skipped"] else "synced"
-    out.print(
-        f"{status}: added {ing['added']}, updated {ing['updated']}, unchanged {ing['unchanged']}, "
-        f"failed {len(ing['failed'])} in {ing['seconds']:.1f}s; {ing['chunks']} chunks; model {result['model']}",
-        highlight=False,
-    )
-    for failure in ing["failed"]:
-        err.print(f"failed: {failure['path']}: {failure['error']}", highlight=False, markup=False)
-    _print_timings("ingest", ing["timings_s"])
-    table = Table(
-        "set", "queries", *result["sets"][0]["metrics"].keys(), title=f"{result['job']} on {result['dataset']}"
-    )
-    for s in result["sets"]:
-        table.add_row(s["set"], str(s["queries"]), *(f"{v:.3f}" for v in s["metrics"].values()))
-    out.print(table)
-    for s in result["sets"]:
-        per = ", ".join(f"{k} {v:.1f}" for k, v in s["ms_per_query"].items())
-        out.print(f"{s['set']}: ms per query by stage: {per}", highlight=False)
-    if report is None:
-        stamp = time.strftime("%Y%m%d-%H%M%S")
-        report = Path(job.config.job.report_dir) / f"{result['job']}-{Path(result['dataset']).name}-{stamp}.json"
-    out.print(f"report: {write_report(result, report)}", highlight=False)
-
-
 @index_app.command("stats")
 def index_stats(config: ConfigOpt, set_: SetOpt = None, dataset: DatasetOpt = None, index: IndexOpt = None) -> None:
     """Counts, model, dimensions and sizes of an index."""
-    job = _job(config, set_, dataset, index).open()
+    job = open_job(config, set_, dataset, index).open()
     stats = job.store.stats()
     stats["problems"] = "; ".join(job.store.consistency_problems()) or "none"
     stats["index_dir"] = str(job.index_dir)
@@ -264,29 +218,28 @@ def index_stats(config: ConfigOpt, set_: SetOpt = None, dataset: DatasetOpt = No
 def index_rebuild(config: ConfigOpt, set_: SetOpt = None, dataset: DatasetOpt = None, index: IndexOpt = None) -> None:
     """Regenerate everything derived from the store: missing or damaged vectors (re-embedded)
     and every retrieval index (BM25, ...)."""
-    job = _job(config, set_, dataset, index)
+    job = open_job(config, set_, dataset, index)
     report = job.rebuild()
     for note in report.notes:
         out.print(note, highlight=False, markup=False)
     out.print(f"rebuilt from {report.chunks} stored chunks in {report.seconds:.1f}s", highlight=False)
-    _print_timings("rebuild", report.timings)
+    print_timings("rebuild", report.timings)
     problems = job.store.consistency_problems()
     if problems:
         raise PlmUserError(f"the store in {job.index_dir} is still inconsistent: {'; '.join(problems)}")
 
 
-def _print_timings(what: str, timings: dict[str, Any]) -> None:
+def print_timings(what: str, timings: dict[str, Any]) -> None:
     if timings:
         out.print(f"{what} time: " + ", ".join(f"{k} {v:.2f}s" for k, v in timings.items()), highlight=False)
 
 
-# Larger commands live in their own modules; each exposes `register(app)`.
-eval_command.register(app)
-validate_command.register(app)
 
 
 def main() -> None:
     try:
+        # Commands from plugin packages (plm_eval's `run`, `eval`, `validate`, ...).
+        register_commands(app)
         rv = app(standalone_mode=False)
     except PipelineError as exc:
         if isinstance(exc.cause, PlmUserError):
@@ -306,4 +259,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    # Run the importable module, so plugin commands that import plm_core.cli share its app.
+    from plm_core import cli as _cli
+
+    _cli.main()

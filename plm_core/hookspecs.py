@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pluggy
 
@@ -16,3 +16,8 @@ hookimpl = pluggy.HookimplMarker("plm")
 @hookspec
 def plm_register_components(registry: Registry) -> None:
     """Register component classes with `registry.add(cls, name=...)`."""
+
+
+@hookspec
+def plm_register_commands(app: Any) -> None:
+    """Add commands to the `plm` CLI: `app` is its typer.Typer (`app.command("name")(fn)`)."""

@@ -28,7 +28,7 @@ class Ranking:
 class Loader(BaseComponent[str, list[Document]]):
     """A path (file or folder) -> documents, in a stable order."""
 
-    family = "loader"
+    family = "loaders"
     input_type = str
     output_type = list[Document]
 
@@ -43,7 +43,7 @@ class Loader(BaseComponent[str, list[Document]]):
 
 
 class Chunker(BaseComponent[list[Document], list[Chunk]]):
-    family = "chunker"
+    family = "chunkers"
     input_type = list[Document]
     output_type = list[Chunk]
 
@@ -51,7 +51,7 @@ class Chunker(BaseComponent[list[Document], list[Chunk]]):
 class ChunkTransform(BaseComponent[list[Chunk], list[Chunk]]):
     """Keyword/entity extractors and enrichers: chunks in, new chunks out (same order)."""
 
-    family = "enricher"
+    family = "enrichers"
     input_type = list[Chunk]
     output_type = list[Chunk]
 
@@ -59,7 +59,7 @@ class ChunkTransform(BaseComponent[list[Chunk], list[Chunk]]):
 class Embedder(BaseComponent[list[str], Any]):
     """Texts -> float32 matrix (n, dim), rows L2-normalised when configured."""
 
-    family = "embedder"
+    family = "embedders"
     input_type = list[str]
     output_type = object
 
@@ -80,7 +80,7 @@ class Embedder(BaseComponent[list[str], Any]):
 
 
 class QueryExpander(BaseComponent[Query, ExpandedQuery]):
-    family = "expander"
+    family = "expanders"
     input_type = Query
     output_type = ExpandedQuery
 
@@ -88,7 +88,7 @@ class QueryExpander(BaseComponent[Query, ExpandedQuery]):
 class Retriever(BaseComponent[ExpandedQuery, list[ScoredChunk]]):
     """Builds an index over chunks (and/or their vectors) and searches it."""
 
-    family = "retriever"
+    family = "retrievers"
     input_type = ExpandedQuery
     output_type = list[ScoredChunk]
     needs_vectors: ClassVar[bool] = False
@@ -118,7 +118,7 @@ class Retriever(BaseComponent[ExpandedQuery, list[ScoredChunk]]):
 
 
 class Fuser(BaseComponent[Mapping[str, list[ScoredChunk]], list[ScoredChunk]]):
-    family = "fuser"
+    family = "fusers"
     input_type = object
     output_type = list[ScoredChunk]
 
@@ -133,7 +133,7 @@ class Fuser(BaseComponent[Mapping[str, list[ScoredChunk]], list[ScoredChunk]]):
 
 
 class Reranker(BaseComponent[Ranking, Ranking]):
-    family = "reranker"
+    family = "rerankers"
     input_type = Ranking
     output_type = Ranking
 
@@ -141,7 +141,7 @@ class Reranker(BaseComponent[Ranking, Ranking]):
 class Store(BaseComponent[object, object]):
     """Persists documents, chunks (with enrichment) and vectors in one index folder."""
 
-    family = "store"
+    family = "stores"
 
     def open(self, index_dir: Path) -> None:
         raise NotImplementedError

@@ -83,8 +83,9 @@ def _entry_points() -> list[md.EntryPoint]:
     return sorted(eps, key=lambda ep: (ep.dist.name if ep.dist else "", ep.name))
 
 
-def build_registry(extra_plugins: Sequence[Any] = (), autoload: bool | None = None) -> Registry:
-    """Load plugins from entry points (built-ins only when autoload is off) into a registry."""
+def plugin_manager(extra_plugins: Sequence[Any] = (), autoload: bool | None = None) -> tuple[pluggy.PluginManager, dict[int, tuple[str, str, str]]]:
+    """A pluggy manager with every `plm` entry point loaded (built-ins only when autoload is
+    off), and where each plugin came from: id(module) -> (package, version, entry point)."""
     if autoload is None:
         autoload = os.environ.get("PLM_DISABLE_PLUGIN_AUTOLOAD", "") not in ("1", "true", "yes")
     pm = pluggy.PluginManager("plm")
@@ -105,12 +106,24 @@ def build_registry(extra_plugins: Sequence[Any] = (), autoload: bool | None = No
     for plugin in extra_plugins:
         pm.register(plugin)
         origin[id(plugin)] = ("<direct>", "", getattr(plugin, "__name__", repr(plugin)))
+    return pm, origin
+
+
+def build_registry(extra_plugins: Sequence[Any] = (), autoload: bool | None = None) -> Registry:
+    """Load plugins from entry points (built-ins only when autoload is off) into a registry."""
+    pm, origin = plugin_manager(extra_plugins, autoload)
     registry = Registry()
     for impl in pm.hook.plm_register_components.get_hookimpls():
         registry._current = origin.get(id(impl.plugin), ("?", "", impl.plugin_name))
         impl.function(registry=registry)
     registry._current = ("<direct>", "", "<direct>")
     return registry
+
+
+def register_commands(app: Any) -> None:
+    """Let every installed plugin add its commands to the `plm` CLI (`plm_register_commands`)."""
+    pm, _ = plugin_manager()
+    pm.hook.plm_register_commands(app=app)
 
 
 _default: Registry | None = None

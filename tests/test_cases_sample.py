@@ -17,7 +17,7 @@ import pytest
 
 from plm_core.job import Job
 from plm_core.settings import Settings
-from plm_core.validation import Case, load_cases, run_case
+from plm_eval.validation import Case, load_cases, run_case
 
 REPO = Path(__file__).resolve().parents[1]
 POC = REPO / "configs" / "poc_parity.toml"

@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import Field
 
 from plm_core.component import BaseComponent, ComponentConfig
-from plm_core.dataset import QuerySet
+from plm_eval.dataset import QuerySet
 from plm_core.errors import MissingDependencyError
 from plm_core.hookspecs import hookimpl
 from plm_core.progress import progress_iter
@@ -64,7 +64,7 @@ class IRMetricsEvaluator(BaseComponent[object, object]):
     """Runs a query set through a job and scores it in both views."""
 
     name = "ir_metrics"
-    family = "evaluator"
+    family = "evaluators"
 
     class Config(ComponentConfig):
         chunk_k: int = Field(5, ge=1)

@@ -1,4 +1,4 @@
-"""Dictionary query expansion (the POC's rule, POC_SPEC section 4) and a no-op expander.
+"""Dictionary query expansion (the POC's rule, POC_SPEC section 4).
 
 A trigger fires when it is a plain substring of the lowercased query; the words of every
 fired expansion are unioned, words already among the query's lowercased whitespace
@@ -126,19 +126,6 @@ class DictionaryExpander(QueryExpander):
         return ExpandedQuery(text=text, k=data.k, filters=data.filters, id=data.id, original=original, fired=fired)
 
 
-class IdentityExpander(QueryExpander):
-    """No expansion: passes the query through as an ExpandedQuery with nothing fired."""
-
-    name = "none"
-
-    class Config(ComponentConfig):
-        pass
-
-    def run(self, data: Query) -> ExpandedQuery:
-        return ExpandedQuery(text=data.text, k=data.k, filters=data.filters, id=data.id, original=data.text)
-
-
 @hookimpl
 def plm_register_components(registry: Registry) -> None:
     registry.add(DictionaryExpander)
-    registry.add(IdentityExpander)

@@ -23,7 +23,7 @@ from plm_core.errors import PlmUserError
 from plm_core.hookspecs import hookimpl
 from plm_core.interfaces import Loader
 from plm_core.records import Document, LoadFailure
-from plm_plugins.loaders.beir import jsonl_records
+from plm_plugins.loaders.beir_corpus import jsonl_records
 from plm_plugins.loaders.files import BadInput, Record, collect_records, docs_or_raise, read_text_file, with_path
 
 if TYPE_CHECKING:

@@ -39,7 +39,7 @@ class HybridRetrieval(BaseComponent[ExpandedQuery, Ranking]):
     """Runs every retriever for the fuser's candidate count, fuses, returns the top k hits."""
 
     name = "hybrid"
-    family = "retrieval"
+    family = "retrievers"
     input_type = ExpandedQuery
     output_type = Ranking
 

@@ -38,17 +38,17 @@ def test_plugins_lists_every_builtin_family() -> None:
     rows = json.loads(res.stdout)
     families = {r["family"] for r in rows if r["package"] == "plm"}
     assert {
-        "loader",
-        "chunker",
+        "loaders",
+        "chunkers",
         "keywords",
         "entities",
-        "enricher",
-        "embedder",
-        "retriever",
-        "expander",
-        "fuser",
-        "store",
-        "evaluator",
+        "enrichers",
+        "embedders",
+        "retrievers",
+        "expanders",
+        "fusers",
+        "stores",
+        "evaluators",
     } <= families
     assert all(r["version"] for r in rows)
 

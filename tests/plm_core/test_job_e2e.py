@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from plm_core.job import Job
-from plm_core.runner import run_job
+from plm_eval.runner import run_job
 from plm_core.settings import Settings
 
 REPO = Path(__file__).resolve().parents[2]

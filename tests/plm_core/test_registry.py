@@ -28,7 +28,7 @@ def _plugin(cls: type) -> types.ModuleType:
 def test_builtins_are_registered_through_entry_points() -> None:
     reg = build_registry(autoload=False)
     names = {(r.family, r.name) for r in reg.all()}
-    for expected in [("store", "sqlite"), ("evaluator", "ir_metrics")]:
+    for expected in [("stores", "sqlite"), ("evaluators", "ir_metrics")]:
         assert expected in names
     assert {r.package for r in reg.all()} == {"plm"}
 

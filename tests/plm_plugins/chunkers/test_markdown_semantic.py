@@ -157,12 +157,12 @@ def test_max_heading_level_limits_sections() -> None:
 def test_module_registers_the_chunker() -> None:
     registry = Registry()
     markdown_semantic.plm_register_components(registry)
-    assert registry.names("chunker") == ["markdown_semantic"]
+    assert registry.names("chunkers") == ["markdown_semantic"]
 
 
 @pytest.mark.dataset
 def test_poc_needle_chunks_equal_the_reference(poc_needle: Path, reference_enriched: list[dict]) -> None:
-    from plm_plugins.loaders.markdown import MarkdownLoader
+    from plm_plugins.loaders.markdown_dir import MarkdownLoader
 
     docs = MarkdownLoader().run(str(poc_needle / "kubernetes"))
     chunks = MarkdownSemanticChunker().run(docs)

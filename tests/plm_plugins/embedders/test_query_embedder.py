@@ -8,7 +8,7 @@ import pytest
 
 from plm_core.errors import ConfigError
 from plm_core.records import EmbeddedQuery, ExpandedQuery, Query
-from plm_plugins.embedders.query import QueryEmbedder
+from plm_plugins.embedders.embed_query import QueryEmbedder
 
 
 class FakeEmbedder:
@@ -42,7 +42,7 @@ def test_embeds_expanded_text_and_keeps_fields() -> None:
 
 def test_types_and_missing_embedder() -> None:
     assert (QueryEmbedder.family, QueryEmbedder.input_type, QueryEmbedder.output_type) == (
-        "query_embedder",
+        "embedders",
         ExpandedQuery,
         EmbeddedQuery,
     )

@@ -7,8 +7,8 @@ import pytest
 
 from plm_core.records import Chunk
 from plm_core.registry import Registry
-from plm_plugins.enrichers import poc
-from plm_plugins.enrichers.poc import PocEnricher, enrichment_prefix
+from plm_plugins.enrichers import poc_enricher as poc
+from plm_plugins.enrichers.poc_enricher import PocEnricher, enrichment_prefix
 from plm_plugins.enrichers.text_prep import code_share, group_entities, text_to_analyse
 
 
@@ -95,7 +95,7 @@ def test_registers_as_poc_enricher() -> None:
     registry = Registry()
     poc.plm_register_components(registry=registry)
     reg = registry.get("poc_enricher")
-    assert reg.cls is PocEnricher and reg.family == "enricher"
+    assert reg.cls is PocEnricher and reg.family == "enrichers"
 
 
 # --- text preparation ------------------------------------------------------------------

@@ -55,7 +55,7 @@ class _FixedJob:
 
 
 def test_evaluate_per_query_rows_and_aggregates_match_hand_computed_values() -> None:
-    from plm_core.dataset import QuerySet
+    from plm_eval.dataset import QuerySet
     from plm_plugins.evaluators.ir_metrics import IRMetricsEvaluator
 
     # q1: the relevant doc "a" is the 2nd chunk (and 2nd doc); q2: graded, "y" (grade 1)

@@ -7,7 +7,8 @@ import pytest
 
 from plm_core.errors import ConfigError
 from plm_core.records import ExpandedQuery, Query
-from plm_plugins.expanders.dictionary import DictionaryExpander, IdentityExpander, expand, load_dictionary
+from plm_plugins.expanders.dictionary import DictionaryExpander, expand, load_dictionary
+from plm_plugins.expanders.none import IdentityExpander
 
 
 def _run(text: str, **config: object) -> ExpandedQuery:

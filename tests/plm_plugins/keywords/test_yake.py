@@ -7,8 +7,8 @@ import pytest
 
 from plm_core.records import Chunk
 from plm_core.registry import Registry
-from plm_plugins.keywords import yake_keywords
-from plm_plugins.keywords.yake_keywords import YakeKeywordExtractor
+from plm_plugins.keywords import yake as yake_keywords
+from plm_plugins.keywords.yake import YakeKeywordExtractor
 
 pytest.importorskip("yake")
 

@@ -16,9 +16,9 @@ import pytest
 
 from plm_core.errors import PlmUserError
 from plm_core.records import LoadFailure
-from plm_plugins.loaders.beir import BeirCorpusLoader
+from plm_plugins.loaders.beir_corpus import BeirCorpusLoader
 from plm_plugins.loaders.json_records import JsonRecordsLoader
-from plm_plugins.loaders.markdown import MarkdownLoader
+from plm_plugins.loaders.markdown_dir import MarkdownLoader
 
 MB = 1024 * 1024
 

@@ -9,10 +9,10 @@ import pytest
 
 from plm_core.errors import PlmUserError
 from plm_core.registry import Registry
-from plm_plugins.loaders import beir, json_records, markdown
-from plm_plugins.loaders.beir import BeirCorpusLoader
+from plm_plugins.loaders import beir_corpus as beir, json_records, markdown_dir as markdown
+from plm_plugins.loaders.beir_corpus import BeirCorpusLoader
 from plm_plugins.loaders.json_records import JsonRecordsLoader
-from plm_plugins.loaders.markdown import MarkdownLoader, parse_front_matter, title_of
+from plm_plugins.loaders.markdown_dir import MarkdownLoader, parse_front_matter, title_of
 
 
 def write(folder: Path, name: str, text: str) -> Path:
@@ -194,7 +194,7 @@ def test_modules_register_their_loader() -> None:
     registry = Registry()
     for module in (markdown, beir, json_records):
         module.plm_register_components(registry)
-    assert registry.names("loader") == ["beir_corpus", "json_records", "markdown_dir"]
+    assert registry.names("loaders") == ["beir_corpus", "json_records", "markdown_dir"]
 
 
 @pytest.mark.dataset

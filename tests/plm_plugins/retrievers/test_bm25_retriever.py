@@ -10,7 +10,7 @@ from plm_core.errors import StaleIndexError, StoreError
 from plm_core.records import Chunk, ExpandedQuery
 
 pytest.importorskip("bm25s")
-from plm_plugins.retrievers.bm25 import BM25Retriever  # noqa: E402
+from plm_plugins.retrievers.bm25s import BM25Retriever  # noqa: E402
 
 TEXTS = [
     "the pod is pending because the node has no memory",

@@ -45,7 +45,7 @@ def _pairs(hits: list[ScoredChunk]) -> list[tuple[str, float]]:
 @pytest.fixture(scope="module")
 def bm25(tmp_path_factory: pytest.TempPathFactory) -> Retriever:
     pytest.importorskip("bm25s")
-    from plm_plugins.retrievers.bm25 import BM25Retriever
+    from plm_plugins.retrievers.bm25s import BM25Retriever
 
     # "alpha" in every 7th chunk, "beta" in every 11th; most chunks score 0 for "alpha beta".
     texts = [

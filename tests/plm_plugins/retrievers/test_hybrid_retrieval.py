@@ -19,10 +19,10 @@ from plm_core.registry import Registry
 from plm_core.settings import Settings
 
 pytest.importorskip("bm25s")
-from plm_plugins.embedders.query import QueryEmbedder  # noqa: E402
+from plm_plugins.embedders.embed_query import QueryEmbedder  # noqa: E402
 from plm_plugins.expanders.dictionary import DictionaryExpander  # noqa: E402
 from plm_plugins.fusers.rrf import RRFFuser  # noqa: E402
-from plm_plugins.retrievers.bm25 import BM25Retriever  # noqa: E402
+from plm_plugins.retrievers.bm25s import BM25Retriever  # noqa: E402
 from plm_plugins.retrievers.dense import DenseRetriever  # noqa: E402
 from plm_plugins.retrievers.hybrid import HybridRetrieval  # noqa: E402
 from plm_plugins.stores.sqlite import SQLiteStore  # noqa: E402

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from plm_core.commands.eval import config_labels, eval_index_dirs, run_configs
+from plm_eval.eval_command import config_labels, eval_index_dirs, run_configs
 from plm_core.config import load_job
 from plm_core.registry import default_registry
 from plm_core.settings import Settings

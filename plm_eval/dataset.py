@@ -7,6 +7,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from plm_core.config import JobConfig
 from plm_core.errors import PlmUserError
 
 
@@ -63,3 +64,25 @@ def load_query_set(dataset: Path, name: str) -> QuerySet:
     queries = _read_queries(qpath)
     judged = {qid: queries[qid] for qid in queries if qid in qrels}
     return QuerySet(name, judged, qrels)
+
+
+def resolve_dataset(config: JobConfig, dataset: str | Path | None) -> Path | None:
+    """The dataset folder: the CLI's --dataset, else [job].dataset relative to the config."""
+    if dataset is not None:
+        path = Path(dataset)
+    elif config.job.dataset:
+        path = (config.path.parent / config.job.dataset).resolve()
+    else:
+        return None
+    if not path.is_dir():
+        raise PlmUserError(f"dataset folder not found: {path}")
+    return path
+
+
+def resolve_corpus(config: JobConfig, dataset: Path, corpus: str | None = None) -> Path:
+    """What the loader reads inside a dataset: --corpus, else the first of [job].corpus that exists."""
+    candidates = [corpus] if corpus else list(config.job.corpus)
+    for cand in candidates:
+        if (dataset / cand).exists():
+            return dataset / cand
+    raise PlmUserError(f"none of {candidates} exists in dataset {dataset}; pass --corpus SUBPATH")

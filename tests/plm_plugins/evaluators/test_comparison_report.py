@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from plm_plugins.evaluators.compare import ComparisonReporter, paired_p_value, per_query_values
+from plm_plugins.evaluators.comparison_report import ComparisonReporter, paired_p_value, per_query_values
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -156,4 +156,4 @@ def test_config_is_validated() -> None:
 def test_registered_as_reporter() -> None:
     from plm_core.registry import default_registry
 
-    assert default_registry().get("comparison_report", "reporter").cls is ComparisonReporter
+    assert default_registry().get("comparison_report", "evaluators").cls is ComparisonReporter

@@ -56,7 +56,7 @@ class PocEnricher(ChunkTransform):
     """Sets `chunk.enriched` from the chunk's keywords and entities (run after the extractors)."""
 
     name = "poc_enricher"
-    family = "enricher"
+    family = "enrichers"
 
     class Config(ComponentConfig):
         max_keywords: int = Field(7, ge=0, description="keywords shown, best first")

@@ -9,9 +9,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from plm_core.dataset import load_query_set
+from plm_eval.dataset import load_query_set, resolve_corpus, resolve_dataset
 from plm_core.errors import PlmUserError
-from plm_core.job import Job, resolve_corpus, resolve_dataset
+from plm_core.job import Job
 
 
 def run_job(
@@ -29,7 +29,7 @@ def run_job(
     t0 = time.perf_counter()
     ingest = job.ingest([source], force=force)
     ingest_s = time.perf_counter() - t0
-    reg = job.registry.get(evaluator_name, "evaluator")
+    reg = job.registry.get(evaluator_name, "evaluators")
     evaluator = reg.cls()
     sets = query_sets or job.config.job.queries
     results = []

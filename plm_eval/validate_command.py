@@ -18,9 +18,10 @@ from rich.table import Table
 from rich.text import Text
 
 from plm_core.errors import PlmUserError
-from plm_core.job import Job, resolve_corpus, resolve_dataset
+from plm_core.job import Job
+from plm_eval.dataset import resolve_corpus, resolve_dataset
 from plm_core.settings import Settings
-from plm_core.validation import CaseResult, load_cases, run_cases, summary
+from plm_eval.validation import CaseResult, load_cases, run_cases, summary
 
 out = Console()
 err = Console(stderr=True)

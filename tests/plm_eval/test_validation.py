@@ -13,7 +13,7 @@ import pytest
 
 from plm_core.errors import PlmUserError
 from plm_core.records import Hit
-from plm_core.validation import Case, check_case, load_cases, run_case, run_cases, summary
+from plm_eval.validation import Case, check_case, load_cases, run_case, run_cases, summary
 
 REPO = Path(__file__).resolve().parents[2]
 

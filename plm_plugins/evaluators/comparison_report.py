@@ -1,6 +1,6 @@
 """Side-by-side comparison of several configs' evaluation runs on the same query sets.
 
-Input: what `plm_core.runner.run_job` returns per config (its `sets[*].per_query` rows carry
+Input: what `plm_eval.runner.run_job` returns per config (its `sets[*].per_query` rows carry
 every metric per query, named like the aggregates). Output: one table row per config and
 metric with the delta vs the first config and a paired significance test over the queries,
 the queries where two configs differ most, and files (JSON, CSV, Markdown, PNG) written by
@@ -83,7 +83,7 @@ class ComparisonReporter(BaseComponent[object, object]):
     """Compares evaluation runs of several configs: deltas, p-values and report files."""
 
     name = "comparison_report"
-    family = "reporter"
+    family = "evaluators"
 
     class Config(ComponentConfig):
         test: Literal["permutation", "ttest"] = "permutation"

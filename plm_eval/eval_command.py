@@ -1,7 +1,7 @@
 """`plm eval`: several configs over one BEIR-layout dataset, side by side.
 
 Each config is ingested (skipped when its index is unchanged) and evaluated by
-`plm_core.runner.run_job`; work the configs share (chunk keywords, entities, vectors of the
+`plm_eval.runner.run_job`; work the configs share (chunk keywords, entities, vectors of the
 same model) comes from the content cache, so a config costs only what differs. The
 comparison (deltas, paired significance tests, report files) is done by the registered
 `comparison_report` reporter, so the core imports neither scipy nor matplotlib.
@@ -25,7 +25,8 @@ from rich.text import Text
 
 from plm_core.config import JobConfig, load_job
 from plm_core.errors import ConfigError, PlmUserError
-from plm_core.job import Job, index_dir_for, resolve_dataset
+from plm_core.job import Job, index_dir_for
+from plm_eval.dataset import resolve_dataset
 from plm_core.registry import Registry, default_registry
 from plm_core.settings import Settings
 
@@ -74,7 +75,7 @@ def run_configs(
     on_done: Callable[[str, dict[str, Any]], None] | None = None,
 ) -> list[tuple[str, dict[str, Any]]]:
     """(label, run_job report) per config, in order; every config is validated before any runs."""
-    from plm_core.runner import run_job
+    from plm_eval.runner import run_job
 
     if not paths:
         raise PlmUserError("give at least one --config")
@@ -104,7 +105,7 @@ def run_configs(
 
 
 def _reporter(registry: Registry, **params: Any) -> Any:
-    reg = registry.get("comparison_report", "reporter")
+    reg = registry.get("comparison_report", "evaluators")
     try:
         return reg.cls(**params)
     except ValidationError as err:

@@ -22,7 +22,7 @@ class QueryEmbedder(BaseComponent[ExpandedQuery, EmbeddedQuery]):
     """Embeds the (expanded) query text with the job's embedder."""
 
     name = "embed_query"
-    family = "query_embedder"
+    family = "embedders"
     input_type = ExpandedQuery
     output_type = EmbeddedQuery
 

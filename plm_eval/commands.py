@@ -1,0 +1,16 @@
+"""Registers plm_eval's commands with the `plm` CLI (entry point `plm_eval`)."""
+
+from __future__ import annotations
+
+import typer
+
+from plm_core.hookspecs import hookimpl
+
+
+@hookimpl
+def plm_register_commands(app: typer.Typer) -> None:
+    from plm_eval import eval_command, run_command, validate_command
+
+    app.command("run")(run_command.run)
+    eval_command.register(app)
+    validate_command.register(app)

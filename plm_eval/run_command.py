@@ -1,0 +1,55 @@
+"""`plm run`: ingest a job's dataset (skipped when unchanged) and evaluate its query sets."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from plm_core.cli import ConfigOpt, DatasetOpt, IndexOpt, SetOpt, err, open_job, out, print_timings
+
+
+def run(
+    config: ConfigOpt,
+    set_: SetOpt = None,
+    dataset: DatasetOpt = None,
+    corpus: Annotated[str | None, typer.Option(help="What the loader reads inside the dataset.")] = None,
+    queries: Annotated[
+        str | None, typer.Option(help="Comma-separated query sets (default: the config's job.queries).")
+    ] = None,
+    index: IndexOpt = None,
+    force: Annotated[bool, typer.Option(help="Re-ingest even when unchanged.")] = False,
+    report: Annotated[Path | None, typer.Option(help="Where to write the JSON report.")] = None,
+) -> None:
+    """Ingest the job's dataset (skipped when unchanged) and evaluate its query sets."""
+    from plm_eval.runner import run_job, write_report
+
+    job = open_job(config, set_, dataset, index)
+    sets = [s.strip() for s in queries.split(",") if s.strip()] if queries else None
+    result = run_job(job, dataset=dataset, corpus=corpus, query_sets=sets, force=force)
+    ing = result["ingest"]
+    status = "index up to date" if ing["skipped"] else "synced"
+    out.print(
+        f"{status}: added {ing['added']}, updated {ing['updated']}, unchanged {ing['unchanged']}, "
+        f"failed {len(ing['failed'])} in {ing['seconds']:.1f}s; {ing['chunks']} chunks; model {result['model']}",
+        highlight=False,
+    )
+    for failure in ing["failed"]:
+        err.print(f"failed: {failure['path']}: {failure['error']}", highlight=False, markup=False)
+    print_timings("ingest", ing["timings_s"])
+    table = Table(
+        "set", "queries", *result["sets"][0]["metrics"].keys(), title=f"{result['job']} on {result['dataset']}"
+    )
+    for s in result["sets"]:
+        table.add_row(s["set"], str(s["queries"]), *(f"{v:.3f}" for v in s["metrics"].values()))
+    out.print(table)
+    for s in result["sets"]:
+        per = ", ".join(f"{k} {v:.1f}" for k, v in s["ms_per_query"].items())
+        out.print(f"{s['set']}: ms per query by stage: {per}", highlight=False)
+    if report is None:
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        report = Path(job.config.job.report_dir) / f"{result['job']}-{Path(result['dataset']).name}-{stamp}.json"
+    out.print(f"report: {write_report(result, report)}", highlight=False)

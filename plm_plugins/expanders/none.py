@@ -1,0 +1,30 @@
+"""The no-op expander: the query goes to retrieval unchanged."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from plm_core.component import ComponentConfig
+from plm_core.hookspecs import hookimpl
+from plm_core.interfaces import QueryExpander
+from plm_core.records import ExpandedQuery, Query
+
+if TYPE_CHECKING:
+    from plm_core.registry import Registry
+
+
+class IdentityExpander(QueryExpander):
+    """No expansion: passes the query through as an ExpandedQuery with nothing fired."""
+
+    name = "none"
+
+    class Config(ComponentConfig):
+        pass
+
+    def run(self, data: Query) -> ExpandedQuery:
+        return ExpandedQuery(text=data.text, k=data.k, filters=data.filters, id=data.id, original=data.text)
+
+
+@hookimpl
+def plm_register_components(registry: Registry) -> None:
+    registry.add(IdentityExpander)
