@@ -10,14 +10,19 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import sqlite3
-from collections.abc import Iterable, Mapping, Sequence
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from plm_core.component import BaseComponent
+from plm_core.interfaces import Embedder
 from plm_core.records import Chunk
+
+log = logging.getLogger(__name__)
 
 
 def stage_identity(use: str, config: Any) -> str:
@@ -30,8 +35,23 @@ def content_key(identity: str, text: str) -> str:
     return hashlib.sha256(identity.encode() + b"\0" + text.encode()).hexdigest()
 
 
-class ContentCache:
-    """Key -> bytes in one SQLite file (WAL, safe for several processes)."""
+class ContentCache(ABC):
+    """Key -> bytes, shared by every job that uses it (the interface a backend implements)."""
+
+    @abstractmethod
+    def get_many(self, keys: Sequence[str]) -> dict[str, bytes]:
+        """The stored values of the keys that are present."""
+
+    @abstractmethod
+    def put_many(self, items: Iterable[tuple[str, bytes]]) -> None:
+        """Store values (replacing any under the same keys)."""
+
+    def close(self) -> None:  # noqa: B027 - optional: most backends hold nothing to release
+        """Release the backend."""
+
+
+class SQLiteContentCache(ContentCache):
+    """One SQLite file (WAL, safe for several processes)."""
 
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -63,6 +83,54 @@ class ContentCache:
         self.db.close()
 
 
+class FailSafeCache(ContentCache):
+    """A cache that can never stop a job: the first error (read-only folder, corrupt file,
+    a lock held too long) logs one warning and turns it into "no cache" from then on."""
+
+    def __init__(self, open_inner: Callable[[], ContentCache], where: str) -> None:
+        self._open, self.where = open_inner, where
+        self._inner: ContentCache | None = None
+        self.broken = False
+
+    def _fail(self, err: BaseException) -> None:
+        log.warning("content cache %s unusable (%s): continuing without it", self.where, err)
+        self.broken = True
+
+    def _cache(self) -> ContentCache | None:
+        if self._inner is None and not self.broken:
+            try:
+                self._inner = self._open()
+            except (OSError, sqlite3.Error) as err:
+                self._fail(err)
+        return self._inner
+
+    def get_many(self, keys: Sequence[str]) -> dict[str, bytes]:
+        cache = self._cache()
+        try:
+            return cache.get_many(keys) if cache is not None else {}
+        except (OSError, sqlite3.Error) as err:
+            self._fail(err)
+            return {}
+
+    def put_many(self, items: Iterable[tuple[str, bytes]]) -> None:
+        cache = self._cache()
+        try:
+            if cache is not None:
+                cache.put_many(items)
+        except (OSError, sqlite3.Error) as err:
+            self._fail(err)
+
+    def close(self) -> None:
+        if self._inner is not None:
+            self._inner.close()
+
+
+def open_cache(data_dir: str | Path) -> ContentCache:
+    """The shared content cache under the data folder, opened on first use, never fatal."""
+    path = Path(data_dir) / "cache.sqlite"
+    return FailSafeCache(lambda: SQLiteContentCache(path), str(path))
+
+
 def _encode_fields(chunk: Chunk, fields: Sequence[str]) -> bytes:
     out: dict[str, Any] = {}
     for name in fields:
@@ -90,9 +158,8 @@ class CachedStage(BaseComponent[list[Chunk], list[Chunk]]):
     output_type = list[Chunk]
 
     def __init__(self, stage: Any, use: str, cache: ContentCache) -> None:
-        super().__init__(stage.config)
+        super().__init__(stage.config, label=stage.label)
         self.stage = stage
-        self.label = getattr(stage, "label", use)
         self.fields: tuple[str, ...] = tuple(stage.cache_fields)
         self.identity = stage_identity(use, stage.config)
         self.cache = cache
@@ -119,3 +186,46 @@ class CachedStage(BaseComponent[list[Chunk], list[Chunk]]):
                 out[i] = chunk
             self.cache.put_many((keys[i], _encode_fields(c, self.fields)) for i, c in zip(todo, computed, strict=True))
         return [c for c in out if c is not None]
+
+
+class CachedEmbedder:
+    """Chunk vectors through the cache, keyed by the model actually loaded (not the
+    preference list that chose it) and its settings: only texts the cache lacks are embedded.
+    Cached entries of the wrong size (damaged, or written by something else) are recomputed,
+    never returned as vectors."""
+
+    def __init__(self, embedder: Embedder, cache: ContentCache | None) -> None:
+        self.embedder, self.cache = embedder, cache
+        self.computed = self.cached = 0
+        self._row_bytes: int | None = None
+
+    def _expected_bytes(self) -> int:
+        if self._row_bytes is None:  # one tiny embedding per process tells the true size
+            self._row_bytes = int(self.embedder.embed(["size probe"], progress=False).shape[1]) * 4
+        return self._row_bytes
+
+    def embed(self, texts: Sequence[str], read: bool = True) -> Any:
+        import numpy as np
+
+        embedder = self.embedder
+        embedder.ensure_warm()
+        if self.cache is None:
+            self.computed += len(texts)
+            return embedder.embed(list(texts), progress=False)
+        settings = embedder.config.model_dump(mode="json", exclude={"model"})
+        identity = stage_identity(f"embed:{embedder.model_name}:{embedder.model_version}", settings)
+        keys = [content_key(identity, t) for t in texts]
+        found = self.cache.get_many(keys) if read else {}
+        if found:
+            size = self._expected_bytes()
+            found = {k: v for k, v in found.items() if len(v) == size}
+        todo = list(dict.fromkeys(k for k in keys if k not in found))
+        if todo:
+            first = {k: i for i, k in reversed(list(enumerate(keys)))}
+            new = embedder.embed([texts[first[k]] for k in todo], progress=False)
+            fresh = {k: np.asarray(new[j], dtype=np.float32).tobytes() for j, k in enumerate(todo)}
+            self.cache.put_many(fresh.items())
+            found.update(fresh)
+        self.computed += len(todo)
+        self.cached += len(keys) - len(todo)
+        return np.stack([np.frombuffer(found[k], dtype=np.float32) for k in keys])

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import logging
 import sys
-import time
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -73,7 +72,8 @@ def plugins(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")]
 def config_check(file: Path, set_: SetOpt = None) -> None:
     """Validate a config and print the resolved pipelines; runs nothing."""
     job = load_job(file, default_registry(), set_ or [])
-    # Assemble the pipelines (type checks, cross-stage checks) without opening anything.
+    # Assemble every component (typed slots, pipeline types, cross-stage checks) without
+    # opening anything or loading a model.
     Job(job, Path("(not opened)"), Settings(cache=False), default_registry())
     out.print(job.describe(), highlight=False, markup=False)
     out.print(f"[green]ok[/green]: {file} is valid")
@@ -207,7 +207,7 @@ def index_stats(config: ConfigOpt, set_: SetOpt = None, dataset: DatasetOpt = No
     """Counts, model, dimensions and sizes of an index."""
     job = open_job(config, set_, dataset, index).open()
     stats = job.store.stats()
-    stats["problems"] = "; ".join(job.store.consistency_problems()) or "none"
+    stats["problems"] = "; ".join(map(str, job.store.consistency_problems())) or "none"
     stats["index_dir"] = str(job.index_dir)
     stats["index_dir_bytes"] = sum(p.stat().st_size for p in job.index_dir.rglob("*") if p.is_file())
     for key, value in stats.items():
@@ -226,14 +226,12 @@ def index_rebuild(config: ConfigOpt, set_: SetOpt = None, dataset: DatasetOpt = 
     print_timings("rebuild", report.timings)
     problems = job.store.consistency_problems()
     if problems:
-        raise PlmUserError(f"the store in {job.index_dir} is still inconsistent: {'; '.join(problems)}")
+        raise PlmUserError(f"the store in {job.index_dir} is still inconsistent: {'; '.join(map(str, problems))}")
 
 
 def print_timings(what: str, timings: dict[str, Any]) -> None:
     if timings:
         out.print(f"{what} time: " + ", ".join(f"{k} {v:.2f}s" for k, v in timings.items()), highlight=False)
-
-
 
 
 def main() -> None:

@@ -6,6 +6,8 @@ a model, opening an index) lazily, in `warm_up()` or on first `run()`.
 
 from __future__ import annotations
 
+from abc import ABCMeta
+from collections.abc import Iterator, Mapping
 from typing import Any, ClassVar, Generic, Protocol, TypeVar, get_args, get_origin, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict
@@ -15,9 +17,10 @@ Out = TypeVar("Out")
 
 
 class ComponentConfig(BaseModel):
-    """Base for every component's parameters: unknown keys are errors."""
+    """Base for every component's parameters: unknown keys are errors. A docstring under a
+    field is its description (`plm plugins show NAME` prints it)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
 
 @runtime_checkable
@@ -31,25 +34,61 @@ class Component(Protocol):
     def run(self, data: Any) -> Any: ...
 
 
-class BaseComponent(Generic[In, Out]):
-    """Convenience base: stores the config, warms up once, runs."""
+class BaseComponent(Generic[In, Out], metaclass=ABCMeta):
+    """Convenience base: stores the config and what the assembly hands it, warms up once, runs.
+
+    A component receives everything it uses through its constructor, never by reaching
+    into the job: `needs` names the shared resources it takes (from `RESOURCES`), `parts`
+    the nested components its config names (e.g. hybrid's retrievers and fuser), each with
+    the base class the assembly checks before building it.
+    """
 
     family: ClassVar[str] = "stage"
     Config: ClassVar[type[ComponentConfig]] = ComponentConfig
     input_type: ClassVar[Any] = object
     output_type: ClassVar[Any] = object
+    needs: ClassVar[tuple[str, ...]] = ()
+    parts: ClassVar[Mapping[str, type]] = {}
 
-    def __init__(self, config: ComponentConfig | None = None, **params: Any) -> None:
-        self.config = config if config is not None else self.Config(**params)
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # A registrable class (one that sets `name`) must write every abstract method of its
+        # family's base: fail here, when the plugin is imported, not mid-ingest.
+        if "name" in cls.__dict__:
+            missing = sorted(
+                attr for attr in dir(cls) if getattr(getattr(cls, attr, None), "__isabstractmethod__", False)
+            )
+            if missing:
+                raise TypeError(f"{cls.__qualname__} ({cls.__dict__['name']!r}) must implement {', '.join(missing)}")
+        unknown = set(cls.needs) - RESOURCES
+        if unknown:
+            raise TypeError(
+                f"{cls.__qualname__}.needs: unknown resource(s) {sorted(unknown)}; known: {sorted(RESOURCES)}"
+            )
+
+    def __init__(self, config: ComponentConfig | None = None, /, *, label: str | None = None, **kwargs: Any) -> None:
+        given = {key: kwargs.pop(key) for key in (*self.needs, *self.parts) if key in kwargs}
+        self.config = config if config is not None else self.Config(**kwargs)
+        if config is not None and kwargs:
+            raise TypeError(f"{type(self).__name__}: unexpected arguments {sorted(kwargs)}")
+        for key in (*self.needs, *self.parts):
+            setattr(self, key, given.get(key))
+        # The config table's name ("bm25" for [query.retrieve.retrievers.bm25]); names results.
+        self.label: str = label or str(getattr(type(self), "name", type(self).__name__))
         self._warm = False
-        self.context: Any = None
 
-    def bind(self, context: Any) -> None:
-        """Give the component the job's shared resources (store, embedder, settings)."""
-        self.context = context
+    def components(self) -> Iterator[BaseComponent[Any, Any]]:
+        """This component and every part inside it (depth first)."""
+        yield self
+        for key in self.parts:
+            value = getattr(self, key, None)
+            for part in value.values() if isinstance(value, Mapping) else [value]:
+                if isinstance(part, BaseComponent):
+                    yield from part.components()
 
     def check(self) -> None:
-        """Cross-stage checks once the job is assembled (cheap: loads and opens nothing)."""
+        """Cross-stage checks once the job is assembled (cheap: loads and opens nothing
+        heavy); raise ConfigError with what to change."""
 
     def warm_up(self) -> None:
         """Load models or open indexes; called once before the first run."""
@@ -69,6 +108,12 @@ class BaseComponent(Generic[In, Out]):
     def __repr__(self) -> str:
         params = ", ".join(f"{k}={v!r}" for k, v in self.config.model_dump().items())
         return f"{type(self).__name__}({params})"
+
+
+# What a component may declare in `needs`: the job's settings (`plm_core.settings.Settings`),
+# its shared embedder (or None), the folder of its config file (for relative paths), and
+# the live corpus view (`plm_core.search.CorpusView`: filter masks and hit lookup).
+RESOURCES = frozenset({"settings", "embedder", "config_dir", "corpus"})
 
 
 def type_name(tp: Any) -> str:

@@ -1,28 +1,50 @@
-"""Base classes for each family of stage. Plugins subclass one and register it.
+"""Base classes for each family of stage, and the contracts between the core and them.
 
-Array-valued arguments are numpy arrays at run time; the core itself never imports
-numpy, so they are typed `Any` here.
+A plugin subclasses one base and writes its abstract methods; a missing one fails when
+the class is defined (see `BaseComponent.__init_subclass__`). Array-valued arguments are
+numpy arrays at run time; the core never imports numpy at module level, so they are
+typed `Any` here.
+
+- Index protocol: a stage that keeps an index derived from the store subclasses `Index`
+  (`build` / `is_current` / `load` against a `CorpusSnapshot`); the core's `Searcher`
+  keeps every such stage current with the store's `CorpusVersion`.
+- Stores are four small contracts (`DocumentStore`, `ChunkReader`, `VectorStore`,
+  `StoreDiagnostics`) joined in `Store`.
 """
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
-from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, ClassVar
 
 from plm_core.component import BaseComponent
-from plm_core.records import Chunk, Document, ExpandedQuery, FusionConfig, Hit, LoadFailure, Query, ScoredChunk
+from plm_core.corpus import CorpusSnapshot, CorpusVersion, StoreProblem
+from plm_core.records import Chunk, Document, ExpandedQuery, FusionConfig, LoadFailure, Query, Ranking, ScoredChunk
 
-
-@dataclass(frozen=True)
-class Ranking:
-    """A query with its ranked hits: what retrieval, reranking and evaluation pass on."""
-
-    query: ExpandedQuery
-    hits: tuple[Hit, ...]
-    fusion: FusionConfig | None = None
+__all__ = [
+    "Chunker",
+    "ChunkReader",
+    "ChunkTransform",
+    "CorpusSnapshot",
+    "CorpusVersion",
+    "DocumentStore",
+    "Embedder",
+    "Fuser",
+    "Index",
+    "Loader",
+    "QueryExpander",
+    "Ranking",
+    "RankingStage",
+    "Reranker",
+    "Retriever",
+    "Store",
+    "StoreDiagnostics",
+    "StoreProblem",
+    "VectorStore",
+]
 
 
 class Loader(BaseComponent[str, list[Document]]):
@@ -49,11 +71,16 @@ class Chunker(BaseComponent[list[Document], list[Chunk]]):
 
 
 class ChunkTransform(BaseComponent[list[Chunk], list[Chunk]]):
-    """Keyword/entity extractors and enrichers: chunks in, new chunks out (same order)."""
+    """Keyword/entity extractors and enrichers: chunks in, new chunks out (same order).
+
+    A transform that lists the Chunk fields it sets in `cache_fields` is cached by content
+    (`plm_core.cache.CachedStage`): only texts it has not seen with these settings reach it.
+    """
 
     family = "enrichers"
     input_type = list[Chunk]
     output_type = list[Chunk]
+    cache_fields: ClassVar[tuple[str, ...]] = ()
 
 
 class Embedder(BaseComponent[list[str], Any]):
@@ -64,12 +91,19 @@ class Embedder(BaseComponent[list[str], Any]):
     output_type = object
 
     @property
+    @abstractmethod
     def model_name(self) -> str:
-        """The model actually loaded (after resolving preferences)."""
-        raise NotImplementedError
+        """The model actually loaded (after resolving preferences); warms up if needed."""
 
+    @property
+    def model_version(self) -> str:
+        """Where the loaded weights live and when they changed ("" if unknown): part of the
+        cache keys, so a model retrained in place never serves another model's vectors."""
+        return ""
+
+    @abstractmethod
     def embed(self, texts: Sequence[str], progress: bool = False) -> Any:
-        raise NotImplementedError
+        """A float32 matrix, one row per text."""
 
     def embed_query(self, text: str) -> Any:
         """One query's vector; override when queries are embedded differently (prefixes)."""
@@ -80,41 +114,54 @@ class Embedder(BaseComponent[list[str], Any]):
 
 
 class QueryExpander(BaseComponent[Query, ExpandedQuery]):
+    """A query -> the text retrieval searches for. An expander may name the fusion profile
+    the query should get (`ExpandedQuery.profile`); the fuser's config maps names to settings."""
+
     family = "expanders"
     input_type = Query
     output_type = ExpandedQuery
 
 
-class Retriever(BaseComponent[ExpandedQuery, list[ScoredChunk]]):
-    """Builds an index over chunks (and/or their vectors) and searches it."""
+class Index(ABC):
+    """A stage that keeps an index derived from the store (a BM25 matrix, an ANN graph).
+
+    The core calls `build` after ingest (with a folder: save it there, atomically, since
+    other processes may be loading) and at query time `load`, or `build` in memory when
+    `load` raises StaleIndexError (queries never write). Everything an index holds must be
+    rebuildable from the snapshot alone.
+    """
+
+    needs_vectors: ClassVar[bool] = False  # the snapshot's vectors are read (and checked) for it
+
+    @abstractmethod
+    def build(self, snapshot: CorpusSnapshot, index_dir: Path | None) -> None:
+        """Index the snapshot, ready to search; with `index_dir`, also save it there."""
+
+    @abstractmethod
+    def is_current(self, version: CorpusVersion, index_dir: Path) -> bool:
+        """True when a saved index exists for this version and these settings."""
+
+    @abstractmethod
+    def load(self, snapshot: CorpusSnapshot, index_dir: Path) -> None:
+        """Open what `build` saved for the snapshot's version. Raise StaleIndexError when
+        there is none (the core rebuilds it in memory), StoreError when it is corrupt."""
+
+
+class Retriever(BaseComponent[ExpandedQuery, list[ScoredChunk]], Index):
+    """Searches its index. Works inside a fan-out stage (`hybrid`) or as the whole
+    `[query.retrieve]` stage, where the core turns its candidates into hits."""
 
     family = "retrievers"
     input_type = ExpandedQuery
     output_type = list[ScoredChunk]
-    needs_vectors: ClassVar[bool] = False
 
-    def build(
-        self, chunks: Sequence[Chunk], vectors: Any, index_dir: Path, version: str = "", save: bool = True
-    ) -> None:
-        """Index `chunks` (row i of `vectors` belongs to chunks[i]), ready to search, and with
-        `save` write it under index_dir for the store `version` the chunks came from.
-        Saving must be atomic (write elsewhere, then rename): other processes may be loading.
-        Query processes build with save=False: only ingest and `index rebuild` write."""
-        raise NotImplementedError
-
-    def index_matches(self, index_dir: Path, version: str) -> bool:
-        """False when the saved index is missing or was built for another version or settings."""
-        return True
-
-    def load(self, index_dir: Path, chunk_ids: Sequence[str], vectors: Any, version: str = "") -> None:
-        """Open what `build` saved for `version`. Raise StaleIndexError when it is missing or
-        was built for another version or settings (the caller rebuilds it from the store),
-        StoreError when it is corrupt."""
-        raise NotImplementedError
-
+    @abstractmethod
     def search(self, query: ExpandedQuery, n: int, allowed: Any = None) -> list[ScoredChunk]:
-        """Top-n chunks, best first, 0-based ranks. `allowed`: boolean mask over chunk rows."""
-        raise NotImplementedError
+        """Top-n chunks, best first, 0-based ranks; `allowed`: a boolean mask over chunk
+        rows (index order), applied before the cut so n hits come back when n rows pass."""
+
+    def run(self, data: ExpandedQuery) -> list[ScoredChunk]:
+        return self.search(data, data.depth)
 
 
 class Fuser(BaseComponent[Mapping[str, list[ScoredChunk]], list[ScoredChunk]]):
@@ -125,57 +172,58 @@ class Fuser(BaseComponent[Mapping[str, list[ScoredChunk]], list[ScoredChunk]]):
     def check_sources(self, names: Sequence[str]) -> None:
         """Raise ConfigError when this fuser's settings do not fit these retriever names."""
 
+    @abstractmethod
     def settings_for(self, query: ExpandedQuery, n_chunks: int) -> FusionConfig:
-        raise NotImplementedError
+        """The settings for this query (profile, candidates per source) over n_chunks rows."""
 
+    @abstractmethod
     def fuse(self, rankings: Mapping[str, list[ScoredChunk]], settings: FusionConfig) -> list[ScoredChunk]:
-        raise NotImplementedError
+        """One ranking from the sources' rankings."""
+
+    def run(self, data: Mapping[str, list[ScoredChunk]]) -> list[ScoredChunk]:
+        n = max((len(r) for r in data.values()), default=0)
+        return self.fuse(data, self.settings_for(ExpandedQuery(text="", k=max(1, n)), n))
 
 
-class Reranker(BaseComponent[Ranking, Ranking]):
-    family = "rerankers"
+class RankingStage(BaseComponent[Ranking, Ranking]):
+    """A stage after retrieval (reranking, deduplication, filtering). It may want more
+    candidates than the final k: the core asks every ranking stage for its `depth(k)`,
+    retrieval returns the deepest, and the cut to k happens once, at the end."""
+
     input_type = Ranking
     output_type = Ranking
 
+    def depth(self, k: int) -> int:
+        """How many hits this stage wants to receive for a final k (at least k)."""
+        return k
 
-class Store(BaseComponent[object, object]):
-    """Persists documents, chunks (with enrichment) and vectors in one index folder."""
 
-    family = "stores"
+class Reranker(RankingStage):
+    family = "rerankers"
 
-    def open(self, index_dir: Path) -> None:
-        raise NotImplementedError
 
-    def close(self) -> None:
-        raise NotImplementedError
+# ---------------------------------------------------------------------------- stores
+class DocumentStore(ABC):
+    """Documents with their fingerprints, and the corpus version every change moves."""
 
-    def get_meta(self, key: str) -> str | None:
-        raise NotImplementedError
+    @abstractmethod
+    def version(self) -> CorpusVersion:
+        """Changes whenever documents, chunks or vectors change."""
 
-    def set_meta(self, key: str, value: str) -> None:
-        raise NotImplementedError
-
-    def version(self) -> str:
-        """A token that changes whenever documents, chunks or vectors change."""
-        raise NotImplementedError
-
+    @abstractmethod
     def snapshot(self) -> AbstractContextManager[None]:
         """A context in which every read sees one committed state, even while another
         process writes."""
-        return nullcontext()
 
-    def clear(self) -> None:
-        """Delete all documents, chunks and vectors (one transaction)."""
-        raise NotImplementedError
-
+    @abstractmethod
     def doc_fingerprints(self) -> dict[str, str]:
         """Stored document id -> the fingerprint it was stored with ("" if none)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def doc_paths(self) -> dict[str, str]:
         """Stored document id -> the path it was loaded from ("" for in-memory records)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def replace_documents(
         self,
         documents: Sequence[Document],
@@ -184,55 +232,113 @@ class Store(BaseComponent[object, object]):
         model: str | None = None,
         fingerprints: Sequence[str] | None = None,
     ) -> None:
-        """Store documents with exactly these chunks and vectors, replacing what their ids
-        held, in one transaction: a crash leaves each document wholly old or wholly new."""
-        raise NotImplementedError
+        """Store documents with exactly these chunks and vectors (row i for chunks[i]),
+        replacing what their ids held, in one transaction: a crash leaves each document
+        wholly old or wholly new."""
 
+    @abstractmethod
     def delete_documents(self, doc_ids: Sequence[str]) -> list[str]:
         """Remove documents with their chunks and vectors in one transaction; returns the
         ids that were there."""
-        raise NotImplementedError
+
+    @abstractmethod
+    def clear(self) -> None:
+        """Delete all documents, chunks and vectors (one transaction)."""
 
     def write_batch(self, documents: Sequence[Document], chunks: Sequence[Chunk]) -> None:
-        """Insert documents and their chunks in one transaction."""
+        """Insert documents and their chunks (no vectors) in one transaction."""
         self.replace_documents(documents, chunks)
 
+
+class ChunkReader(ABC):
+    """Chunks in index order: documents in the order first stored, chunks in document order."""
+
+    @abstractmethod
+    def chunk_ids(self) -> list[str]:
+        """All chunk ids in index order."""
+
+    @abstractmethod
+    def chunks(self) -> list[Chunk]:
+        """All chunks in index order."""
+
+    @abstractmethod
+    def get_chunks(self, chunk_ids: Sequence[str]) -> dict[str, Chunk]:
+        """The chunks with these ids (absent ids are left out)."""
+
+    @abstractmethod
+    def chunk_metadata(self) -> list[dict[str, Any]]:
+        """Each chunk's metadata, in index order."""
+
+    def filter_mask(self, filters: Mapping[str, Any]) -> Any:
+        """A boolean numpy array over chunk rows (index order): which pass `filters` (the
+        spec of `plm_core.filters`). A SQL store compiles the spec to a WHERE clause; this
+        default evaluates it over `chunk_metadata()`."""
+        import numpy as np
+
+        from plm_core.filters import compile_filters
+
+        metadata = self.chunk_metadata()
+        match = compile_filters(filters)
+        if match is None:
+            return np.ones(len(metadata), dtype=bool)
+        return np.fromiter((match(m) for m in metadata), dtype=bool, count=len(metadata))
+
+
+class VectorStore(ABC):
+    """Chunk vectors, with the model that made them."""
+
+    @abstractmethod
     def write_vectors(
         self, chunk_ids: Sequence[str], matrix: Any, model: str, texts: Sequence[str] | None = None
     ) -> int:
         """Vectors for stored chunks (one transaction); with `texts`, rows whose chunk no
         longer holds that text are skipped. Returns the rows written."""
-        raise NotImplementedError
 
+    @abstractmethod
     def chunks_needing_vectors(self, model: str) -> list[Chunk]:
         """Chunks whose vector is missing, damaged or from another model."""
-        raise NotImplementedError
 
-    def chunk_metadata(self) -> list[dict[str, Any]]:
-        """Each chunk's metadata in index order."""
-        return [dict(c.metadata) for c in self.chunks()]
+    @abstractmethod
+    def vectors(self) -> tuple[list[str], Any, str | None]:
+        """(chunk ids, float32 matrix in index order, model name); matrix None if none."""
 
-    def consistency_problems(self) -> list[str]:
-        """Broken invariants (chunks without a document or vector, mixed models); [] if none."""
+    @abstractmethod
+    def vector_count(self) -> int:
+        """How many vectors are stored."""
+
+
+class StoreDiagnostics(ABC):
+    """What `plm index stats` shows and what the core checks before building indexes."""
+
+    @abstractmethod
+    def stats(self) -> dict[str, Any]:
+        """At least documents, chunks, vectors, model, dimension, corpus_version, bytes."""
+
+    @abstractmethod
+    def consistency_problems(self) -> list[StoreProblem]:
+        """Broken invariants (chunks without a document or a vector, mixed models); [] if none."""
+
+    def integrity_problems(self) -> list[str]:
+        """Damage found by the backend's own check (e.g. SQLite's quick_check); [] if none."""
         return []
 
-    def chunks(self) -> list[Chunk]:
-        """All chunks in index order (documents in ingest order, chunks in document order)."""
-        raise NotImplementedError
 
-    def chunk_ids(self) -> list[str]:
-        """All chunk ids in index order (cheaper than `chunks()`)."""
-        return [c.id for c in self.chunks()]
+class Store(BaseComponent[object, object], DocumentStore, ChunkReader, VectorStore, StoreDiagnostics):
+    """Persists documents, chunks (with enrichment) and vectors at one location: a folder
+    for embedded stores, a DSN for a server."""
 
-    def vector_count(self) -> int:
-        return len(self.vectors()[0])
+    family = "stores"
 
-    def get_chunks(self, chunk_ids: Sequence[str]) -> dict[str, Chunk]:
-        raise NotImplementedError
+    @abstractmethod
+    def open(self, location: str, create: bool = True) -> None:
+        """Open (with `create`, create if missing) the store at `location`. Read commands
+        pass create=False and get a StoreError when nothing is there."""
 
-    def vectors(self) -> tuple[list[str], Any, str | None]:
-        """(chunk ids, float32 matrix in the same order, model name); matrix None if none."""
-        raise NotImplementedError
+    @abstractmethod
+    def close(self) -> None: ...
 
-    def stats(self) -> dict[str, Any]:
-        raise NotImplementedError
+    @abstractmethod
+    def get_meta(self, key: str) -> str | None: ...
+
+    @abstractmethod
+    def set_meta(self, key: str, value: str) -> None: ...

@@ -6,6 +6,7 @@ mutated in place, so a stage can be re-run or cached on its input alone.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -63,12 +64,19 @@ class Chunk:
 
 @dataclass(frozen=True)
 class Query:
-    """A user query and how many hits are wanted."""
+    """A user query: how many hits are wanted (`k`) and how many candidates retrieval
+    should pass on (`depth`, at least k: stages after retrieval, e.g. a reranker, may ask
+    for more; the core cuts to k once, at the end)."""
 
     text: str
     k: int = 5
     filters: Mapping[str, Any] | None = None
     id: str = ""
+    depth: int = 0
+
+    def __post_init__(self) -> None:
+        if isinstance(self.k, int) and isinstance(self.depth, int) and self.depth < self.k:
+            object.__setattr__(self, "depth", self.k)
 
 
 @dataclass(frozen=True)
@@ -77,6 +85,9 @@ class ExpandedQuery(Query):
 
     original: str = ""
     fired: tuple[str, ...] = ()
+    # The fusion profile the expander asks for ("" = the fuser's default), e.g. the POC's
+    # "expanded" when a dictionary trigger fired; the fuser's config maps names to settings.
+    profile: str = ""
 
     @property
     def expanded(self) -> bool:
@@ -87,7 +98,9 @@ class ExpandedQuery(Query):
         """`query` as an ExpandedQuery (unchanged when it already is one)."""
         if isinstance(query, ExpandedQuery):
             return query
-        return cls(text=query.text, k=query.k, filters=query.filters, id=query.id, original=query.text)
+        return cls(
+            text=query.text, k=query.k, filters=query.filters, id=query.id, depth=query.depth, original=query.text
+        )
 
 
 # The POC's name for a query rewritten before retrieval.
@@ -104,16 +117,8 @@ class EmbeddedQuery(ExpandedQuery):
     @classmethod
     def with_vector(cls, query: Query, vector: Any, model: str) -> EmbeddedQuery:
         q = ExpandedQuery.of(query)
-        return cls(
-            text=q.text,
-            k=q.k,
-            filters=q.filters,
-            id=q.id,
-            original=q.original,
-            fired=q.fired,
-            vector=vector,
-            model=model,
-        )
+        fields = {f.name: getattr(q, f.name) for f in dataclasses.fields(ExpandedQuery)}
+        return cls(**fields, vector=vector, model=model)
 
 
 @dataclass(frozen=True)
@@ -128,12 +133,13 @@ class ScoredChunk:
 
 @dataclass(frozen=True)
 class FusionConfig:
-    """The fusion settings chosen for one query."""
+    """The fusion settings chosen for one query: candidates per source, the weight of each
+    source, and the fuser's own parameters (e.g. RRF's `k`)."""
 
-    rrf_k: float
-    weights: Mapping[str, float]
     candidates: int
+    weights: Mapping[str, float] = field(default_factory=lambda: EMPTY)
     profile: str = "default"
+    params: Mapping[str, Any] = field(default_factory=lambda: EMPTY)
 
 
 @dataclass(frozen=True)
@@ -149,6 +155,15 @@ class Hit:
     metadata: Mapping[str, Any] = field(default_factory=lambda: EMPTY)
     # source name -> (0-based rank, score) within that source's candidates
     sources: Mapping[str, tuple[int, float]] = field(default_factory=lambda: EMPTY)
+
+
+@dataclass(frozen=True)
+class Ranking:
+    """A query with its ranked hits: what retrieval, reranking and evaluation pass on."""
+
+    query: ExpandedQuery
+    hits: tuple[Hit, ...]
+    fusion: FusionConfig | None = None
 
 
 @dataclass(frozen=True)

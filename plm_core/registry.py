@@ -83,7 +83,9 @@ def _entry_points() -> list[md.EntryPoint]:
     return sorted(eps, key=lambda ep: (ep.dist.name if ep.dist else "", ep.name))
 
 
-def plugin_manager(extra_plugins: Sequence[Any] = (), autoload: bool | None = None) -> tuple[pluggy.PluginManager, dict[int, tuple[str, str, str]]]:
+def plugin_manager(
+    extra_plugins: Sequence[Any] = (), autoload: bool | None = None
+) -> tuple[pluggy.PluginManager, dict[int, tuple[str, str, str]]]:
     """A pluggy manager with every `plm` entry point loaded (built-ins only when autoload is
     off), and where each plugin came from: id(module) -> (package, version, entry point)."""
     if autoload is None:

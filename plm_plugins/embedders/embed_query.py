@@ -25,27 +25,24 @@ class QueryEmbedder(BaseComponent[ExpandedQuery, EmbeddedQuery]):
     family = "embedders"
     input_type = ExpandedQuery
     output_type = EmbeddedQuery
+    needs = ("embedder",)
+    embedder: Embedder | None
 
     class Config(ComponentConfig):
         pass
 
-    def _embedder(self) -> Embedder:
-        embedder = getattr(self.context, "embedder", None)
-        if embedder is None:
-            label = getattr(self, "label", self.name)
+    def check(self) -> None:
+        if self.embedder is None:
             raise ConfigError(
-                f"query stage {label!r} ({self.name}) needs the job's embedder: add an [embedder] "
+                f"query stage {self.label!r} ({self.name}) needs the job's embedder: add an [embedder] "
                 'table (e.g. use = "sentence_transformers") to the config, or remove this stage'
             )
-        return embedder
-
-    def warm_up(self) -> None:
-        self._embedder().ensure_warm()
 
     def run(self, data: ExpandedQuery) -> EmbeddedQuery:
-        embedder = self._embedder()
-        embedder.ensure_warm()
-        return EmbeddedQuery.with_vector(data, embedder.embed_query(data.text), embedder.model_name)
+        self.check()
+        assert self.embedder is not None
+        self.embedder.ensure_warm()
+        return EmbeddedQuery.with_vector(data, self.embedder.embed_query(data.text), self.embedder.model_name)
 
 
 @hookimpl

@@ -100,6 +100,8 @@ class SentenceTransformerEmbedder(Embedder):
     """Embeds texts with a sentence-transformers model, rows L2-normalised by default."""
 
     name = "sentence_transformers"
+    needs = ("settings",)
+    settings: Settings | None
 
     class Config(ComponentConfig):
         # A name, a local folder, or a preference list: the first that loads is used.
@@ -127,8 +129,7 @@ class SentenceTransformerEmbedder(Embedder):
         return [model] if isinstance(model, str) else list(model)
 
     def _settings(self) -> Settings:
-        settings = getattr(self.context, "settings", None)
-        return settings if isinstance(settings, Settings) else Settings()
+        return self.settings if isinstance(self.settings, Settings) else Settings()
 
     def warm_up(self) -> None:
         if importlib.util.find_spec("sentence_transformers") is None:
@@ -155,9 +156,8 @@ class SentenceTransformerEmbedder(Embedder):
                 tried.append(f"{name!r}: {why}")
         if offline:
             tried.append("hub not asked: offline (PLM_OFFLINE or HF_HUB_OFFLINE is set)")
-        label = getattr(self, "label", self.name)
         raise ModelNotFoundError(
-            f"embedder {label!r}: none of the models {self.candidates} could be loaded.\n  - "
+            f"embedder {self.label!r}: none of the models {self.candidates} could be loaded.\n  - "
             + "\n  - ".join(tried)
             + f"\n{FIX_HINT}"
         )
@@ -191,6 +191,13 @@ class SentenceTransformerEmbedder(Embedder):
         """The folder the model was loaded from."""
         self.ensure_warm()
         return self._path
+
+    @property
+    def model_version(self) -> str:
+        """The weights' folder and newest file time: a model retrained in place, or a new hub
+        snapshot, gets new cache keys and fingerprints, never another model's vectors."""
+        files = [p for p in self.model_path.iterdir() if p.is_file()] if self.model_path.is_dir() else []
+        return f"{self.model_path.resolve()}@{max((p.stat().st_mtime_ns for p in files), default=0)}"
 
     @property
     def dimension(self) -> int:

@@ -43,6 +43,8 @@ class GlinerEntityExtractor(EntityExtractor):
     """Sets `chunk.entities` (label -> values) from a GLiNER model."""
 
     name = "gliner_entities"
+    needs = ("settings",)
+    settings: Any  # plm's runtime settings (offline), when built by a job
 
     class Config(EntityConfig):
         model: str = Field("urchade/gliner_multi-v2.1", description="hub name or local folder")
@@ -56,8 +58,7 @@ class GlinerEntityExtractor(EntityExtractor):
     _model: Any  # a gliner.GLiNER, set by warm_up
 
     def _offline(self) -> bool:
-        settings = getattr(self.context, "settings", None)  # plm's runtime settings, when bound to a job
-        return os.environ.get("HF_HUB_OFFLINE") == "1" or bool(getattr(settings, "offline", False))
+        return os.environ.get("HF_HUB_OFFLINE") == "1" or bool(getattr(self.settings, "offline", False))
 
     def _cached_snapshot(self, model: str) -> Path | None:
         """The cached snapshot folder of a hub model, found without any network call."""

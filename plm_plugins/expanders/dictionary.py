@@ -52,6 +52,10 @@ def load_dictionary(path: Path | None = None) -> dict[str, str]:
                 f"expansion dictionary {where}: trigger {trigger!r} maps to {words!r}; "
                 "expected a string of space-separated words"
             )
+        if not str(trigger).strip():
+            raise ConfigError(f"expansion dictionary {where}: an empty trigger would fire on every query; remove it")
+        if not words.split():
+            raise ConfigError(f"expansion dictionary {where}: trigger {trigger!r} has no words to append")
         # Triggers are matched against the lowercased query, so an uppercase trigger
         # could never fire; lowercasing it here is what its author meant.
         table[str(trigger).lower()] = words
@@ -83,15 +87,24 @@ class DictionaryExpander(QueryExpander):
     """Appends related words to a query when a dictionary trigger occurs in it."""
 
     name = "dictionary"
+    needs = ("config_dir",)
+    config_dir: Path | None
 
     class Config(ComponentConfig):
-        # A TOML or JSON file of trigger = "words"; None uses the POC's table
-        # (plm_plugins/expanders/poc_dictionary.toml). Relative paths are tried from the
-        # working directory, then from the job config's folder.
         dictionary: str | None = None
+        """A TOML or JSON file of trigger = "words"; None: the POC's table
+        (plm_plugins/expanders/poc_dictionary.toml). A relative path is read from the
+        job config's folder (else the working directory)."""
         mode: Literal["substring"] = "substring"
+        """How a trigger matches: a plain substring of the lowercased query (the POC's rule)."""
+        profile_if_fired: str = "expanded"
+        """The fusion profile a query asks for when a trigger fired ("" = the default one)."""
 
     config: Config
+
+    def check(self) -> None:
+        """A missing or malformed dictionary fails at `plm config check`, not at the first query."""
+        self.ensure_warm()
 
     def warm_up(self) -> None:
         self._table = load_dictionary(self._dictionary_path())
@@ -100,13 +113,11 @@ class DictionaryExpander(QueryExpander):
         if self.config.dictionary is None:
             return None
         path = Path(self.config.dictionary).expanduser()
-        if not path.is_absolute() and not path.exists():
-            config_path = getattr(getattr(getattr(self.context, "job", None), "config", None), "path", None)
-            if config_path is not None and (Path(config_path).parent / path).exists():
-                return Path(config_path).parent / path
+        if not path.is_absolute() and self.config_dir is not None and (self.config_dir / path).exists():
+            path = self.config_dir / path
         if not path.is_file():
             raise ConfigError(
-                f"expander {getattr(self, 'label', self.name)!r}: dictionary file not found: {path} "
+                f"expander {self.label!r}: dictionary file not found: {path} "
                 '(set `dictionary` to a TOML or JSON file of trigger = "words", or leave it out '
                 "for the POC table)"
             )
@@ -120,10 +131,21 @@ class DictionaryExpander(QueryExpander):
     def run(self, data: Query) -> ExpandedQuery:
         text, fired = expand(data.text, self.table)
         if isinstance(data, ExpandedQuery):  # chained expanders keep the user's text and all triggers
-            original, fired = data.original or data.text, data.fired + fired
+            original, fired, profile = data.original or data.text, data.fired + fired, data.profile
         else:
-            original = data.text
-        return ExpandedQuery(text=text, k=data.k, filters=data.filters, id=data.id, original=original, fired=fired)
+            original, profile = data.text, ""
+        if fired and self.config.profile_if_fired:
+            profile = self.config.profile_if_fired
+        return ExpandedQuery(
+            text=text,
+            k=data.k,
+            filters=data.filters,
+            id=data.id,
+            depth=data.depth,
+            original=original,
+            fired=fired,
+            profile=profile,
+        )
 
 
 @hookimpl

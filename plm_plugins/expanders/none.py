@@ -22,7 +22,7 @@ class IdentityExpander(QueryExpander):
         pass
 
     def run(self, data: Query) -> ExpandedQuery:
-        return ExpandedQuery(text=data.text, k=data.k, filters=data.filters, id=data.id, original=data.text)
+        return ExpandedQuery.of(data)
 
 
 @hookimpl

@@ -1,16 +1,17 @@
 """Weighted reciprocal rank fusion, with the POC's adaptive rule as two profiles.
 
 score(chunk) = sum over sources of weight[source] / (k + rank + rank_base), rank 0-based.
-A query whose expansion fired uses the `expanded` profile (the POC: BM25 weight 3.0,
-semantic 0.3, k 10, 20 candidates per wanted hit); any other uses `default`.
+A query gets the profile its expander names (`ExpandedQuery.profile`): the dictionary
+expander names "expanded" when a trigger fired (the POC: BM25 weight 3.0, semantic 0.3,
+k 10, 20 candidates per wanted hit); an unnamed or unknown profile gets `default`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from plm_core.component import ComponentConfig
 from plm_core.errors import ConfigError
@@ -25,11 +26,21 @@ if TYPE_CHECKING:
 class Profile(ComponentConfig):
     """One set of fusion settings."""
 
-    k: float = Field(60.0, gt=0)
-    # source label (the retriever's table name) -> weight
-    weights: dict[str, float] = Field(default_factory=lambda: {"dense": 1.0, "bm25": 1.0})
-    # candidates per source = min(query.k * candidates_factor, number of chunks)
-    candidates_factor: int = Field(10, ge=1)
+    k: float = Field(60.0, gt=0, le=1e9, allow_inf_nan=False)
+    """The RRF constant added to every rank (the POC: 60, or 10 when expanded)."""
+    weights: dict[str, Annotated[float, Field(ge=0, le=1e9, allow_inf_nan=False)]] = Field(
+        default_factory=lambda: {"dense": 1.0, "bm25": 1.0}
+    )
+    """Source label (the retriever's table name) -> weight."""
+    candidates_factor: int = Field(10, ge=1, le=10_000)
+    """Candidates per source = min(wanted hits x this, number of chunks)."""
+
+    @field_validator("k")
+    @classmethod
+    def _not_tiny(cls, value: float) -> float:
+        if value < 1e-6:  # 1/(k + 0) would overflow to inf for the top hit
+            raise ValueError("k must be at least 1e-6")
+        return value
 
 
 class RRFFuser(Fuser):
@@ -38,28 +49,29 @@ class RRFFuser(Fuser):
     name = "rrf"
 
     class Config(ComponentConfig):
-        # Sources are added to the score map in this order. The POC added semantic
-        # results first, then BM25; with many exact ties (identical generated pages) this
-        # order decides the final ranking, so it is part of the algorithm.
         order: list[str] = Field(default_factory=lambda: ["dense", "bm25"])
-        # Added to the 0-based rank: 0 is the POC (1/(k+0) for the top hit); 1 is the
-        # textbook RRF with 1-based ranks.
+        """Sources are added to the score map in this order. The POC added semantic results
+        first, then BM25; with many exact ties (identical generated pages) this order decides
+        the final ranking, so it is part of the algorithm."""
         rank_base: int = Field(0, ge=0)
+        """Added to the 0-based rank: 0 is the POC (1/(k+0) for the top hit); 1 is the
+        textbook RRF with 1-based ranks."""
         default: Profile = Field(default_factory=lambda: Profile.model_validate({}))
-        # Used when the query's expansion fired; None: always `default`.
+        """Settings for a query whose expander names no profile (or one not configured)."""
         expanded: Profile | None = Field(
             default_factory=lambda: Profile(k=10, weights={"dense": 0.3, "bm25": 3.0}, candidates_factor=20)
         )
+        """Settings for queries whose expander names "expanded" (the dictionary expander does
+        when a trigger fired); None: those get `default` too."""
+        profiles: dict[str, Profile] = Field(default_factory=dict)
+        """More named profiles, for expanders or rewriters that name other ones."""
 
     config: Config
 
     def check_sources(self, names: Sequence[str]) -> None:
         """Every retriever needs a weight in every profile, and nothing else may have one."""
-        label = getattr(self, "label", self.name)
-        profiles = {"default": self.config.default, "expanded": self.config.expanded}
-        for pname, profile in profiles.items():
-            if profile is None:
-                continue
+        label = self.label
+        for pname, profile in self._profiles().items():
             missing = [n for n in names if n not in profile.weights]
             extra = [n for n in profile.weights if n not in names]
             if missing or extra:
@@ -73,15 +85,20 @@ class RRFFuser(Fuser):
         if unknown:
             raise ConfigError(f"fuser {label!r}: `order` names {unknown}, which are not retrievers {list(names)}")
 
+    def _profiles(self) -> dict[str, Profile]:
+        named = {"default": self.config.default, **self.config.profiles}
+        if self.config.expanded is not None:
+            named["expanded"] = self.config.expanded
+        return named
+
     def settings_for(self, query: ExpandedQuery, n_chunks: int) -> FusionConfig:
-        use_expanded = bool(getattr(query, "fired", ())) and self.config.expanded is not None
-        profile = self.config.expanded if use_expanded else self.config.default
-        assert profile is not None
+        name = query.profile if query.profile in self._profiles() else "default"
+        profile = self._profiles()[name]
         return FusionConfig(
-            rrf_k=profile.k,
+            candidates=max(0, min(query.depth * profile.candidates_factor, n_chunks)),
             weights=dict(profile.weights),
-            candidates=max(0, min(query.k * profile.candidates_factor, n_chunks)),
-            profile="expanded" if use_expanded else "default",
+            profile=name,
+            params={"k": profile.k},
         )
 
     def fuse(self, rankings: Mapping[str, list[ScoredChunk]], settings: FusionConfig) -> list[ScoredChunk]:
@@ -90,27 +107,22 @@ class RRFFuser(Fuser):
         missing = [s for s in order if s not in settings.weights]
         if missing:
             raise ConfigError(
-                f"fuser {getattr(self, 'label', self.name)!r}: no weight for source(s) {missing} "
+                f"fuser {self.label!r}: no weight for source(s) {missing} "
                 f"in profile {settings.profile!r} (weights: {dict(settings.weights)}); the keys of "
                 "`weights` must be the retrievers' table names"
             )
         # A dict keeps first-insertion order; Python's sort is stable (also with
         # reverse=True), so equal scores stay in insertion order, as in the POC.
         scores: dict[str, float] = {}
+        k = float(settings.params.get("k", self.config.default.k))
         for source in order:
             weight = settings.weights[source]
             for position, hit in enumerate(rankings[source]):
                 # The list position is the rank the POC used (its ranking was the list).
                 rank = position + self.config.rank_base
-                scores[hit.chunk_id] = scores.get(hit.chunk_id, 0.0) + weight / (settings.rrf_k + rank)
+                scores[hit.chunk_id] = scores.get(hit.chunk_id, 0.0) + weight / (k + rank)
         ranked = sorted(scores.items(), key=lambda item: item[1], reverse=True)
         return [ScoredChunk(chunk_id=cid, score=score, source="fused", rank=i) for i, (cid, score) in enumerate(ranked)]
-
-    def run(self, data: Mapping[str, list[ScoredChunk]]) -> list[ScoredChunk]:
-        """Fuse with the default profile (no query to choose by)."""
-        profile = self.config.default
-        n = max((len(r) for r in data.values()), default=0)
-        return self.fuse(data, FusionConfig(rrf_k=profile.k, weights=dict(profile.weights), candidates=n))
 
 
 @hookimpl

@@ -12,35 +12,28 @@ bit-identical; the index is saved and loaded with bm25s's own format.
 
 from __future__ import annotations
 
-import errno
 import functools
-import hashlib
-import json
 import logging
 import math
-import os
-import shutil
-import time
-import uuid
-import zlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field
 
+from plm_core import builds
 from plm_core.component import ComponentConfig
+from plm_core.corpus import CorpusSnapshot, CorpusVersion
 from plm_core.errors import MissingDependencyError, StaleIndexError, StoreError
 from plm_core.hookspecs import hookimpl
 from plm_core.interfaces import Retriever
-from plm_core.records import Chunk, ExpandedQuery, ScoredChunk
+from plm_core.records import ExpandedQuery, ScoredChunk
 from plm_plugins.retrievers.ranking import top_n
 
 if TYPE_CHECKING:
     from plm_core.registry import Registry
 
 META_FILE = "plm_bm25.json"
-LEFTOVER_MAX_AGE_S = 3600  # temp folders older than this are a dead writer's, whatever their pid
 FORMAT = 1
 
 
@@ -48,7 +41,6 @@ class BM25Retriever(Retriever):
     """Sparse lexical retrieval; ranks by the full score vector like the POC."""
 
     name = "bm25s"
-    label = "bm25"  # the Job replaces this with the config table's name
 
     class Config(ComponentConfig):
         # whitespace_lower: `text.lower().split()` (the POC: no stopwords, no stemming).
@@ -83,70 +75,51 @@ class BM25Retriever(Retriever):
         return [list(tokens) for tokens in out]
 
     # ------------------------------------------------------------------ index
-    # Layout: index_dir/bm25_<label>/v<N>-<key>/ holds one build for corpus version N
-    # (key: store id + settings), with plm_bm25.json recording the version, settings and
-    # each file's size and CRC32. Builds go to a hidden temp folder and are renamed into
-    # place; older builds are removed after a newer one lands (a reader that still maps
-    # their files keeps them until it closes them).
+    # One build per corpus version under index_dir/bm25_<label>/, in bm25s's own save
+    # format, through the shared build folder (plm_core.builds: atomic, checksummed).
     def index_base(self, index_dir: Path) -> Path:
         return Path(index_dir) / f"bm25_{self.label}"
 
-    def index_path(self, index_dir: Path, version: str = "") -> Path:
-        key = hashlib.sha1(json.dumps([version.rpartition(".")[0], self._settings()]).encode()).hexdigest()[:12]
-        return self.index_base(index_dir) / f"v{_counter(version)}-{key}"
+    def index_path(self, index_dir: Path, version: CorpusVersion) -> Path:
+        return builds.build_path(self.index_base(index_dir), version, self._settings())
 
     def _settings(self) -> dict[str, Any]:
         """What the saved index depends on (search-time options left out)."""
         return {"format": FORMAT, **self.config.model_dump(exclude={"drop_zero_scores"})}
 
-    def build(
-        self, chunks: Sequence[Chunk], vectors: Any, index_dir: Path, version: str = "", save: bool = True
-    ) -> None:
+    def build(self, snapshot: CorpusSnapshot, index_dir: Path | None) -> None:
+        chunks = snapshot.chunks
         corpus = self.tokenize([c.index_text for c in chunks])
         retriever = self._index(corpus) if any(corpus) else None
         self._retriever, self._n_docs = retriever, len(chunks)
         self._chunk_ids = [c.id for c in chunks]
-        if save:
-            self._save(retriever, len(chunks), index_dir, version)
+        if index_dir is not None:
 
-    def _save(self, retriever: Any, n_docs: int, index_dir: Path, version: str) -> None:
-        target = self.index_path(index_dir, version)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.parent / f".tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-        try:
-            tmp.mkdir()
-            if retriever is not None:
-                retriever.save(str(tmp), show_progress=False)
-            files = {p.name: [p.stat().st_size, _crc32(p)] for p in sorted(tmp.iterdir())}
-            meta = {**self._settings(), "version": version, "num_docs": n_docs, "empty": retriever is None}
-            (tmp / META_FILE).write_text(json.dumps({**meta, "files": files}, indent=1))
-            _swap_in(tmp, target)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-        _remove_older(target)
+            def write(folder: Path) -> None:
+                if retriever is not None:
+                    retriever.save(str(folder), show_progress=False)
 
-    def index_matches(self, index_dir: Path, version: str) -> bool:
-        """True when a saved index exists for this store version and these settings."""
-        meta = _read_meta(self.index_path(index_dir, version))
-        return meta is not None and meta.get("version") == version and self._same_settings(meta)
-
-    def _same_settings(self, meta: dict[str, Any]) -> bool:
-        return all(meta.get(k) == v for k, v in self._settings().items())
-
-    def load(self, index_dir: Path, chunk_ids: Sequence[str], vectors: Any = None, version: str = "") -> None:
-        path = self.index_path(index_dir, version)
-        meta = _read_meta(path)
-        if meta is None or meta.get("version") != version or not self._same_settings(meta):
-            raise StaleIndexError(
-                f"BM25 index {self.label!r} has no build for the store's corpus version {version} and these "
-                f"settings under {self.index_base(index_dir)}"
+            meta = {**self._settings(), "version": snapshot.version.token, "num_docs": len(chunks)}
+            builds.save_build(
+                self.index_path(index_dir, snapshot.version), write, {**meta, "empty": retriever is None}, META_FILE
             )
-        if meta.get("num_docs") != len(chunk_ids):
+
+    def is_current(self, version: CorpusVersion, index_dir: Path) -> bool:
+        return builds.build_matches(self.index_path(index_dir, version), version, self._settings(), META_FILE)
+
+    def load(self, snapshot: CorpusSnapshot, index_dir: Path) -> None:
+        path, version, n_chunks = (
+            self.index_path(index_dir, snapshot.version),
+            snapshot.version,
+            len(snapshot.chunk_ids),
+        )
+        what = f"BM25 index {self.label!r} under {self.index_base(index_dir)}"
+        meta = builds.open_build(path, version, self._settings(), what, META_FILE)
+        if meta.get("num_docs") != n_chunks:
             raise StoreError(
                 f"BM25 index {path} holds {meta.get('num_docs')} chunks but the store's version {version} has "
-                f"{len(chunk_ids)}: run `plm index rebuild`"
+                f"{n_chunks}: run `plm index rebuild`"
             )
-        _verify(path, meta.get("files") or {})
         self._retriever = None
         if not meta.get("empty"):
             bm25s = _import_bm25s()
@@ -154,9 +127,9 @@ class BM25Retriever(Retriever):
                 self._retriever = bm25s.BM25.load(str(path), mmap=True, load_corpus=False, show_progress=False)
             except FileNotFoundError:  # removed by a newer build while we read it
                 raise StaleIndexError(f"BM25 index {path} was replaced while loading") from None
-            except (OSError, ValueError) as err:
+            except (OSError, ValueError, KeyError, TypeError) as err:
                 raise StoreError(f"BM25 index {path} is corrupt ({err}): run `plm index rebuild`") from None
-        self._n_docs, self._chunk_ids = len(chunk_ids), list(chunk_ids)
+        self._n_docs, self._chunk_ids = n_chunks, list(snapshot.chunk_ids)
 
     def _index(self, corpus: list[list[str]]) -> Any:
         bm25s = _import_bm25s()
@@ -195,9 +168,6 @@ class BM25Retriever(Retriever):
         scores = self.scores(query.text)
         return top_n(scores, n, self._chunk_ids, self.label, allowed, drop_zero=self.config.drop_zero_scores)
 
-    def run(self, data: ExpandedQuery) -> list[ScoredChunk]:
-        return self.search(data, data.k)
-
 
 def okapi_matrix(corpus: list[list[str]], k1: float, b: float, epsilon: float) -> tuple[dict[str, Any], dict[str, int]]:
     """bm25s's CSC score arrays and vocabulary, with rank_bm25.BM25Okapi's exact float64 scores."""
@@ -230,133 +200,6 @@ def okapi_matrix(corpus: list[list[str]], k1: float, b: float, epsilon: float) -
     np.cumsum(np.bincount(term, minlength=n_vocab), out=indptr[1:])
     scores = {"data": data, "indices": doc.astype(np.int32), "indptr": indptr, "num_docs": n_docs}
     return scores, vocab
-
-
-def _counter(version: str) -> int:
-    """N from a store version token "<store id>.<N>" (0 when absent)."""
-    tail = version.rpartition(".")[2]
-    return int(tail) if tail.isdigit() else 0
-
-
-def _crc32(path: Path) -> int:
-    crc = 0
-    with path.open("rb") as fh:
-        while block := fh.read(1 << 20):
-            crc = zlib.crc32(block, crc)
-    return crc
-
-
-def _read_meta(path: Path) -> dict[str, Any] | None:
-    """A build's plm_bm25.json, or None when it is missing or unreadable."""
-    try:
-        return dict(json.loads((path / META_FILE).read_text()))
-    except (OSError, ValueError, TypeError):
-        return None
-
-
-def _verify(path: Path, files: dict[str, Any]) -> None:
-    """Every file the build wrote is there with its size and checksum, else StoreError;
-    StaleIndexError when the build was moved away meanwhile (a newer one replaced it)."""
-    try:
-        for name, (size, crc) in files.items():
-            file = path / name
-            actual = file.stat().st_size
-            if actual != size:
-                raise StoreError(
-                    f"BM25 index {path} is corrupt: {name} has {actual} bytes, {size} were written "
-                    "(truncated?); run `plm index rebuild`"
-                )
-            if _crc32(file) != crc:
-                raise StoreError(f"BM25 index {path} is corrupt: {name} fails its checksum; run `plm index rebuild`")
-    except FileNotFoundError as err:
-        # Builds are only ever removed by renaming the whole folder first, so a folder that
-        # is still in place with a file missing was damaged; one that is gone was replaced.
-        if not (path / META_FILE).exists():
-            raise StaleIndexError(f"BM25 index {path} was replaced while loading") from None
-        name = Path(err.filename or "?").name
-        raise StoreError(f"BM25 index {path} is corrupt: {name} is missing; run `plm index rebuild`") from None
-
-
-def _swap_in(tmp: Path, target: Path) -> None:
-    """Rename a finished build into place. An intact build already there (another process
-    built the same version) is kept; a damaged one is replaced."""
-    try:
-        tmp.rename(target)
-        return
-    except OSError as err:
-        if err.errno not in (errno.EEXIST, errno.ENOTEMPTY):
-            raise
-    meta = _read_meta(target)
-    try:
-        if meta is not None:
-            _verify(target, meta.get("files") or {})
-            return  # equivalent and intact: ours is dropped by the caller
-    except (OSError, ValueError, TypeError, StoreError):
-        pass
-    old = _retire(target)
-    try:
-        tmp.rename(target)
-    except OSError as err:
-        if err.errno not in (errno.EEXIST, errno.ENOTEMPTY):  # else: another process's build is there
-            if old is not None:
-                old.rename(target)  # put the previous build back rather than leave none
-            raise
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
-
-
-def _retire(entry: Path) -> Path | None:
-    """Rename a build out of the way (atomic: readers see all of it or none), for deletion."""
-    old = entry.with_name(f".old-{os.getpid()}-{uuid.uuid4().hex[:8]}")
-    try:
-        entry.rename(old)
-    except FileNotFoundError:
-        return None
-    return old
-
-
-def _remove_older(target: Path) -> None:
-    """Delete builds for older versions (and other settings) next to `target`, leftovers of
-    processes that died, and files of the pre-versioned layout. Builds are renamed away
-    before they are deleted, so a reader never sees a partial folder."""
-    mine = int(target.name[1:].split("-", 1)[0])
-    for entry in target.parent.iterdir():
-        name = entry.name
-        if name == target.name:
-            continue
-        if name.startswith((".tmp-", ".old-")):
-            pid = name.split("-")[1]
-            fresh = time.time() - _mtime(entry) < LEFTOVER_MAX_AGE_S
-            if pid.isdigit() and _alive(int(pid)) and fresh:
-                # Still being written or removed by a live process (maybe this one). The age
-                # limit covers containers, where every run may be the same pid.
-                continue
-        elif name.startswith("v") and name[1:].split("-", 1)[0].isdigit():
-            if int(name[1:].split("-", 1)[0]) > mine:
-                continue  # a newer build
-        if entry.is_dir() and not entry.is_symlink():
-            retired = entry if name.startswith((".tmp-", ".old-")) else _retire(entry)
-            if retired is not None:
-                shutil.rmtree(retired, ignore_errors=True)
-        else:
-            entry.unlink(missing_ok=True)
-
-
-def _mtime(path: Path) -> float:
-    try:
-        return path.stat().st_mtime
-    except OSError:
-        return 0.0
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 @functools.cache

@@ -1,6 +1,6 @@
 """Exact dense retrieval: dot product of the query vector with every chunk vector.
 
-The vectors live in the store, so `build` saves nothing; the matrix is held as one
+The vectors live in the store, so nothing is saved; the matrix is held as one
 contiguous float32 array and every query is scored against all rows, which is what the
 POC did (brute force is exact, and fast enough for tens of thousands of chunks).
 """
@@ -12,10 +12,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from plm_core.component import ComponentConfig
+from plm_core.corpus import CorpusSnapshot, CorpusVersion
 from plm_core.errors import ConfigError, StoreError
 from plm_core.hookspecs import hookimpl
-from plm_core.interfaces import Retriever
-from plm_core.records import Chunk, EmbeddedQuery, ExpandedQuery, ScoredChunk
+from plm_core.interfaces import Embedder, Retriever
+from plm_core.records import EmbeddedQuery, ExpandedQuery, ScoredChunk
 from plm_plugins.retrievers.ranking import top_n
 
 if TYPE_CHECKING:
@@ -26,22 +27,30 @@ class DenseRetriever(Retriever):
     """Ranks chunks by the dot product of normalised embeddings (cosine similarity)."""
 
     name = "dense"
-    label = "dense"  # the Job replaces this with the config table's name
     needs_vectors = True
+    needs = ("embedder",)
+    embedder: Embedder | None
 
     class Config(ComponentConfig):
         pass
 
+    def check(self) -> None:
+        if self.embedder is None:
+            raise ConfigError(
+                f"retriever {self.label!r} ({self.name}) needs chunk and query vectors: add an [embedder] table "
+                '(e.g. use = "sentence_transformers") to the config'
+            )
+
     def _take(self, chunk_ids: Sequence[str], vectors: Any) -> None:
         import numpy as np
 
-        if vectors is None and not chunk_ids:  # an empty index (every document deleted)
-            vectors = np.zeros((0, 0), dtype=np.float32)
         if vectors is None:
-            raise StoreError(
-                f"retriever {self.label!r} needs chunk vectors but the store has none: add an "
-                "[embedder] table to the config and run `plm ingest --force`"
-            )
+            if chunk_ids:
+                raise StoreError(
+                    f"retriever {self.label!r} needs chunk vectors but the snapshot has none: add an "
+                    "[embedder] table to the config and run `plm ingest --force`"
+                )
+            vectors = np.zeros((0, 0), dtype=np.float32)  # an empty index (every document deleted)
         matrix = np.ascontiguousarray(vectors, dtype=np.float32)
         if matrix.ndim != 2 or matrix.shape[0] != len(chunk_ids):
             raise StoreError(
@@ -50,38 +59,26 @@ class DenseRetriever(Retriever):
             )
         self._matrix, self._chunk_ids = matrix, list(chunk_ids)
 
-    def build(
-        self, chunks: Sequence[Chunk], vectors: Any, index_dir: Path, version: str = "", save: bool = True
-    ) -> None:
-        self._take([c.id for c in chunks], vectors)
+    def build(self, snapshot: CorpusSnapshot, index_dir: Path | None) -> None:
+        self._take(snapshot.chunk_ids, snapshot.vectors)
 
-    def load(self, index_dir: Path, chunk_ids: Sequence[str], vectors: Any, version: str = "") -> None:
-        self._take(chunk_ids, vectors)
+    def is_current(self, version: CorpusVersion, index_dir: Path) -> bool:
+        return True  # the store's vectors are the index: nothing is saved beside them
 
-    def index_matches(self, index_dir: Path, version: str) -> bool:
-        """True when the store holds one vector per chunk (the vectors are the index)."""
-        store = getattr(self.context, "store", None)
-        if store is None:
-            return False
-        n_chunks = int(store.stats().get("chunks", 0))
-        return n_chunks > 0 and store.vector_count() == n_chunks
+    def load(self, snapshot: CorpusSnapshot, index_dir: Path) -> None:
+        self._take(snapshot.chunk_ids, snapshot.vectors)
 
     def query_vector(self, query: ExpandedQuery) -> Any:
         import numpy as np
 
-        vector = getattr(query, "vector", None) if isinstance(query, EmbeddedQuery) else None
+        vector = query.vector if isinstance(query, EmbeddedQuery) else None
         if vector is None:
-            embedder = getattr(self.context, "embedder", None)
-            if embedder is None:
-                raise ConfigError(
-                    f"retriever {self.label!r} needs the query embedded: add an [embedder] table "
-                    "to the config (or an `embed_query` stage before retrieval)"
-                )
-            embedder.ensure_warm()
-            embed_query = getattr(embedder, "embed_query", None)
-            vector = embed_query(query.text) if embed_query else embedder.embed([query.text])[0]
+            self.check()
+            assert self.embedder is not None
+            self.embedder.ensure_warm()
+            vector = self.embedder.embed_query(query.text)
         vector = np.asarray(vector, dtype=np.float32).reshape(-1)
-        if vector.shape[0] != self._matrix.shape[1]:
+        if self._matrix.shape[0] and vector.shape[0] != self._matrix.shape[1]:
             raise StoreError(
                 f"retriever {self.label!r}: the query vector has {vector.shape[0]} dimensions but the "
                 f"stored chunk vectors have {self._matrix.shape[1]}; the embedder changed since "
@@ -91,15 +88,16 @@ class DenseRetriever(Retriever):
 
     def scores(self, query: ExpandedQuery) -> Any:
         """The similarity of every chunk (row order) to the query."""
+        import numpy as np
+
+        if not self._matrix.shape[0]:
+            return np.zeros(0, dtype=np.float32)
         return self._matrix @ self.query_vector(query)
 
     def search(self, query: ExpandedQuery, n: int, allowed: Any = None) -> list[ScoredChunk]:
         # Exact scores for every chunk, then the POC's tie order (see ranking.top_n).
         scores = self.scores(query)
         return top_n(scores, n, self._chunk_ids, self.label, allowed)
-
-    def run(self, data: ExpandedQuery) -> list[ScoredChunk]:
-        return self.search(data, data.k)
 
 
 @hookimpl

@@ -10,6 +10,7 @@ derived indexes (BM25) record so a stale one is never used.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import uuid
 from collections.abc import Iterator, Sequence
@@ -22,6 +23,7 @@ from pydantic import Field
 from plm_core.component import ComponentConfig
 from plm_core.errors import StoreError
 from plm_core.hookspecs import hookimpl
+from plm_core.corpus import CorpusVersion, StoreProblem
 from plm_core.interfaces import Store
 from plm_core.records import Chunk, Document
 
@@ -66,20 +68,39 @@ def _chunk_from_row(r: sqlite3.Row) -> Chunk:
     )
 
 
+def _ready(db: sqlite3.Connection) -> bool:
+    """The schema is complete and current."""
+    tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    if not {"meta", "documents", "chunks", "vectors"} <= tables:
+        return False
+    columns = {r[1] for r in db.execute("PRAGMA table_info(documents)")}
+    uid = db.execute("SELECT 1 FROM meta WHERE key='store_uid'").fetchone()
+    return "fingerprint" in columns and uid is not None
+
+
+def _explain(path: Path, err: sqlite3.Error, busy_ms: int) -> str:
+    """One line for a SQLite error: what it means here and what to do."""
+    text = str(err)
+    if "locked" in text or "busy" in text:
+        return (
+            f"the store {path} is locked by another writer (a `plm ingest` or `plm index rebuild` on the same "
+            f"index) for longer than busy_timeout_ms = {busy_ms}: wait for it to finish, or raise [store] "
+            "busy_timeout_ms"
+        )
+    if "not a database" in text or "malformed" in text or "corrupt" in text:
+        return (
+            f"the store {path} is damaged ({text}): delete the index folder and run `plm ingest` again "
+            "(a backup, or `sqlite3 {path} .recover`, may save its contents)"
+        )
+    if "readonly" in text or "read-only" in text:
+        return f"the store {path} is read-only ({text}): writing needs a writable index folder"
+    return f"cannot use store {path}: {text}"
+
+
 def _prepare(db: sqlite3.Connection) -> None:
     """Create or migrate the schema, writing only when something is missing: opening an
-    up-to-date store never takes the write lock (readers do not wait behind an ingest,
-    read-only folders open)."""
-
-    def ready() -> bool:
-        tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        if not {"meta", "documents", "chunks", "vectors"} <= tables:
-            return False
-        columns = {r[1] for r in db.execute("PRAGMA table_info(documents)")}
-        uid = db.execute("SELECT 1 FROM meta WHERE key='store_uid'").fetchone()
-        return "fingerprint" in columns and uid is not None
-
-    if ready():
+    up-to-date store never takes the write lock (readers do not wait behind an ingest)."""
+    if _ready(db):
         return
     db.execute("BEGIN IMMEDIATE")  # two processes opening an old store: one migrates
     try:
@@ -116,17 +137,41 @@ class SQLiteStore(Store):
             raise StoreError("the store is not open")
         return self._db
 
-    def open(self, index_dir: Path) -> None:
-        self.path = Path(index_dir) / self.config.filename
+    def open(self, location: str | Path, create: bool = True) -> None:
+        """Open `<location>/<filename>`. A folder that cannot be written (a read-only
+        mount) is opened immutable: queries work, writes fail with a clear error."""
+        folder = Path(location)
+        self.path = folder / self.config.filename
+        if folder.exists() and not folder.is_dir():
+            raise StoreError(f"index location {folder} is a file, not a folder: pass a folder with --index")
+        if not self.path.exists():
+            if not create:
+                raise StoreError(f"no index at {folder}: run `plm ingest` (or `plm run`) with this config first")
+            folder.mkdir(parents=True, exist_ok=True)
+        writable = os.access(folder, os.W_OK) and (not self.path.exists() or os.access(self.path, os.W_OK))
         try:
-            db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            if writable:
+                db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            else:  # WAL readers need to write -shm; on a read-only mount nothing can change the file
+                db = sqlite3.connect(
+                    f"{self.path.resolve().as_uri()}?immutable=1",
+                    uri=True,
+                    isolation_level=None,
+                    check_same_thread=False,
+                )
             db.execute(f"PRAGMA busy_timeout={self.config.busy_timeout_ms}")
-            db.execute("PRAGMA journal_mode=WAL")
+            if writable:
+                db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA foreign_keys=ON")
-            _prepare(db)
+            if writable:
+                _prepare(db)
+            elif not _ready(db):
+                raise StoreError(
+                    f"the store {self.path} is read-only and was made by an older plm: upgrade it where it is writable"
+                )
         except sqlite3.DatabaseError as err:
-            raise StoreError(f"cannot open store {self.path}: {err}") from None
-        self._db = db
+            raise StoreError(_explain(self.path, err, self.config.busy_timeout_ms)) from None
+        self._db, self.read_only = db, not writable
 
     def close(self) -> None:
         if self._db is not None:
@@ -147,11 +192,14 @@ class SQLiteStore(Store):
         # matches a BM25 build made for the counter it reaches again later.
         self.set_meta("version_nonce", uuid.uuid4().hex[:12])
 
-    def version(self) -> str:
-        """A token that changes with every change to documents, chunks or vectors:
-        "<store uid>:<nonce>.<counter>" (the counter orders builds)."""
-        nonce = self.get_meta("version_nonce") or ""
-        return f"{self.get_meta('store_uid')}:{nonce}.{self.get_meta('corpus_version') or 0}"
+    def version(self) -> CorpusVersion:
+        """Changes with every change to documents, chunks or vectors."""
+        rows = dict(
+            self.db.execute("SELECT key, value FROM meta WHERE key IN ('store_uid', 'version_nonce', 'corpus_version')")
+        )
+        return CorpusVersion(
+            str(rows.get("store_uid", "")), int(rows.get("corpus_version") or 0), str(rows.get("version_nonce", ""))
+        )
 
     @contextmanager
     def snapshot(self) -> Iterator[None]:
@@ -167,7 +215,12 @@ class SQLiteStore(Store):
 
     @contextmanager
     def _tx(self) -> Iterator[None]:
-        self.db.execute("BEGIN IMMEDIATE")
+        if getattr(self, "read_only", False):
+            raise StoreError(f"the store {self.path} is on a read-only folder: it can be queried, not changed")
+        try:
+            self.db.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as err:
+            raise StoreError(_explain(self.path, err, self.config.busy_timeout_ms)) from None
         try:
             yield
         except BaseException:
@@ -308,22 +361,38 @@ class SQLiteStore(Store):
         return [_chunk_from_row(r) for r in self.db.execute(sql, (model,))]
 
     def chunk_metadata(self) -> list[dict[str, Any]]:
-        """Each chunk's metadata, in index order (what metadata filters test)."""
-        return [json.loads(r[0]) for r in self.db.execute(f"SELECT c.metadata FROM {ORDERED}")]
+        """Each chunk's metadata, in index order (what metadata filters test); kept per
+        corpus version, since a UI asks for a few new filter masks per version."""
+        version = self.version()
+        cached = getattr(self, "_metadata", None)
+        if cached is None or cached[0] != version:
+            cached = (version, [json.loads(r[0]) for r in self.db.execute(f"SELECT c.metadata FROM {ORDERED}")])
+            self._metadata = cached
+        return cached[1]
 
-    def consistency_problems(self) -> list[str]:
+    def consistency_problems(self) -> list[StoreProblem]:
         """Problems that break the store's invariants (empty when consistent)."""
         problems = []
         q = lambda sql: int(self.db.execute(sql).fetchone()[0])  # noqa: E731
         if n := q("SELECT count(*) FROM chunks c LEFT JOIN documents d ON d.id = c.doc_id WHERE d.id IS NULL"):
-            problems.append(f"{n} chunks belong to no document")
+            problems.append(StoreProblem(StoreProblem.ORPHAN_CHUNKS, n, f"{n} chunks belong to no document"))
         if (vectors := self.vector_count()) and (
             n := q("SELECT count(*) FROM chunks c LEFT JOIN vectors v ON v.chunk_id = c.id WHERE v.chunk_id IS NULL")
         ):
-            problems.append(f"{n} chunks have no vector (and {vectors} do)")
+            problems.append(
+                StoreProblem(StoreProblem.MISSING_VECTORS, n, f"{n} chunks have no vector (and {vectors} do)")
+            )
         if (n := q("SELECT count(DISTINCT model) FROM vectors")) > 1:
-            problems.append(f"vectors from {n} different models")
+            problems.append(StoreProblem(StoreProblem.MIXED_MODELS, n, f"vectors from {n} different models"))
         return problems
+
+    def integrity_problems(self) -> list[str]:
+        """What SQLite's own `PRAGMA quick_check` finds (pages damaged on disk)."""
+        try:
+            rows = [str(r[0]) for r in self.db.execute("PRAGMA quick_check(20)")]
+        except sqlite3.DatabaseError as err:
+            return [str(err)]
+        return [] if rows == ["ok"] else rows
 
     def vector_count(self) -> int:
         return int(self.db.execute("SELECT count(*) FROM vectors").fetchone()[0])
@@ -355,7 +424,7 @@ class SQLiteStore(Store):
             "model": self.get_meta("model"),
             "dimension": int(self.get_meta("dimension") or 0),
             "corpus_version": int(self.get_meta("corpus_version") or 0),
-            "sqlite_bytes": size,
+            "bytes": size,
         }
 
 

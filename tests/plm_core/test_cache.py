@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from plm_core.cache import CachedStage, ContentCache, content_key, stage_identity
+from plm_core.cache import CachedStage, SQLiteContentCache, content_key, stage_identity
 from plm_core.component import ComponentConfig
 from plm_core.interfaces import ChunkTransform
 from plm_core.records import Chunk
@@ -29,7 +29,7 @@ def _chunks(*texts: str) -> list[Chunk]:
 
 
 def test_only_uncached_texts_reach_the_stage(tmp_path) -> None:
-    cache = ContentCache(tmp_path / "cache.sqlite")
+    cache = SQLiteContentCache(tmp_path / "cache.sqlite")
     CountingKeywords.calls = []
     stage = CachedStage(CountingKeywords(), "counting", cache)
     first = stage.run(_chunks("a b", "c d"))
@@ -42,7 +42,7 @@ def test_only_uncached_texts_reach_the_stage(tmp_path) -> None:
 
 
 def test_different_settings_do_not_share_entries(tmp_path) -> None:
-    cache = ContentCache(tmp_path / "cache.sqlite")
+    cache = SQLiteContentCache(tmp_path / "cache.sqlite")
     CountingKeywords.calls = []
     CachedStage(CountingKeywords(), "counting", cache).run(_chunks("a b"))
     out = CachedStage(CountingKeywords(upper=True), "counting", cache).run(_chunks("a b"))
@@ -57,5 +57,5 @@ def test_keys_depend_on_identity_and_text() -> None:
 
 
 def test_cache_persists_across_processes_opening_it(tmp_path) -> None:
-    ContentCache(tmp_path / "c.sqlite").put_many([("k", b"v")])
-    assert ContentCache(tmp_path / "c.sqlite").get_many(["k", "missing"]) == {"k": b"v"}
+    SQLiteContentCache(tmp_path / "c.sqlite").put_many([("k", b"v")])
+    assert SQLiteContentCache(tmp_path / "c.sqlite").get_many(["k", "missing"]) == {"k": b"v"}

@@ -27,6 +27,7 @@ from pathlib import Path
 
 import pytest
 
+from plm_core.corpus import CorpusSnapshot
 from plm_core.job import Job
 from plm_core.records import Document
 from plm_core.settings import Settings
@@ -152,14 +153,15 @@ def check_invariants(setup: dict, index: Path, old: int, new: int) -> dict[str, 
     version = store.version()
     hybrid = job.query_stages[-1]
     bm25 = hybrid.retrievers["bm25"]
-    if bm25.index_matches(index, version):
-        bm25.load(index, store.chunk_ids(), None, version)  # raises if half-written or corrupt
+    if bm25.is_current(version, index):
+        with store.snapshot():
+            bm25.load(CorpusSnapshot(store, index), index)  # raises if half-written or corrupt
     query = f"Version v{new} of doc03 part 0"
     hits = job.retrieve(query, k=3)
     # The BM25 in use (loaded, or rebuilt in memory when stale) is the store's, exactly.
     assert bm25._chunk_ids == store.chunk_ids()
     fresh = type(bm25)(bm25.config)
-    fresh.build(store.chunks(), None, index, version, save=False)
+    fresh.build(CorpusSnapshot.of(store.chunks(), version=version), None)
     assert (bm25.scores(query) == fresh.scores(query)).all()
     top = store.get_chunks([hits[0].chunk_id])[hits[0].chunk_id]
     assert top.doc_id == "doc03"
@@ -214,7 +216,7 @@ QUERIER = textwrap.dedent(
         filters = {"team": ["backup", "network"][n % 2]} if n % 3 == 0 else None
         try:
             hits = job.retrieve(f"doc{i:02d} part 1 term5", k=5, filters=filters)
-            row = {"n": n, "version": job._version, "filters": filters,
+            row = {"n": n, "version": str(job.searcher.version), "filters": filters,
                    "hits": [[h.doc_id, h.chunk_id, h.text, dict(h.metadata)] for h in hits]}
         except Exception as err:  # reported, and the test fails on it
             row = {"n": n, "error": f"{type(err).__name__}: {err}"}

@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -22,8 +21,7 @@ class FakeEmbedder:
 
 
 def test_embeds_expanded_text_and_keeps_fields() -> None:
-    stage = QueryEmbedder()
-    stage.bind(SimpleNamespace(embedder=FakeEmbedder()))
+    stage = QueryEmbedder(embedder=FakeEmbedder())
     query = ExpandedQuery(text="rpo? RPO backup", k=3, id="q", original="rpo?", fired=("rpo",), filters={"a": 1})
     out = stage.run(query)
     assert isinstance(out, EmbeddedQuery)
@@ -46,7 +44,9 @@ def test_types_and_missing_embedder() -> None:
         ExpandedQuery,
         EmbeddedQuery,
     )
-    stage = QueryEmbedder()
-    stage.bind(SimpleNamespace(embedder=None))
+    stage = QueryEmbedder(embedder=None)
     with pytest.raises(ConfigError, match=r"\[embedder\]"):
         stage.run(ExpandedQuery(text="x"))
+    with pytest.raises(ConfigError, match=r"\[embedder\]"):  # found when the job is assembled, too
+        stage.check()
+    assert QueryEmbedder.needs == ("embedder",)

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from types import SimpleNamespace
+from typing import Any
 
 import numpy as np
 import pytest
@@ -14,10 +14,8 @@ from plm_plugins.embedders import sentence_transformers as st_module
 from plm_plugins.embedders.sentence_transformers import SentenceTransformerEmbedder
 
 
-def _embedder(model: str | list[str], offline: bool = True, **config: object) -> SentenceTransformerEmbedder:
-    embedder = SentenceTransformerEmbedder(model=model, **config)
-    embedder.bind(SimpleNamespace(settings=Settings(offline=offline, device="cpu")))
-    return embedder
+def _embedder(model: str | list[str], offline: bool = True, **config: Any) -> SentenceTransformerEmbedder:
+    return SentenceTransformerEmbedder(model=model, settings=Settings(offline=offline, device="cpu"), **config)
 
 
 @pytest.fixture(scope="module")

@@ -101,8 +101,7 @@ def test_missing_local_folder_fails_fast(tmp_path: Path, monkeypatch: pytest.Mon
 
 def test_plm_offline_setting_skips_the_hub(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-    ex = GlinerEntityExtractor(model="no-such-org/no-such-gliner")
-    ex.bind(SimpleNamespace(settings=SimpleNamespace(offline=True)))
+    ex = GlinerEntityExtractor(model="no-such-org/no-such-gliner", settings=SimpleNamespace(offline=True))
     start = time.perf_counter()
     with pytest.raises(ModelNotFoundError, match="skipped"):
         ex.warm_up()

@@ -19,13 +19,21 @@ def _scores(fused: list[ScoredChunk]) -> list[tuple[str, float]]:
 def test_settings_default_and_expanded_profiles() -> None:
     fuser = RRFFuser()
     plain = fuser.settings_for(ExpandedQuery(text="q", k=5), n_chunks=7269)
-    assert plain == FusionConfig(rrf_k=60, weights={"dense": 1.0, "bm25": 1.0}, candidates=50, profile="default")
-    fired = fuser.settings_for(ExpandedQuery(text="q", k=5, fired=("rpo",)), n_chunks=7269)
-    assert fired == FusionConfig(rrf_k=10, weights={"dense": 0.3, "bm25": 3.0}, candidates=100, profile="expanded")
+    assert plain == FusionConfig(
+        candidates=50, weights={"dense": 1.0, "bm25": 1.0}, profile="default", params={"k": 60}
+    )
+    # the dictionary expander names the "expanded" profile when a trigger fired
+    fired = fuser.settings_for(ExpandedQuery(text="q", k=5, fired=("rpo",), profile="expanded"), n_chunks=7269)
+    assert fired == FusionConfig(
+        candidates=100, weights={"dense": 0.3, "bm25": 3.0}, profile="expanded", params={"k": 10}
+    )
+    # the profile is the one the expander names: fired triggers alone do not pick it
+    assert fuser.settings_for(ExpandedQuery(text="q", k=5, fired=("rpo",)), n_chunks=7269) == plain
     # candidates never exceed the corpus
     assert fuser.settings_for(ExpandedQuery(text="q", k=5), n_chunks=12).candidates == 12
     # no expanded profile: always default
-    assert RRFFuser(expanded=None).settings_for(ExpandedQuery(text="q", k=5, fired=("x",)), 100).profile == "default"
+    expanded = ExpandedQuery(text="q", k=5, fired=("x",), profile="expanded")
+    assert RRFFuser(expanded=None).settings_for(expanded, 100).profile == "default"
 
 
 def test_default_profile_scores_by_hand() -> None:
@@ -57,7 +65,7 @@ def test_ties_keep_insertion_order_dense_first() -> None:
 
 def test_expanded_profile_weights_by_hand() -> None:
     fuser = RRFFuser()
-    settings = fuser.settings_for(ExpandedQuery(text="q", k=5, fired=("rpo",)), 100)
+    settings = fuser.settings_for(ExpandedQuery(text="q", k=5, fired=("rpo",), profile="expanded"), 100)
     fused = fuser.fuse({"dense": _ranking("dense", "a b c"), "bm25": _ranking("bm25", "c a")}, settings)
     assert _scores(fused) == [
         ("c", 0.3 / (10 + 2) + 3.0 / (10 + 0)),  # 0.325

@@ -1,11 +1,13 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from plm_core.corpus import CorpusSnapshot, CorpusVersion
 from plm_core.errors import StaleIndexError, StoreError
 from plm_core.records import Chunk, ExpandedQuery
 
@@ -23,14 +25,28 @@ TEXTS = [
 ]
 
 
+# The old string version tokens: "" (no store, counter 0), "s.1", "s.2" (store "s"), "t.1".
+V0 = CorpusVersion("", 0)
+S1, S2, T1 = CorpusVersion("s", 1), CorpusVersion("s", 2), CorpusVersion("t", 1)
+
+
 def _chunks(texts: list[str] = TEXTS) -> list[Chunk]:
     # index_text is the enriched text when there is one
     return [Chunk(id=f"c{i}", doc_id=f"d{i // 2}", text="raw", enriched=t) for i, t in enumerate(texts)]
 
 
+def _snap(chunks: list[Chunk] | None = None, version: CorpusVersion = V0) -> CorpusSnapshot:
+    return CorpusSnapshot.of(_chunks() if chunks is None else chunks, version=version)
+
+
+def _bm25(**config: object) -> BM25Retriever:
+    # label "bm25": the config table name these tests use (folder bm25_bm25, ScoredChunk.source)
+    return BM25Retriever(label="bm25", **config)
+
+
 def _built(tmp_path: Path, **config: object) -> BM25Retriever:
-    retriever = BM25Retriever(**config)
-    retriever.build(_chunks(), None, tmp_path)
+    retriever = _bm25(**config)
+    retriever.build(_snap(), tmp_path)
     return retriever
 
 
@@ -62,47 +78,49 @@ def test_negative_idf_floor_differs_from_robertson_clipping(tmp_path: Path) -> N
 
 def test_save_load_mmap_round_trip(tmp_path: Path) -> None:
     built = _built(tmp_path)
-    folder = built.index_path(tmp_path, "")
+    folder = built.index_path(tmp_path, V0)
     assert folder.parent == tmp_path / "bm25_bm25"
     assert (folder / "params.index.json").is_file() and (folder / "plm_bm25.json").is_file()
     assert not [p for p in folder.parent.iterdir() if p.name.startswith(".")]  # temp folder renamed away
-    loaded = BM25Retriever()
-    loaded.load(tmp_path, [c.id for c in _chunks()], None)
+    loaded = _bm25()
+    loaded.load(_snap(), tmp_path)
     assert isinstance(loaded._retriever.scores["data"], np.memmap)
     for query in ["the pod on the node", "cpu autoscaler"]:
         assert np.array_equal(loaded.scores(query), built.scores(query))
         assert loaded.search(_q(query), 7) == built.search(_q(query), 7)
-    assert loaded.index_matches(tmp_path, "")
-    assert not loaded.index_matches(tmp_path, "s.1")
-    assert not BM25Retriever(k1=1.2).index_matches(tmp_path, "")
+    assert loaded.is_current(V0, tmp_path)
+    assert not loaded.is_current(S1, tmp_path)
+    assert not _bm25(k1=1.2).is_current(V0, tmp_path)
 
 
 def test_versions_stale_builds_and_cleanup(tmp_path: Path) -> None:
-    first = BM25Retriever()
-    first.build(_chunks(), None, tmp_path, "s.1")
-    with pytest.raises(StaleIndexError, match="corpus version s.2"):
-        BM25Retriever().load(tmp_path, [c.id for c in _chunks()], None, "s.2")
+    first = _bm25()
+    first.build(_snap(version=S1), tmp_path)
+    with pytest.raises(StaleIndexError, match=re.escape(f"corpus version {S2.token}")):
+        _bm25().load(_snap(version=S2), tmp_path)
     with pytest.raises(StaleIndexError):  # same version, other settings
-        BM25Retriever(k1=1.2).load(tmp_path, [c.id for c in _chunks()], None, "s.1")
+        _bm25(k1=1.2).load(_snap(version=S1), tmp_path)
     with pytest.raises(StaleIndexError):  # another store with the same counter
-        BM25Retriever().load(tmp_path, [c.id for c in _chunks()], None, "t.1")
-    BM25Retriever().build(_chunks(TEXTS[:3]), None, tmp_path, "s.2")
+        _bm25().load(_snap(version=T1), tmp_path)
+    with pytest.raises(StaleIndexError):  # same store and counter, another change (restored from a backup)
+        _bm25().load(_snap(version=CorpusVersion("s", 1, "other")), tmp_path)
+    _bm25().build(_snap(_chunks(TEXTS[:3]), S2), tmp_path)
     builds = sorted(p.name for p in (tmp_path / "bm25_bm25").iterdir())
     assert len(builds) == 1 and builds[0].startswith("v2-")  # the older build was removed
     # a reader at an older version rebuilding never removes a newer build
-    BM25Retriever().build(_chunks(), None, tmp_path, "s.1")
+    _bm25().build(_snap(version=S1), tmp_path)
     assert len(list((tmp_path / "bm25_bm25").iterdir())) == 2
-    BM25Retriever().load(tmp_path, [c.id for c in _chunks()[:3]], None, "s.2")
+    _bm25().load(_snap(_chunks()[:3], S2), tmp_path)
     with pytest.raises(StoreError, match="holds 3 chunks"):
-        BM25Retriever().load(tmp_path, [c.id for c in _chunks()], None, "s.2")
+        _bm25().load(_snap(version=S2), tmp_path)
     with pytest.raises(StaleIndexError):
-        BM25Retriever().load(tmp_path / "nowhere", ["c0"], None, "s.2")
+        _bm25().load(_snap(_chunks()[:1], S2), tmp_path / "nowhere")
 
 
 @pytest.mark.parametrize("damage", ["truncate", "flip", "remove"])
 def test_corrupt_files_are_detected(tmp_path: Path, damage: str) -> None:
     built = _built(tmp_path)
-    folder = built.index_path(tmp_path, "")
+    folder = built.index_path(tmp_path, V0)
     victim = max((p for p in folder.iterdir() if p.name != "plm_bm25.json"), key=lambda p: p.stat().st_size)
     data = victim.read_bytes()
     if damage == "truncate":
@@ -112,10 +130,10 @@ def test_corrupt_files_are_detected(tmp_path: Path, damage: str) -> None:
     else:
         victim.unlink()
     with pytest.raises(StoreError, match=r"corrupt.*plm index rebuild") as info:
-        BM25Retriever().load(tmp_path, [c.id for c in _chunks()], None)
+        _bm25().load(_snap(), tmp_path)
     assert not isinstance(info.value, StaleIndexError) and victim.name in str(info.value)
-    BM25Retriever().build(_chunks(), None, tmp_path)  # a rebuild replaces the damaged build
-    BM25Retriever().load(tmp_path, [c.id for c in _chunks()], None)
+    _bm25().build(_snap(), tmp_path)  # a rebuild replaces the damaged build
+    _bm25().load(_snap(), tmp_path)
 
 
 def test_k_larger_than_corpus_and_mask(tmp_path: Path) -> None:
@@ -134,8 +152,8 @@ def test_k_larger_than_corpus_and_mask(tmp_path: Path) -> None:
 @pytest.mark.parametrize("method", ["robertson", "lucene", "atire", "bm25l", "bm25+"])
 def test_bm25s_methods_build_save_and_load(tmp_path: Path, method: str) -> None:
     built = _built(tmp_path, method=method, dtype="float32")
-    loaded = BM25Retriever(method=method, dtype="float32")
-    loaded.load(tmp_path, [c.id for c in _chunks()], None)
+    loaded = _bm25(method=method, dtype="float32")
+    loaded.load(_snap(), tmp_path)
     assert loaded.search(_q("pod memory"), 3) == built.search(_q("pod memory"), 3)
     assert built.search(_q("pod memory"), 1)[0].chunk_id == "c0"
 
@@ -147,11 +165,11 @@ def test_stemming_tokenizer(tmp_path: Path) -> None:
 
 
 def test_empty_corpus_vocabulary(tmp_path: Path) -> None:
-    retriever = BM25Retriever()
-    retriever.build(_chunks(["", " "]), None, tmp_path)
+    retriever = _bm25()
+    retriever.build(_snap(_chunks(["", " "])), tmp_path)
     assert [h.score for h in retriever.search(_q("pod"), 5)] == [0.0, 0.0]
-    loaded = BM25Retriever()
-    loaded.load(tmp_path, ["c0", "c1"], None)
+    loaded = _bm25()
+    loaded.load(_snap(_chunks(["", " "])), tmp_path)
     assert len(loaded.search(_q("pod"), 5)) == 2
 
 
@@ -162,8 +180,8 @@ def test_top10_agrees_with_rank_bm25_on_poc_queries(
     """Our Okapi mode vs rank_bm25.BM25Okapi on the real corpus: same scores, same top 10."""
     rank_bm25 = pytest.importorskip("rank_bm25")
     chunks = [Chunk(id=r["chunk_id"], doc_id=r["doc_id"], text=r["enriched"]) for r in reference_enriched]
-    retriever = BM25Retriever()
-    retriever.build(chunks, None, tmp_path)
+    retriever = _bm25()
+    retriever.build(CorpusSnapshot.of(chunks, version=V0), tmp_path)
     reference = rank_bm25.BM25Okapi([c.text.lower().split() for c in chunks])
     ids = np.array([c.id for c in chunks])
     checked = 0
@@ -194,5 +212,5 @@ def test_leftovers_of_dead_or_stuck_writers_are_removed(tmp_path: Path) -> None:
         folder.mkdir(parents=True)
     hours_ago = time.time() - 7200
     os.utime(stale, (hours_ago, hours_ago))
-    BM25Retriever().build(_chunks(), None, tmp_path, "s.1")
+    _bm25().build(_snap(version=S1), tmp_path)
     assert not dead.exists() and not stale.exists() and live.exists()

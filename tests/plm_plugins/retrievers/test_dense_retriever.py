@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from plm_core.corpus import CorpusSnapshot, CorpusVersion, StoreProblem
 from plm_core.errors import ConfigError, StoreError
 from plm_core.records import Chunk, EmbeddedQuery, ExpandedQuery
 from plm_plugins.retrievers.dense import DenseRetriever
@@ -16,6 +17,7 @@ MATRIX = np.array(
     [[1.0, 0.0, 0.0], [0.6, 0.8, 0.0], [0.0, 1.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]], dtype=np.float64
 )
 CHUNKS = [Chunk(id=f"c{i}", doc_id="d", text=f"t{i}") for i in range(len(MATRIX))]
+VERSION = CorpusVersion("s", 1)
 
 
 class FakeEmbedder:
@@ -32,9 +34,8 @@ class FakeEmbedder:
 
 
 def _retriever(embedder: Any = None) -> DenseRetriever:
-    retriever = DenseRetriever()
-    retriever.bind(SimpleNamespace(embedder=embedder, store=None))
-    retriever.build(CHUNKS, MATRIX, Path("unused"))
+    retriever = DenseRetriever(embedder=embedder)
+    retriever.build(CorpusSnapshot.of(CHUNKS, MATRIX, VERSION), None)
     return retriever
 
 
@@ -75,29 +76,47 @@ def test_query_embedded_by_context_embedder_when_no_vector() -> None:
     assert embedder.calls == ["q"]
 
 
+def _fake_store(chunk_ids: list[str], vector_ids: list[str], matrix: Any) -> Any:
+    """The parts of a Store a CorpusSnapshot reads: chunks, vectors (row i for vector_ids[i])
+    and the consistency check, which reports chunks without a vector as the contract says."""
+
+    def problems() -> list[StoreProblem]:
+        n = len(set(chunk_ids) - set(vector_ids))
+        if vector_ids and n:
+            return [StoreProblem(StoreProblem.MISSING_VECTORS, n, f"{n} chunks have no vector")]
+        return []
+
+    return SimpleNamespace(
+        version=lambda: VERSION,
+        chunk_ids=lambda: list(chunk_ids),
+        vectors=lambda: (list(vector_ids), matrix, "m" if matrix is not None else None),
+        consistency_problems=problems,
+    )
+
+
 def test_errors_name_the_fix() -> None:
     with pytest.raises(ConfigError, match="embedder"):
         _retriever(None).search(_q(None), 1)
+    with pytest.raises(ConfigError, match="embedder"):  # found when the job is assembled, too
+        _retriever(None).check()
+    _retriever(FakeEmbedder([1.0, 0.0, 0.0])).check()
     with pytest.raises(StoreError, match="dimensions"):
         _retriever().search(_q([1.0, 0.0]), 1)
-    with pytest.raises(StoreError, match="ingest"):
-        DenseRetriever().load(Path("x"), ["a"], None)
+    with pytest.raises(StoreError, match="ingest"):  # the store has chunks but no vectors
+        DenseRetriever().load(CorpusSnapshot(_fake_store(["a"], [], None), "x"), Path("x"))
     with pytest.raises(StoreError, match="2 vectors for 1 chunks"):
-        DenseRetriever().load(Path("x"), ["a"], MATRIX[:2])
+        DenseRetriever().load(CorpusSnapshot.of(CHUNKS[:1], MATRIX[:2], VERSION), Path("x"))
 
 
 def test_load_from_store_vectors_and_index_matches() -> None:
-    n_chunks = [len(CHUNKS)]
-    store = SimpleNamespace(
-        vectors=lambda: ([c.id for c in CHUNKS], MATRIX, "m"),
-        vector_count=lambda: len(CHUNKS),
-        stats=lambda: {"chunks": n_chunks[0]},
-    )
+    ids = [c.id for c in CHUNKS]
+    store = _fake_store(ids, ids, MATRIX)
     retriever = DenseRetriever()
-    retriever.bind(SimpleNamespace(embedder=None, store=store))
-    ids, matrix, _ = store.vectors()
-    retriever.load(Path("x"), ids, matrix)
+    retriever.load(CorpusSnapshot(store, "x"), Path("x"))
     assert retriever.search(_q([0.0, 0.0, 1.0]), 1)[0].chunk_id == "c4"
-    assert retriever.index_matches(Path("x"), "v")
-    n_chunks[0] += 1  # a chunk without a vector
-    assert not retriever.index_matches(Path("x"), "v")
+    # nothing is saved beside the store's vectors: the index is always current...
+    assert retriever.is_current(VERSION, Path("x"))
+    # ...and a store with a chunk without a vector is refused when the vectors are read
+    torn = _fake_store([*ids, "c5"], ids, MATRIX)
+    with pytest.raises(StoreError, match="no vector"):
+        retriever.load(CorpusSnapshot(torn, "x"), Path("x"))

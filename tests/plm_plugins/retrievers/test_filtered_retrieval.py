@@ -8,12 +8,12 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 import pytest
 
+from plm_core.corpus import CorpusSnapshot
 from plm_core.filters import compile_filters, parse_filter_args
 from plm_core.interfaces import Retriever
 from plm_core.job import Job
@@ -27,7 +27,7 @@ N_CHUNKS = 200
 
 def _build(retriever: Retriever, chunks: list[Chunk], vectors: Any, index_dir: Path) -> Retriever:
     """The one place that knows `build`'s signature (it grew a version argument once)."""
-    retriever.build(chunks, vectors, index_dir)
+    retriever.build(CorpusSnapshot.of(chunks, vectors), index_dir)
     return retriever
 
 
@@ -53,7 +53,7 @@ def bm25(tmp_path_factory: pytest.TempPathFactory) -> Retriever:
         for i in range(N_CHUNKS)
     ]
     chunks = [Chunk(id=f"c{i:03d}", doc_id=f"d{i}", text=t) for i, t in enumerate(texts)]
-    return _build(BM25Retriever(), chunks, None, tmp_path_factory.mktemp("bm25"))
+    return _build(BM25Retriever(label="bm25"), chunks, None, tmp_path_factory.mktemp("bm25"))
 
 
 @pytest.fixture(scope="module")
@@ -62,8 +62,7 @@ def dense(tmp_path_factory: pytest.TempPathFactory) -> Retriever:
     matrix = rng.normal(size=(N_CHUNKS, 16)).astype(np.float32)
     matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
     chunks = [Chunk(id=f"c{i:03d}", doc_id=f"d{i}", text=f"t{i}") for i in range(N_CHUNKS)]
-    retriever = DenseRetriever()
-    retriever.bind(SimpleNamespace(embedder=None, store=None))
+    retriever = DenseRetriever(label="dense")
     return _build(retriever, chunks, matrix, tmp_path_factory.mktemp("dense"))
 
 
@@ -263,13 +262,14 @@ def test_filtered_hits_keep_their_scores_order(job: Any) -> None:
 
 
 def test_masks_are_cached_per_spec_and_dropped_on_reload(job: Any) -> None:
-    stage = job.query_stages[-1]
+    corpus = job.searcher.corpus
     job.retrieve(QUERY, k=3, filters={"team": "ui"})
-    first = stage._allowed({"team": {"eq": "ui"}})  # same spec, other spelling: the cached mask
-    assert first is stage._allowed({"team": "ui"})
+    first = corpus.allowed({"team": {"eq": "ui"}})  # same spec, other spelling: the cached mask
+    assert first[0] is corpus.allowed({"team": "ui"})[0]
     assert int(first[1]) == 3 and not first[0].flags.writeable
-    stage._metadata = list(stage._metadata)  # what a reload does: new rows
-    assert stage._allowed({"team": "ui"}) is not first
+    job.searcher.version = None  # what a new corpus version does: the next query reloads the rows
+    job.retrieve(QUERY, k=3)
+    assert corpus.allowed({"team": "ui"})[0] is not first[0]
 
 
 def test_bad_filters_are_user_errors(job: Any) -> None:

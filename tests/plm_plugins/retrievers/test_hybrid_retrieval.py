@@ -120,9 +120,9 @@ def test_job_builds_nested_parts_with_labels(job: Job) -> None:
 def test_build_search_and_indexes_ok(job: Job) -> None:
     hybrid = job.query_stages[-1]
     version = job.store.version()
-    assert not hybrid.indexes_ok(version)  # nothing built yet
+    assert not job.searcher.indexes_current(version)  # nothing built yet
     job.rebuild_indexes()
-    assert hybrid.indexes_ok(version)
+    assert job.searcher.indexes_current(version)
     assert (hybrid.retrievers["bm25"].index_path(job.index_dir, version) / "plm_bm25.json").is_file()
     ranking, timings = job.search("pod on a node", k=3)
     assert isinstance(ranking, Ranking) and set(timings) == {"expand", "embed", "retrieve"}
@@ -147,7 +147,7 @@ def test_expanded_query_uses_expanded_profile(job: Job) -> None:
     job.rebuild_indexes()
     ranking, _ = job.search("rotate my jwt", k=2)
     assert ranking.query.fired == ("jwt",) and "token" in ranking.query.text
-    assert ranking.fusion is not None and ranking.fusion.profile == "expanded" and ranking.fusion.rrf_k == 10
+    assert ranking.fusion is not None and ranking.fusion.profile == "expanded" and ranking.fusion.params["k"] == 10
     assert ranking.hits[0].chunk_id == "c_0"
 
 
@@ -155,8 +155,7 @@ def test_fresh_job_loads_saved_indexes(job: Job) -> None:
     job.rebuild_indexes()
     expected = [h.chunk_id for h in job.retrieve("backup restore", k=5)]
     # a new Job over the same store: the hybrid stage warms up from the saved index
-    fresh = Job(job.config, job.index_dir, job.settings, job.registry)
-    fresh.store = job.store  # the context reads the store through the job
+    fresh = Job(job.config, job.index_dir, job.settings, job.registry).open()
     assert [h.chunk_id for h in fresh.retrieve("backup restore", k=5)] == expected
     assert len(expected) == 5  # k = corpus size works
 
@@ -175,7 +174,8 @@ def test_a_newer_corpus_version_is_picked_up_and_stale_bm25_rebuilt(job: Job, ca
     assert job.retrieve("token rotation", k=5)[0].doc_id != "c"
 
 
-def test_missing_parts_are_config_errors() -> None:
-    hybrid = HybridRetrieval(retrievers={}, fuser={})
+def test_missing_parts_are_config_errors(job: Job, tmp_path: Path) -> None:
+    path = tmp_path / "broken.toml"
+    path.write_text(CONFIG.split("[query.retrieve.retrievers.dense]")[0] + '[query.retrieve.fuser]\nuse = "rrf"\n')
     with pytest.raises(PlmUserError, match="retriever"):
-        hybrid.build_indexes([], None)
+        Job(load_job(path, job.registry), tmp_path / "i2", job.settings, job.registry)

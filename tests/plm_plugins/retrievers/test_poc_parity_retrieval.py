@@ -25,9 +25,10 @@ LISTS = ("expanded", "fired", "bm25_only", "semantic_only", "hybrid")
 @pytest.fixture(scope="module")
 def poc(poc_needle_run: tuple[Any, dict]) -> SimpleNamespace:
     # The real job's own stages over the index it built from the POC corpus: the
-    # dictionary expander first, the hybrid stage (BM25 + dense + RRF) last.
+    # dictionary expander first, then the query embedder, the hybrid stage (BM25 + dense +
+    # RRF) last.
     job, _ = poc_needle_run
-    return SimpleNamespace(expander=job.query_stages[0], hybrid=job.query_stages[-1])
+    return SimpleNamespace(expander=job.query_stages[0], embed=job.query_stages[1], hybrid=job.query_stages[-1])
 
 
 def _compare(poc: SimpleNamespace, poc_needle: Path) -> tuple[dict[str, int], list[str]]:
@@ -41,7 +42,7 @@ def _compare(poc: SimpleNamespace, poc_needle: Path) -> tuple[dict[str, int], li
             ref = reference[record["_id"]]
             query = poc.expander.run(Query(text=record["text"], k=5, id=record["_id"]))
             ranking = poc.hybrid.run(query)
-            embedded = poc.hybrid._embedded(query, poc.hybrid.retrievers)
+            embedded = poc.embed.run(query)
             got: dict[str, Any] = {
                 "expanded": query.text,
                 "fired": query.expanded,

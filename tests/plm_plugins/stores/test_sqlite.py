@@ -111,4 +111,6 @@ def test_version_token_is_unique_per_change(tmp_path) -> None:
     assert store.version() == v1
     store.clear()
     store.db.execute("UPDATE meta SET value = '1' WHERE key = 'corpus_version'")  # as if restored from a backup
-    assert store.version() != v1 and store.version().endswith(".1") and v1.endswith(".1")
+    v2 = store.version()
+    assert v2 != v1 and v2.token != v1.token and v2.counter == 1 and v1.counter == 1
+    assert v2.token.endswith(".1") and v1.token.endswith(".1")

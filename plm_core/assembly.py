@@ -1,0 +1,167 @@
+"""Assembly: a validated job config -> live components, with every slot checked by type.
+
+Each slot takes one kind of component: `[store]` a Store, `[embedder]` an Embedder,
+`[index.*]` an optional loader then stages that turn documents into chunks, `[query.*]`
+stages that end in a ranking; nested parts (hybrid's retrievers and fuser) must be what
+their owner's `parts` declares. Components get what they `need` through their
+constructor. Everything is checked here, so `plm config check` fails before anything runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from plm_core.cache import CachedStage, ContentCache
+from plm_core.component import BaseComponent, fits, type_name
+from plm_core.config import JobConfig, StageSpec
+from plm_core.errors import ConfigError, PlmUserError
+from plm_core.interfaces import Embedder, Loader, Ranking, Retriever, Store
+from plm_core.pipeline import Pipeline
+from plm_core.records import Chunk, Document
+from plm_core.registry import Registry
+from plm_core.search import CorpusView, SingleRetrieval
+from plm_core.settings import Settings
+
+# What a slot holds, in words, for error messages.
+KINDS: dict[type, str] = {Store: "store", Embedder: "embedder", Loader: "loader", Retriever: "retriever"}
+
+
+@dataclass
+class Assembly:
+    """The live parts of a job."""
+
+    store: Store
+    embedder: Embedder | None
+    loader: Loader | None
+    transform: Pipeline  # documents -> chunks (cacheable stages behind the content cache)
+    query_stages: list[Any]
+    corpus: CorpusView
+
+
+def _kind(base: type) -> str:
+    return KINDS.get(base) or str(getattr(base, "family", base.__name__))
+
+
+def _expect(spec: StageSpec, base: type, registry: Registry, path: Path) -> None:
+    """`spec` must name a subclass of `base`, else one clear line listing what fits."""
+    if not issubclass(spec.cls, base):
+        fitting = sorted(r.name for r in registry.all() if isinstance(r.cls, type) and issubclass(r.cls, base))
+        raise ConfigError(
+            f"{path} [{spec.label}]: {spec.use!r} is a {spec.family} component, not a {_kind(base)}; "
+            f"use one of: {', '.join(fitting) or '(none installed)'}"
+        )
+
+
+class Assembler:
+    """Builds one job's components from its config."""
+
+    def __init__(self, config: JobConfig, registry: Registry, settings: Settings, location: Path) -> None:
+        self.config, self.registry, self.settings = config, registry, settings
+        self.path = config.path
+        self.resources: dict[str, Any] = {"settings": settings, "config_dir": config.path.parent, "embedder": None}
+        self.location = location
+
+    def build(self, spec: StageSpec) -> Any:
+        cls = spec.cls
+        if not (isinstance(cls, type) and issubclass(cls, BaseComponent)):
+            raise ConfigError(f"{self.path} [{spec.label}]: {spec.use!r} is not a plm component")
+        kwargs = {need: self.resources[need] for need in cls.needs}
+        for key in spec.nested:
+            if key not in cls.parts:
+                raise ConfigError(f"{self.path} [{spec.label}.{key}]: {spec.use!r} takes no component table here")
+        for key, base in cls.parts.items():
+            nested = spec.nested.get(key)
+            if nested is None:
+                raise ConfigError(
+                    f"{self.path} [{spec.label}]: {spec.use!r} needs [{spec.label}.{key}] table(s) naming a "
+                    f"{_kind(base)} (see `plm plugins`)"
+                )
+            if isinstance(nested, Mapping):
+                for part in nested.values():
+                    _expect(part, base, self.registry, self.path)
+                kwargs[key] = {name: self.build(part) for name, part in nested.items()}
+            else:
+                _expect(nested, base, self.registry, self.path)
+                kwargs[key] = self.build(nested)
+        return cls(spec.config, label=spec.label.rsplit(".", 1)[-1], **kwargs)
+
+    def assemble(self, cache: ContentCache | None) -> Assembly:
+        cfg = self.config
+        _expect(cfg.store, Store, self.registry, self.path)
+        store: Store = self.build(cfg.store)
+        embedder = None
+        if cfg.embedder is not None:
+            _expect(cfg.embedder, Embedder, self.registry, self.path)
+            embedder = self.build(cfg.embedder)
+        self.resources.update(embedder=embedder, corpus=CorpusView(store, self.location))
+        loader, transform = self._index_side(cache)
+        query = [self._query_stage(spec) for spec in cfg.query]
+        assembly = Assembly(store, embedder, loader, transform, query, self.resources["corpus"])
+        self._check(assembly)
+        return assembly
+
+    def _index_side(self, cache: ContentCache | None) -> tuple[Loader | None, Pipeline]:
+        specs = list(self.config.index)
+        loader = None
+        if specs and issubclass(specs[0].cls, Loader):
+            loader = self.build(specs.pop(0))
+        transform = Pipeline()
+        produced: Any = list[Document]
+        for spec in specs:
+            wrong = [base for base in KINDS if issubclass(spec.cls, base)]
+            if wrong:
+                raise ConfigError(
+                    f"{self.path} [{spec.label}]: {spec.use!r} is a {_kind(wrong[0])}; [index] tables after the "
+                    "loader turn documents into chunks (chunkers, extractors, enrichers)"
+                )
+            stage = self.build(spec)
+            if not fits(produced, stage.input_type):
+                raise ConfigError(
+                    f"{self.path} [{spec.label}]: {spec.use!r} ({spec.family}) takes {type_name(stage.input_type)} but "
+                    f"receives {type_name(produced)}"
+                    + ('; put a chunker first, e.g. use = "markdown_semantic"' if produced == list[Document] else "")
+                )
+            if cache is not None and tuple(getattr(stage, "cache_fields", ())):
+                stage = CachedStage(stage, spec.use, cache)
+            transform.add(stage)
+            produced = stage.output_type
+        if self.config.index and not fits(produced, list[Chunk]):
+            raise ConfigError(
+                f"{self.path}: the [index] stages must end in chunks, but they end in {type_name(produced)}: add a "
+                'chunker, e.g. [index.chunk] use = "markdown_semantic"'
+            )
+        return loader, transform
+
+    def _query_stage(self, spec: StageSpec) -> Any:
+        if issubclass(spec.cls, (Loader, Store, Embedder)):
+            raise ConfigError(f"{self.path} [{spec.label}]: {spec.use!r} ({spec.family}) cannot be a query stage")
+        stage = self.build(spec)
+        if isinstance(stage, Retriever):  # a bare retriever is the whole retrieval stage
+            stage = SingleRetrieval(label=stage.label, retriever=stage, corpus=self.resources["corpus"])
+        return stage
+
+    def _check(self, assembly: Assembly) -> None:
+        pipeline = Pipeline()
+        try:
+            for stage in assembly.query_stages:
+                pipeline.add(stage)
+        except PlmUserError as err:
+            raise ConfigError(f"{self.path} [query]: {err}") from None
+        if not fits(pipeline.output_type, Ranking):
+            raise ConfigError(
+                f"{self.path}: the last [query] stage must produce a ranking of hits, but "
+                f"{assembly.query_stages[-1].label!r} produces {type_name(pipeline.output_type)}; end with a "
+                'retrieval stage, e.g. [query.retrieve] use = "hybrid"'
+            )
+        parts = [assembly.store, *([assembly.embedder] if assembly.embedder else []), *assembly.query_stages]
+        parts += [assembly.loader] if assembly.loader else []
+        parts += [getattr(s, "stage", s) for s in assembly.transform.stages]
+        try:
+            for part in parts:
+                for component in part.components():
+                    component.check()
+        except PlmUserError as err:
+            raise ConfigError(f"{self.path}: {err}") from None

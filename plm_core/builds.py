@@ -1,0 +1,202 @@
+"""Versioned, checksummed, atomically swapped build folders: shared machinery for every
+stage that saves an index (BM25, an ANN graph), importable by any plugin.
+
+Layout: `<base>/v<counter>-<key>/` holds one build for one corpus version (`key` hashes
+the store id, the version's nonce and the build's settings), with a metadata file
+recording the version, the settings and each file's size and CRC32. `save_build` writes
+to a hidden temp folder and renames it into place; older builds are renamed away before
+they are deleted, so a reader sees a whole build or none; leftovers of dead writers are
+cleaned up. `open_build` checks a build before use: StaleIndexError when there is none
+for this version and these settings (rebuild it), StoreError when it is damaged.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import json
+import os
+import shutil
+import time
+import uuid
+import zlib
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from plm_core.corpus import CorpusVersion
+from plm_core.errors import StaleIndexError, StoreError
+
+META_FILE = "plm_build.json"
+LEFTOVER_MAX_AGE_S = 3600  # temp folders older than this are a dead writer's, whatever their pid
+
+
+def build_path(base: Path, version: CorpusVersion, settings: Mapping[str, Any]) -> Path:
+    """Where the build of `version` with `settings` lives under `base`."""
+    identity = json.dumps([f"{version.store_id}:{version.nonce}", dict(settings)], sort_keys=True, default=str)
+    return Path(base) / f"v{version.counter}-{hashlib.sha1(identity.encode()).hexdigest()[:12]}"
+
+
+def save_build(
+    target: Path, write: Callable[[Path], None], meta: Mapping[str, Any], meta_file: str = META_FILE
+) -> None:
+    """Run `write(folder)` into a temp folder next to `target`, record each file's size and
+    CRC32 with `meta`, and rename the folder into place; then remove older builds."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.parent / f".tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    try:
+        tmp.mkdir()
+        write(tmp)
+        files = {p.name: [p.stat().st_size, crc32(p)] for p in sorted(tmp.iterdir())}
+        (tmp / meta_file).write_text(json.dumps({**meta, "files": files}, indent=1))
+        swap_in(tmp, target, meta_file)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    remove_older(target)
+
+
+def build_matches(path: Path, version: CorpusVersion, settings: Mapping[str, Any], meta_file: str = META_FILE) -> bool:
+    """True when `path` holds a build for this version and these settings (not yet verified)."""
+    meta = read_meta(path, meta_file)
+    return (
+        meta is not None and meta.get("version") == version.token and all(meta.get(k) == v for k, v in settings.items())
+    )
+
+
+def open_build(
+    path: Path, version: CorpusVersion, settings: Mapping[str, Any], what: str, meta_file: str = META_FILE
+) -> dict[str, Any]:
+    """The build's metadata after checking every file; StaleIndexError when `path` holds no
+    build for this version and settings, StoreError when a file is damaged."""
+    if not build_matches(path, version, settings, meta_file):
+        raise StaleIndexError(f"{what} has no build for the store's corpus version {version} and these settings")
+    meta = read_meta(path, meta_file) or {}
+    verify(path, meta.get("files"), meta_file)
+    return meta
+
+
+def crc32(path: Path) -> int:
+    crc = 0
+    with path.open("rb") as fh:
+        while block := fh.read(1 << 20):
+            crc = zlib.crc32(block, crc)
+    return crc
+
+
+def read_meta(path: Path, meta_file: str = META_FILE) -> dict[str, Any] | None:
+    """A build's metadata file, or None when it is missing or unreadable."""
+    try:
+        return dict(json.loads((path / meta_file).read_text()))
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+def verify(path: Path, files: Any, meta_file: str = META_FILE) -> None:
+    """Every file the build wrote is there with its size and checksum, else StoreError;
+    StaleIndexError when the build was moved away meanwhile (a newer one replaced it)."""
+    valid = isinstance(files, dict) and all(
+        isinstance(n, str) and "/" not in n and isinstance(v, list) and len(v) == 2 and all(type(x) is int for x in v)
+        for n, v in files.items()
+    )
+    if not valid:
+        raise StoreError(f"index build {path} is corrupt: {meta_file} has no valid file list; run `plm index rebuild`")
+    try:
+        for name, (size, crc) in files.items():
+            file = path / name
+            actual = file.stat().st_size
+            if actual != size:
+                raise StoreError(
+                    f"index build {path} is corrupt: {name} has {actual} bytes, {size} were written "
+                    "(truncated?); run `plm index rebuild`"
+                )
+            if crc32(file) != crc:
+                raise StoreError(f"index build {path} is corrupt: {name} fails its checksum; run `plm index rebuild`")
+    except FileNotFoundError as err:
+        # Builds are only ever removed by renaming the whole folder first, so a folder that
+        # is still in place with a file missing was damaged; one that is gone was replaced.
+        if not (path / meta_file).exists():
+            raise StaleIndexError(f"index build {path} was replaced while loading") from None
+        name = Path(err.filename or "?").name
+        raise StoreError(f"index build {path} is corrupt: {name} is missing; run `plm index rebuild`") from None
+
+
+def swap_in(tmp: Path, target: Path, meta_file: str = META_FILE) -> None:
+    """Rename a finished build into place. An intact build already there (another process
+    built the same version) is kept; a damaged one is replaced."""
+    try:
+        tmp.rename(target)
+        return
+    except OSError as err:
+        if err.errno not in (errno.EEXIST, errno.ENOTEMPTY):
+            raise
+    meta = read_meta(target, meta_file)
+    try:
+        if meta is not None:
+            verify(target, meta.get("files"), meta_file)
+            return  # equivalent and intact: ours is dropped by the caller
+    except (OSError, ValueError, TypeError, StoreError):
+        pass
+    old = retire(target)
+    try:
+        tmp.rename(target)
+    except OSError as err:
+        if err.errno not in (errno.EEXIST, errno.ENOTEMPTY):  # else: another process's build is there
+            if old is not None:
+                old.rename(target)  # put the previous build back rather than leave none
+            raise
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def retire(entry: Path) -> Path | None:
+    """Rename a build out of the way (atomic: readers see all of it or none), for deletion."""
+    old = entry.with_name(f".old-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+    try:
+        entry.rename(old)
+    except FileNotFoundError:
+        return None
+    return old
+
+
+def remove_older(target: Path) -> None:
+    """Delete builds for older versions (and other settings) next to `target`, leftovers of
+    processes that died, and files of the pre-versioned layout. Builds are renamed away
+    before they are deleted, so a reader never sees a partial folder."""
+    mine = int(target.name[1:].split("-", 1)[0])
+    for entry in target.parent.iterdir():
+        name = entry.name
+        if name == target.name:
+            continue
+        if name.startswith((".tmp-", ".old-")):
+            pid = name.split("-")[1]
+            fresh = time.time() - _mtime(entry) < LEFTOVER_MAX_AGE_S
+            if pid.isdigit() and _alive(int(pid)) and fresh:
+                # Still being written or removed by a live process (maybe this one). The age
+                # limit covers containers, where every run may be the same pid.
+                continue
+        elif name.startswith("v") and name[1:].split("-", 1)[0].isdigit():
+            if int(name[1:].split("-", 1)[0]) > mine:
+                continue  # a newer build
+        if entry.is_dir() and not entry.is_symlink():
+            retired = entry if name.startswith((".tmp-", ".old-")) else retire(entry)
+            if retired is not None:
+                shutil.rmtree(retired, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

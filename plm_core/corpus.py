@@ -1,0 +1,131 @@
+"""What index builders see of a store: a version value, and one committed state read lazily.
+
+`CorpusVersion` identifies a committed state (which store, which change); `CorpusSnapshot`
+gives its chunk ids, chunks, metadata and vectors, each read on first use, checked, and
+kept; `StoreProblem` is a broken invariant as a value, so callers decide by its kind.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from plm_core.errors import StoreError
+
+if TYPE_CHECKING:
+    from plm_core.interfaces import Store
+    from plm_core.records import Chunk
+
+
+@dataclass(frozen=True)
+class CorpusVersion:
+    """One committed state of one store. `counter` orders a store's states; `nonce` is new
+    with every change, so a store restored from a backup never matches an index built for
+    the state it reaches again later; `store_id` is new for every store created."""
+
+    store_id: str
+    counter: int
+    nonce: str = ""
+
+    @property
+    def token(self) -> str:
+        """The version as one string, "<store_id>:<nonce>.<counter>" (what index builds record)."""
+        return f"{self.store_id}:{self.nonce}.{self.counter}"
+
+    def __str__(self) -> str:
+        return self.token
+
+
+@dataclass(frozen=True)
+class StoreProblem:
+    """A broken store invariant: `kind` is one of the constants below."""
+
+    kind: str
+    count: int
+    message: str
+
+    ORPHAN_CHUNKS = "orphan_chunks"  # chunks whose document is gone
+    MISSING_VECTORS = "missing_vectors"  # some chunks have vectors, these have none
+    MIXED_MODELS = "mixed_models"  # vectors from more than one model
+
+    @property
+    def about_vectors(self) -> bool:
+        """A problem only a config that uses vectors cares about."""
+        return self.kind in (self.MISSING_VECTORS, self.MIXED_MODELS)
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class CorpusSnapshot:
+    """One committed state of a store, read lazily: use it inside the `store.snapshot()`
+    context it was taken in. `model` is the embedding model the job loads: vectors of any
+    other model are refused, never ranked against that model's query vectors."""
+
+    def __init__(self, store: Store, location: Path | str, model: str | None = None) -> None:
+        self.store = store
+        self.location = location
+        self.model = model
+        self.version: CorpusVersion = store.version()
+
+    @classmethod
+    def of(cls, chunks: Sequence[Chunk], vectors: Any = None, version: CorpusVersion | None = None) -> CorpusSnapshot:
+        """A snapshot of chunks (and vectors, row i for chunks[i]) held in memory: for
+        building an index outside a job, e.g. in tests and benchmarks."""
+        snap = cls.__new__(cls)
+        snap.store, snap.location, snap.model = None, "(memory)", None  # type: ignore[assignment]
+        snap.version = version or CorpusVersion("memory", 0)
+        snap.__dict__.update(
+            chunks=list(chunks), chunk_ids=[c.id for c in chunks], metadata=[dict(c.metadata) for c in chunks]
+        )
+        snap.__dict__["vectors"] = vectors
+        return snap
+
+    @cached_property
+    def chunk_ids(self) -> list[str]:
+        return self.store.chunk_ids()
+
+    @cached_property
+    def chunks(self) -> list[Chunk]:
+        return self.store.chunks()
+
+    @cached_property
+    def metadata(self) -> list[dict[str, Any]]:
+        return self.store.chunk_metadata()
+
+    @property
+    def empty(self) -> bool:
+        return not self.chunk_ids
+
+    @cached_property
+    def vectors(self) -> Any:
+        """The float32 matrix, row i for chunk_ids[i]; StoreError when vectors are missing,
+        half re-embedded, from another model or out of line with the chunks."""
+        import numpy as np
+
+        problems = [p for p in self.store.consistency_problems() if p.about_vectors]
+        if problems:
+            raise StoreError(
+                f"the index at {self.location} is half re-embedded ({'; '.join(map(str, problems))}): "
+                "run `plm ingest` on the same sources to finish, or `plm index rebuild` to re-embed what is missing"
+            )
+        ids, matrix, stored_model = self.store.vectors()
+        if matrix is None:
+            if not self.chunk_ids:  # an empty index (every document deleted)
+                return np.zeros((0, 0), dtype=np.float32)
+            raise StoreError(
+                f"the index at {self.location} has no chunk vectors: add an [embedder] table to the config "
+                "and run `plm ingest --force`"
+            )
+        if self.model is not None and stored_model != self.model:
+            # Same dimension or not, another model's query vectors would rank silently wrong.
+            raise StoreError(
+                f"the index at {self.location} was embedded with {stored_model!r} but the config now loads "
+                f"{self.model!r}: run `plm ingest --force` (or `plm run`)"
+            )
+        if list(ids) != self.chunk_ids:
+            raise StoreError(f"the vectors in {self.location} do not line up with its chunks: run `plm ingest --force`")
+        return matrix

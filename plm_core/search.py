@@ -1,0 +1,226 @@
+"""Answering queries over a store: indexes kept current with the corpus version, one store
+snapshot per query, filter masks, hits looked up in the store, and the final cut to k.
+
+`Searcher` drives every `Index` among the query stages (built after ingest, loaded or
+rebuilt in memory at query time); `CorpusView` is what retrieval stages receive to turn
+filters into row masks and candidates into hits; `SingleRetrieval` lets any retriever be
+the whole `[query.retrieve]` stage.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from plm_core.component import BaseComponent, ComponentConfig
+from plm_core.corpus import CorpusSnapshot, CorpusVersion
+from plm_core.errors import PipelineError, PlmUserError, StaleIndexError, StoreError
+from plm_core.filters import filter_key
+from plm_core.interfaces import Embedder, Index, RankingStage, Retriever, Store
+from plm_core.pipeline import Pipeline
+from plm_core.records import ExpandedQuery, FusionConfig, Hit, Query, Ranking, ScoredChunk
+
+log = logging.getLogger(__name__)
+_warned_stale: list[bool] = []  # non-empty once this process reported a stale index
+MAX_K = 10_000
+MAX_QUERY_CHARS = 100_000
+
+
+class CorpusView:
+    """The chunk rows of the corpus version being searched: filter masks over them (the
+    store evaluates the filter spec) and hits looked up by chunk id."""
+
+    def __init__(self, store: Store, location: Path | str) -> None:
+        self.store, self.location = store, location
+        self.chunk_ids: list[str] = []
+        self._masks: OrderedDict[str, tuple[Any, int]] = OrderedDict()
+
+    def reset(self, snapshot: CorpusSnapshot) -> None:
+        self.chunk_ids = snapshot.chunk_ids
+        self._masks = OrderedDict()
+
+    @property
+    def n_chunks(self) -> int:
+        return len(self.chunk_ids)
+
+    def allowed(self, filters: Mapping[str, Any] | None) -> tuple[Any, int]:
+        """(boolean row mask or None for "every row", rows that pass). Masks are cached per
+        spec for this version: a UI repeats the same few filters."""
+        if not filters:
+            return None, self.n_chunks
+        key = filter_key(filters)  # validates first: a bad spec fails before any work
+        if key not in self._masks:
+            mask = self.store.filter_mask(filters)
+            if len(mask) != self.n_chunks:
+                raise StoreError(f"{len(mask)} filter rows for {self.n_chunks} chunks: run `plm index rebuild`")
+            mask.flags.writeable = False
+            self._masks[key] = (mask, int(mask.sum()))
+            while len(self._masks) > 8:  # one byte per chunk each
+                self._masks.popitem(last=False)
+        self._masks.move_to_end(key)
+        mask, n = self._masks[key]
+        return (None if n == self.n_chunks else mask), n
+
+    def hits(self, ranked: Sequence[ScoredChunk], sources: Mapping[str, Sequence[ScoredChunk]]) -> tuple[Hit, ...]:
+        """Hits for ranked candidates, with each source's rank and score of that chunk."""
+        chunks = self.store.get_chunks([s.chunk_id for s in ranked])
+        by_source = {label: {s.chunk_id: (s.rank, s.score) for s in found} for label, found in sources.items()}
+        hits = []
+        for rank, scored in enumerate(ranked):
+            chunk = chunks.get(scored.chunk_id)
+            if chunk is None:
+                raise StoreError(
+                    f"chunk {scored.chunk_id!r} is in the index but not in the store at {self.location}: "
+                    "run `plm index rebuild`"
+                )
+            hits.append(
+                Hit(
+                    chunk_id=chunk.id,
+                    doc_id=chunk.doc_id,
+                    score=scored.score,
+                    rank=rank,
+                    text=chunk.text,
+                    heading_path=chunk.heading_path,
+                    metadata=chunk.metadata,
+                    sources={label: found[chunk.id] for label, found in by_source.items() if chunk.id in found},
+                )
+            )
+        return tuple(hits)
+
+
+class SingleRetrieval(BaseComponent[ExpandedQuery, Ranking]):
+    """A retriever as the whole `[query.retrieve]` stage: its candidates are the hits."""
+
+    name = "single_retrieval"
+    family = "retrievers"
+    input_type = ExpandedQuery
+    output_type = Ranking
+    needs = ("corpus",)
+    parts = {"retriever": Retriever}
+    corpus: CorpusView
+    retriever: Retriever
+
+    def run(self, data: ExpandedQuery) -> Ranking:
+        query = ExpandedQuery.of(data)
+        allowed, n_rows = self.corpus.allowed(query.filters)
+        found = self.retriever.search(query, min(query.depth, n_rows), allowed) if n_rows else []
+        fusion = FusionConfig(candidates=len(found), weights={self.retriever.label: 1.0}, profile="")
+        return Ranking(query=query, hits=self.corpus.hits(found, {self.retriever.label: found}), fusion=fusion)
+
+    class Config(ComponentConfig):
+        pass
+
+
+def check_query(text: Any, k: Any) -> None:
+    """Validate what a caller passes before anything runs: one clear error each."""
+    if not isinstance(text, str):
+        raise PlmUserError(f"the query must be a string, got {type(text).__name__}")
+    if not text.strip():
+        raise PlmUserError("the query is empty: give some words to search for")
+    if len(text) > MAX_QUERY_CHARS:
+        raise PlmUserError(f"the query has {len(text):,} characters; at most {MAX_QUERY_CHARS:,} are allowed")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as err:
+        raise PlmUserError(
+            f"the query holds text that is not valid Unicode (at character {err.start}): pass valid UTF-8"
+        ) from None
+    if isinstance(k, bool) or not isinstance(k, int) or (isinstance(k, float) and not math.isfinite(k)):
+        raise PlmUserError(f"k must be a whole number from 1 to {MAX_K}, got {k!r}")
+    if not 1 <= k <= MAX_K:
+        raise PlmUserError(f"k must be from 1 to {MAX_K}, got {k}")
+
+
+class Searcher:
+    """Runs the query pipeline over one store, keeping its indexes current."""
+
+    def __init__(
+        self, store: Store, stages: Sequence[Any], index_dir: Path, corpus: CorpusView, embedder: Embedder | None
+    ) -> None:
+        self.store, self.index_dir, self.corpus, self.embedder = store, index_dir, corpus, embedder
+        self.pipeline = Pipeline()
+        for stage in stages:
+            self.pipeline.add(stage)
+        self.indexes: list[Any] = [c for s in stages for c in s.components() if isinstance(c, Index)]
+        self.ranking_stages = [s for s in stages if isinstance(s, RankingStage)]
+        self.version: CorpusVersion | None = None  # the version the indexes are warm for
+        self.empty = False
+
+    @property
+    def uses_vectors(self) -> bool:
+        return any(ix.needs_vectors for ix in self.indexes)
+
+    def snapshot(self) -> CorpusSnapshot:
+        """The store's current state (call inside `store.snapshot()`)."""
+        model = self.embedder.model_name if self.embedder is not None and self.uses_vectors else None
+        return CorpusSnapshot(self.store, self.index_dir, model)
+
+    def indexes_current(self, version: CorpusVersion) -> bool:
+        return all(ix.is_current(version, self.index_dir) for ix in self.indexes)
+
+    def rebuild(self, timings: dict[str, float] | None = None) -> None:
+        """Build and save every index from what the store holds now."""
+        with self.store.snapshot():
+            problems = [p for p in self.store.consistency_problems() if self.uses_vectors or not p.about_vectors]
+            if problems:
+                raise StoreError(
+                    f"the store in {self.index_dir} is inconsistent ({'; '.join(map(str, problems))}): run "
+                    "`plm ingest` on the same sources to finish, or `plm index rebuild`"
+                )
+            snap = self.snapshot()
+            for ix in self.indexes:
+                t0 = time.perf_counter()
+                ix.build(snap, self.index_dir)
+                if timings is not None:
+                    timings[f"index:{ix.label}"] = time.perf_counter() - t0
+            self._warm_for(snap)
+
+    def _warm_for(self, snap: CorpusSnapshot) -> None:
+        self.corpus.reset(snap)
+        self.version, self.empty = snap.version, snap.empty
+
+    def _load(self) -> None:
+        """Open every index for the store's current version; one built for another version
+        is rebuilt in memory from the store (queries never write), never used."""
+        snap = self.snapshot()
+        for ix in self.indexes:
+            try:
+                ix.load(snap, self.index_dir)
+            except StaleIndexError as err:
+                # At warning level once per process: during another process's ingest every
+                # committed batch is a new version, and a query server must not flood its log.
+                level = logging.INFO if _warned_stale else logging.WARNING
+                _warned_stale.append(True)
+                log.log(level, "%s: rebuilt in memory from the store (`plm index rebuild` saves one)", err)
+                ix.build(snap, None)
+        self._warm_for(snap)
+
+    def depth(self, k: int) -> int:
+        """How many candidates retrieval passes on: the most any later ranking stage wants."""
+        return max([k, *(s.depth(k) for s in self.ranking_stages)])
+
+    def search(self, query: Query) -> tuple[Ranking, dict[str, float]]:
+        """The top query.k hits and seconds per stage; one store snapshot per query, so a
+        sync in another process is seen whole, and a newer version re-warms the indexes."""
+        check_query(query.text, query.k)
+        query = Query(text=query.text, k=query.k, filters=query.filters, id=query.id, depth=self.depth(query.k))
+        with self.store.snapshot():
+            if self.store.version() != self.version:
+                self._load()
+            if self.empty:
+                raise StoreError(f"the index at {self.index_dir} is empty: run `plm ingest` or `plm run` first")
+            try:
+                result = self.pipeline.run(query)
+            except PipelineError as err:
+                if isinstance(err.cause, PlmUserError):
+                    raise err.cause from None
+                raise
+        ranking = result.output
+        if len(ranking.hits) > query.k:
+            ranking = Ranking(query=ranking.query, hits=ranking.hits[: query.k], fusion=ranking.fusion)
+        return ranking, dict(result.timings)

@@ -1,0 +1,76 @@
+"""Reading what an ingest is given: paths (through the job's loader), Document objects and
+plain records, with one rule for duplicate ids: the first claim wins."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from plm_core.documents import check_document, document_from_record
+from plm_core.errors import ConfigError, PlmUserError
+from plm_core.interfaces import Loader
+from plm_core.records import Document, LoadFailure
+
+Source = str | Path | Document | Mapping[str, Any]
+
+
+def as_sources(sources: Any) -> list[Source]:
+    """The sources as a list; one path, Document or record alone is one source (a plain
+    string would otherwise be read character by character)."""
+    if isinstance(sources, (str, Path, Document, Mapping)):
+        return [sources]
+    if not isinstance(sources, Iterable):
+        raise PlmUserError(
+            f"sources must be paths, documents or records (or a list of them), got {type(sources).__name__}"
+        )
+    items = list(sources)
+    for item in items:
+        if not isinstance(item, (str, Path, Document, Mapping)):
+            raise PlmUserError(f"a source must be a path, a Document or a record (dict), got {type(item).__name__}")
+    return items
+
+
+def load_sources(
+    sources: Sequence[Source], loader: Loader | None, where: str
+) -> tuple[list[Document], list[LoadFailure]]:
+    """Documents from every source, plus the files (or records) that could not be read.
+
+    A source that is itself unusable (a missing path) raises before anything changes; a
+    second document with an id already seen is a failure, the first one wins.
+    """
+    docs: list[Document] = []
+    failures: list[LoadFailure] = []
+    # id -> where it was first claimed: by a document, or by a file that failed (whose
+    # stored version must stay, not be replaced by a later source's file of that id).
+    owner: dict[str, str] = {}
+
+    def take(found: Sequence[Document], failed: Sequence[LoadFailure]) -> None:
+        for d in found:
+            if d.id in owner:
+                msg = f"duplicate document id {d.id!r} (also {owner[d.id]}, which keeps it)"
+                failures.append(LoadFailure(d.path or "records", msg, d.id))
+            else:
+                owner[d.id] = d.path or "an earlier record"
+                docs.append(d)
+        for f in failed:
+            failures.append(f)
+            if f.doc_id:
+                owner.setdefault(f.doc_id, f.path)
+
+    for n, src in enumerate(sources, 1):
+        if isinstance(src, (Document, Mapping)):
+            try:
+                doc = src if isinstance(src, Document) else document_from_record(src)
+                check_document(doc)
+            except PlmUserError as err:
+                doc_id = src.id if isinstance(src, Document) else ""
+                take([], [LoadFailure(getattr(src, "path", "") or f"record {n}", str(err), str(doc_id or ""))])
+                continue
+            take([doc], [])
+        else:
+            if loader is None:
+                raise ConfigError(f"{where}: no loader stage in [index] to read {src}")
+            loader.ensure_warm()
+            take(*loader.load(str(src)))
+    return docs, failures

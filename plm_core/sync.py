@@ -1,0 +1,297 @@
+"""Keeping a store in sync with documents: a pure plan, pure batch processing, one writer.
+
+`plan(docs, stored, ...)` decides what to (re)process; `Processor.process(batch)` turns
+documents into chunks and vectors without touching the store (so it can run anywhere,
+e.g. in a distributed worker); `Syncer` is the single writer: it commits each batch in
+one transaction, prunes, deletes, re-embeds what a model change left behind, and
+reports. `IngestReport` is what a caller gets back.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from plm_core.cache import CachedEmbedder, CachedStage
+from plm_core.errors import PipelineError, PlmUserError
+from plm_core.interfaces import Store
+from plm_core.pipeline import Pipeline
+from plm_core.progress import progress_iter
+from plm_core.records import Chunk, Document, LoadFailure
+
+FORMAT_VERSION = "1"
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class IngestReport:
+    """What a sync did: documents added, updated (re-processed), unchanged (skipped),
+    deleted and failed (per file), the chunks stored, and where the time went."""
+
+    documents: int = 0  # documents the sources yielded
+    chunks: int = 0  # chunks in the index afterwards
+    added: list[str] = field(default_factory=list)
+    updated: list[str] = field(default_factory=list)
+    unchanged: int = 0
+    deleted: list[str] = field(default_factory=list)
+    failed: list[LoadFailure] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    model: str | None = None
+    seconds: float = 0.0
+    timings: dict[str, float] = field(default_factory=dict)
+    # stage label -> {"computed": n, "cached": n}: what the content cache saved
+    work: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    @property
+    def skipped(self) -> bool:
+        """Nothing changed: no document added, updated or deleted."""
+        return not (self.added or self.updated or self.deleted)
+
+    def time(self, name: str, seconds: float) -> None:
+        self.timings[name] = self.timings.get(name, 0.0) + seconds
+
+    def count(self, stage: str, computed: int, cached: int) -> None:
+        work = self.work.setdefault(stage, {"computed": 0, "cached": 0})
+        work["computed"] += computed
+        work["cached"] += cached
+
+    def summary(self) -> str:
+        embed = self.work.get("embed")
+        n = len(self.deleted)
+        parts = [
+            f"added {len(self.added)}, updated {len(self.updated)}, unchanged {self.unchanged}, "
+            f"deleted {n}, failed {len(self.failed)} in {self.seconds:.1f}s"
+        ]
+        if embed is not None:
+            parts.append(f"embedded {embed['computed']} chunks ({embed['cached']} from cache)")
+        return "; ".join(parts)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "documents": self.documents,
+            "chunks": self.chunks,
+            "skipped": self.skipped,
+            "added": len(self.added),
+            "updated": len(self.updated),
+            "unchanged": self.unchanged,
+            "deleted": len(self.deleted),
+            "failed": [{"path": f.path, "doc_id": f.doc_id, "error": f.error} for f in self.failed],
+            "notes": self.notes,
+            "model": self.model,
+            "seconds": round(self.seconds, 3),
+            "timings_s": {k: round(v, 3) for k, v in self.timings.items()},
+            "work": self.work,
+        }
+
+
+def doc_fingerprint(index_fp: str, doc: Document) -> str:
+    """What makes a stored document current: the index-side fingerprint and its content."""
+    h = hashlib.sha256(index_fp.encode())
+    meta = json.dumps(dict(doc.metadata), sort_keys=True, default=str)
+    for part in (doc.id, doc.title, doc.path, meta, doc.text):
+        h.update(part.encode("utf-8", "surrogatepass") + b"\0")
+    return h.hexdigest()
+
+
+def index_fingerprint(index_config: Mapping[str, Any], model: str | None, model_version: str) -> str:
+    """What every stored document depends on besides its own content: the index-side
+    config and the embedding model actually loaded."""
+    h = hashlib.sha256(FORMAT_VERSION.encode())
+    h.update(json.dumps(dict(index_config), sort_keys=True, default=str).encode())
+    if model is not None:
+        h.update(f"{model}\0{model_version}".encode())
+    return h.hexdigest()
+
+
+@dataclass(frozen=True)
+class SyncPlan:
+    """Which documents to process, and why."""
+
+    todo: list[Document]
+    added: list[str]
+    updated: list[str]
+    unchanged: int
+    fingerprints: dict[str, str]
+
+
+def plan(docs: Sequence[Document], stored: Mapping[str, str], index_fp: str, redo: bool = False) -> SyncPlan:
+    """New and changed documents (all of them with `redo`); unchanged ones are skipped."""
+    fps = {d.id: doc_fingerprint(index_fp, d) for d in docs}
+    todo = [d for d in docs if redo or stored.get(d.id) != fps[d.id]]
+    return SyncPlan(
+        todo=todo,
+        added=[d.id for d in todo if d.id not in stored],
+        updated=[d.id for d in todo if d.id in stored],
+        unchanged=len(docs) - len(todo),
+        fingerprints=fps,
+    )
+
+
+@dataclass
+class BatchResult:
+    """A processed batch: the documents that made it with their chunks and vectors, and
+    the ones that failed."""
+
+    documents: list[Document]
+    chunks: list[Chunk]
+    vectors: Any = None
+    failed: list[LoadFailure] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+class Processor:
+    """Documents -> chunks (the index stages) -> vectors (the embedder, through the cache)."""
+
+    def __init__(self, transform: Pipeline, embedder: CachedEmbedder | None) -> None:
+        self.transform, self.embedder = transform, embedder
+
+    def cached_stages(self) -> list[CachedStage]:
+        return [s for s in self.transform.stages if isinstance(s, CachedStage)]
+
+    def process(self, batch: Sequence[Document], read_cache: bool = True) -> BatchResult:
+        """When a stage fails on the batch, its documents are retried one by one; those
+        that fail are reported and the rest go on, unless every one fails with the same
+        unexpected error, which is raised: a broken stage, not bad documents."""
+        for stage in self.cached_stages():
+            stage.read = read_cache
+        result = BatchResult(list(batch), [])
+        try:
+            result.chunks = self._chunks(batch, result)
+        except PipelineError as err:
+            first = err
+            kept: list[Document] = []
+            unexpected: set[str] = set()
+            for doc in batch:
+                try:
+                    result.chunks.extend(self._chunks([doc], result))
+                    kept.append(doc)
+                except PipelineError as one:
+                    if not isinstance(one.cause, PlmUserError):
+                        unexpected.add(type(one.cause).__name__)
+                        log.warning("document %r failed", doc.id, exc_info=one.cause)
+                    result.failed.append(LoadFailure(doc.path or "records", str(one), doc.id))
+            if not kept and len(batch) > 1 and len(unexpected) == 1 and not isinstance(first.cause, PlmUserError):
+                raise first from None
+            result.documents = kept
+        if self.embedder is not None and result.chunks:
+            t0 = time.perf_counter()
+            result.vectors = self.embedder.embed([c.index_text for c in result.chunks], read=read_cache)
+            result.timings["embed"] = time.perf_counter() - t0
+        return result
+
+    def _chunks(self, docs: Sequence[Document], result: BatchResult) -> list[Chunk]:
+        if not self.transform.stages:
+            return []
+        out = self.transform.run(list(docs))
+        for name, seconds in out.timings.items():
+            result.timings[name] = result.timings.get(name, 0.0) + seconds
+        return list(out.output)
+
+
+class Syncer:
+    """The single writer of one store."""
+
+    def __init__(self, store: Store, processor: Processor, batch_size: int, progress: bool) -> None:
+        self.store, self.processor = store, processor
+        self.batch_size, self.progress = batch_size, progress
+
+    @property
+    def model(self) -> str | None:
+        embedder = self.processor.embedder
+        return embedder.embedder.model_name if embedder is not None else None
+
+    def run(self, sync_plan: SyncPlan, report: IngestReport, read_cache: bool = True) -> None:
+        """Process and commit the plan's documents batch by batch: each batch is one
+        transaction, so an interrupted sync keeps every batch before it."""
+        report.added, report.updated, report.unchanged = sync_plan.added, sync_plan.updated, sync_plan.unchanged
+        todo = sync_plan.todo
+        if not todo:
+            return
+        batches = [todo[i : i + self.batch_size] for i in range(0, len(todo), self.batch_size)]
+        before = self._counters()
+        for batch in progress_iter(batches, "index", self.progress, total_items=len(todo), unit="docs"):
+            result = self.processor.process(batch, read_cache)
+            self.commit(result, sync_plan.fingerprints, report)
+        self._count_work(before, report)
+
+    def commit(self, result: BatchResult, fingerprints: Mapping[str, str], report: IngestReport) -> None:
+        """Store a processed batch in one transaction and account for it."""
+        for name, seconds in result.timings.items():
+            report.time(name, seconds)
+        if result.failed:
+            report.failed.extend(result.failed)
+            gone = {f.doc_id for f in result.failed}
+            report.added = [i for i in report.added if i not in gone]
+            report.updated = [i for i in report.updated if i not in gone]
+        if result.documents:  # every document of it may have failed
+            t0 = time.perf_counter()
+            fps = [fingerprints[d.id] for d in result.documents]
+            self.store.replace_documents(result.documents, result.chunks, result.vectors, self.model, fps)
+            report.time("store", time.perf_counter() - t0)
+
+    def _counters(self) -> dict[str, tuple[int, int]]:
+        stages = {s.label: (s.misses, s.hits) for s in self.processor.cached_stages()}
+        if self.processor.embedder is not None:
+            stages["embed"] = (self.processor.embedder.computed, self.processor.embedder.cached)
+        return stages
+
+    def _count_work(self, before: Mapping[str, tuple[int, int]], report: IngestReport) -> None:
+        for label, (computed, cached) in self._counters().items():
+            was = before.get(label, (0, 0))
+            if label != "embed" or (computed, cached) != was:  # embedding ran only if a batch had chunks
+                report.count(label, computed - was[0], cached - was[1])
+
+    def prune(self, sources: Sequence[Any], yielded: set[str], report: IngestReport) -> None:
+        """Delete stored documents these sources used to yield and no longer do: those whose
+        stored path is one of the source paths or lies under one (documents from other
+        folders are left alone), or path-less ones when in-memory records were given."""
+        unknown = [f for f in report.failed if not f.doc_id]
+        if unknown:  # a record that failed before its id was read may be a stored document
+            report.notes.append(
+                f"--prune skipped: {len(unknown)} failure(s) without a known document id; fix them and run again"
+            )
+            return
+        # Absolute without following links, as loaders store paths: a stored path is only
+        # in scope when it lies under a source path, from whatever directory this runs.
+        roots = [Path(os.path.abspath(s)) for s in sources if isinstance(s, (str, Path))]
+        records = any(not isinstance(s, (str, Path)) for s in sources)
+
+        def covered(path: str) -> bool:
+            if not path:
+                return records
+            p = Path(os.path.abspath(path))
+            return any(p == root or root in p.parents for root in roots)
+
+        keep = yielded | {f.doc_id for f in report.failed}
+        gone = [doc_id for doc_id, path in self.store.doc_paths().items() if doc_id not in keep and covered(path)]
+        if gone:
+            report.deleted = self.store.delete_documents(gone)
+
+    def complete_vectors(self, report: IngestReport, read_cache: bool) -> None:
+        """Embed stored chunks whose vector is missing, damaged or from another model: after
+        a model change, documents this sync did not yield (other folders, files that failed)
+        are re-embedded from their stored texts, so models never mix."""
+        embedder = self.processor.embedder
+        if embedder is None:
+            return
+        broken = self.store.chunks_needing_vectors(embedder.embedder.model_name)
+        if not broken:
+            return
+        t0 = time.perf_counter()
+        before = self._counters()
+        step = self.batch_size * 8
+        for i in range(0, len(broken), step):
+            part = broken[i : i + step]
+            texts = [c.index_text for c in part]  # another process may replace a document meanwhile
+            matrix = embedder.embed(texts, read=read_cache)
+            self.store.write_vectors([c.id for c in part], matrix, embedder.embedder.model_name, texts)
+        self._count_work(before, report)
+        report.time("embed", time.perf_counter() - t0)
+        report.notes.append(f"re-embedded {len(broken)} stored chunks whose vectors were missing or stale")
