@@ -26,9 +26,9 @@ from rich.text import Text
 from plm_core.config import JobConfig, load_job
 from plm_core.errors import ConfigError, PlmUserError
 from plm_core.job import Job, index_dir_for
-from plm_eval.dataset import resolve_dataset
 from plm_core.registry import Registry, default_registry
 from plm_core.settings import Settings
+from plm_eval.dataset import resolve_dataset
 
 out = Console()
 

@@ -19,8 +19,8 @@ from rich.text import Text
 
 from plm_core.errors import PlmUserError
 from plm_core.job import Job
-from plm_eval.dataset import resolve_corpus, resolve_dataset
 from plm_core.settings import Settings
+from plm_eval.dataset import resolve_corpus, resolve_dataset
 from plm_eval.validation import CaseResult, load_cases, run_cases, summary
 
 out = Console()

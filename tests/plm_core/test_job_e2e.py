@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from plm_core.job import Job
-from plm_eval.runner import run_job
 from plm_core.settings import Settings
+from plm_eval.runner import run_job
 
 REPO = Path(__file__).resolve().parents[2]
 POC = REPO / "configs" / "poc_parity.toml"
