@@ -1,10 +1,10 @@
 """Assembly: a validated job config -> live components, with every slot checked by type.
 
-Each slot takes one kind of component: `[store]` a Store, `[embedder]` an Embedder,
-`[index.*]` an optional loader then stages that turn documents into chunks, `[query.*]`
-stages that end in a ranking; nested parts (hybrid's retrievers and fuser) must be what
-their owner's `parts` declares. Components get what they `need` through their
-constructor. Everything is checked here, so `plm config check` fails before anything runs.
+The config loader already checked each slot's kind (`[store]` a Store, `[embedder]` an
+Embedder, nested parts what their owner's `parts` declares). Here: `[index.*]` is an
+optional loader then stages that turn documents into chunks, `[query.*]` stages end in a
+ranking, and every component's `check()` passes. Components get what they `need` through
+their constructor. So `plm config check` fails before anything runs.
 """
 
 from __future__ import annotations
@@ -45,16 +45,6 @@ def _kind(base: type) -> str:
     return KINDS.get(base) or str(getattr(base, "family", base.__name__))
 
 
-def _expect(spec: StageSpec, base: type, registry: Registry, path: Path) -> None:
-    """`spec` must name a subclass of `base`, else one clear line listing what fits."""
-    if not issubclass(spec.cls, base):
-        fitting = sorted(r.name for r in registry.all() if isinstance(r.cls, type) and issubclass(r.cls, base))
-        raise ConfigError(
-            f"{path} [{spec.label}]: {spec.use!r} is a {spec.family} component, not a {_kind(base)}; "
-            f"use one of: {', '.join(fitting) or '(none installed)'}"
-        )
-
-
 class Assembler:
     """Builds one job's components from its config."""
 
@@ -80,21 +70,16 @@ class Assembler:
                     f"{_kind(base)} (see `plm plugins`)"
                 )
             if isinstance(nested, Mapping):
-                for part in nested.values():
-                    _expect(part, base, self.registry, self.path)
                 kwargs[key] = {name: self.build(part) for name, part in nested.items()}
             else:
-                _expect(nested, base, self.registry, self.path)
                 kwargs[key] = self.build(nested)
         return cls(spec.config, label=spec.label.rsplit(".", 1)[-1], **kwargs)
 
     def assemble(self, cache: ContentCache | None) -> Assembly:
         cfg = self.config
-        _expect(cfg.store, Store, self.registry, self.path)
         store: Store = self.build(cfg.store)
         embedder = None
         if cfg.embedder is not None:
-            _expect(cfg.embedder, Embedder, self.registry, self.path)
             embedder = self.build(cfg.embedder)
         self.resources.update(embedder=embedder, corpus=CorpusView(store, self.location))
         loader, transform = self._index_side(cache)

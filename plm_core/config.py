@@ -24,6 +24,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from plm_core.errors import ConfigError, PlmUserError
+from plm_core.interfaces import Embedder, Store
 from plm_core.registry import Registry
 
 if sys.version_info >= (3, 11):
@@ -35,7 +36,9 @@ else:  # pragma: no cover
 class JobSection(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    name: str = "job"
+    name: str = Field("job", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+    """Names the index folder PLM_DATA_DIR/<name>: letters, digits, '.', '_' and '-' only, so
+    it can never point outside the data folder."""
     description: str = ""
     # BEIR-layout folder (queries, qrels), relative to the config file; --dataset overrides.
     dataset: str | None = None
@@ -111,8 +114,10 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> None:
         node[keys[-1]] = value
 
 
-def _format_validation(err: ValidationError, where: str, cls: Any) -> str:
-    allowed = ", ".join(cls.Config.model_fields) or "(none)"
+def format_validation(err: ValidationError, where: str, model: type[BaseModel]) -> str:
+    """One line for a pydantic error: each bad key, what is wrong, and the allowed keys
+    when a key is unknown (the one formatter for configs, job tables and case files)."""
+    allowed = ", ".join(model.model_fields) or "(none)"
     parts = []
     for e in err.errors():
         key = ".".join(str(x) for x in e["loc"]) or "(table)"
@@ -121,11 +126,28 @@ def _format_validation(err: ValidationError, where: str, cls: Any) -> str:
         elif e["type"] == "missing":
             parts.append(f"missing required key {key!r}")
         else:
-            parts.append(f"key {key!r} = {e.get('input')!r}: {e['msg']}")
+            shown = repr(e.get("input"))
+            parts.append(f"key {key!r} = {shown[:80] + '...' if len(shown) > 80 else shown}: {e['msg']}")
     return f"{where}: " + "; ".join(parts)
 
 
-def build_spec(table: Any, label: str, registry: Registry, path: Path) -> StageSpec:
+def _expect(cls: Any, use: str, family: str, base: type | None, where: str, registry: Registry) -> None:
+    """A slot takes one kind of component: say so, and what fits, before its parameters."""
+    if base is not None and not (isinstance(cls, type) and issubclass(cls, base)):
+        kind = SLOT_KINDS.get(base.__name__, base.__name__.lower())
+        fitting = sorted(r.name for r in registry.all() if isinstance(r.cls, type) and issubclass(r.cls, base))
+        raise ConfigError(
+            f"{where}: {use!r} is a {family} component, not a {kind}; use one of: {', '.join(fitting) or '(none)'}"
+        )
+
+
+SLOT_KINDS = {"Store": "store", "Embedder": "embedder", "Retriever": "retriever", "Fuser": "fuser", "Loader": "loader"}
+
+
+def build_spec(table: Any, label: str, registry: Registry, path: Path, expect: type | None = None) -> StageSpec:
+    """Validate one component table (and the component tables nested in it): its name is
+    registered, it is the kind of component the slot takes (`expect`), its parameters fit
+    its Config."""
     where = f"{path} [{label}]"
     if not isinstance(table, dict):
         raise ConfigError(f"{where}: expected a table with a 'use' key, got {table!r}")
@@ -135,16 +157,20 @@ def build_spec(table: Any, label: str, registry: Registry, path: Path) -> StageS
     use = params.pop("use")
     reg = registry.get(str(use), where=where)
     cls: Any = reg.cls
+    _expect(cls, reg.name, reg.family, expect, where, registry)
+    parts: dict[str, type] = dict(getattr(cls, "parts", {}))
     nested: dict[str, Any] = {}
     for key, value in list(params.items()):
         if isinstance(value, dict) and "use" in value:
-            nested[key] = build_spec(value, f"{label}.{key}", registry, path)
+            nested[key] = build_spec(value, f"{label}.{key}", registry, path, parts.get(key))
         elif isinstance(value, dict) and value and all(isinstance(v, dict) and "use" in v for v in value.values()):
-            nested[key] = {n: build_spec(v, f"{label}.{key}.{n}", registry, path) for n, v in value.items()}
+            nested[key] = {
+                n: build_spec(v, f"{label}.{key}.{n}", registry, path, parts.get(key)) for n, v in value.items()
+            }
     try:
         config = cls.Config(**params)
     except ValidationError as err:
-        raise ConfigError(_format_validation(err, where, cls)) from None
+        raise ConfigError(format_validation(err, where, cls.Config)) from None
     return StageSpec(label, reg.name, reg.family, reg.cls, config, nested)
 
 
@@ -157,12 +183,25 @@ def _stage_tables(raw: dict[str, Any], section: str, path: Path, registry: Regis
 
 def load_toml(path: Path) -> dict[str, Any]:
     if not path.is_file():
-        raise ConfigError(f"config file not found: {path}")
+        raise ConfigError(f"config file not found: {path}" + (" (it is a folder)" if path.is_dir() else ""))
     try:
-        with path.open("rb") as fh:
-            return tomllib.load(fh)
+        data = path.read_bytes()
+        if len(data) > MAX_CONFIG_BYTES:
+            raise ConfigError(f"{path}: {len(data):,} bytes is too large for a config (at most {MAX_CONFIG_BYTES:,})")
+        return tomllib.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as err:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {err.start}): save the config as UTF-8") from None
     except tomllib.TOMLDecodeError as err:
         raise ConfigError(f"{path}: malformed TOML: {err}") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: malformed TOML: arrays or tables nested too deeply") from None
+    except OSError as err:
+        raise ConfigError(f"{path}: cannot be read: {err.strerror or err}") from None
+
+
+MAX_CONFIG_BYTES = 1 << 20
+# The store a job gets when its config has no [store] table: the embedded default.
+DEFAULT_STORE = {"use": "sqlite"}
 
 
 KNOWN_TABLES = {"job", "store", "embedder", "index", "query"}
@@ -181,11 +220,10 @@ def load_job(path: str | Path, registry: Registry, overrides: Sequence[str] = ()
     try:
         job = JobSection(**raw.get("job", {}))
     except ValidationError as err:
-        bad = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in err.errors())
-        raise ConfigError(f"{path} [job]: {bad}; allowed keys: {', '.join(JobSection.model_fields)}") from None
+        raise ConfigError(format_validation(err, f"{path} [job]", JobSection)) from None
     try:
-        store = build_spec(raw.get("store", {"use": "sqlite"}), "store", registry, path)
-        embedder = build_spec(raw["embedder"], "embedder", registry, path) if "embedder" in raw else None
+        store = build_spec(raw.get("store", DEFAULT_STORE), "store", registry, path, Store)
+        embedder = build_spec(raw["embedder"], "embedder", registry, path, Embedder) if "embedder" in raw else None
         index = _stage_tables(raw, "index", path, registry)
         query = _stage_tables(raw, "query", path, registry)
     except PlmUserError as err:

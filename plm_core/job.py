@@ -93,19 +93,29 @@ class Job:
         unchanged ones skipped, and with `prune` stored documents the sources no longer
         yield are deleted. `force` re-processes every document and recomputes instead of
         reading the content cache."""
-        if not self.config.index:
+        return self._sync(as_sources(sources), force=force, prune=prune)
+
+    def sync(self, changed: Iterable[Source] | Source = (), deleted: Sequence[str] = ()) -> IngestReport:
+        """For callers that already know what changed (a folder watcher): process these
+        files or records (unchanged ones are still skipped) and delete these document ids,
+        touching nothing else; one index refresh at the end."""
+        return self._sync(as_sources(changed), deleted=list(deleted))
+
+    def _sync(
+        self, items: list[Source], force: bool = False, prune: bool = False, deleted: Sequence[str] = ()
+    ) -> IngestReport:
+        if items and not self.config.index:
             raise PlmUserError(
                 f"{self.config.path} has no [index] stages: it can query an index, not build one; add a loader "
                 'and a chunker, e.g. [index.load] use = "markdown_dir" and [index.chunk] use = "markdown_semantic"'
             )
         self.open()
-        items = as_sources(sources)
         report = IngestReport()
         start = t0 = time.perf_counter()
         docs, report.failed = load_sources(items, self.loader, str(self.config.path))
         report.time("load", time.perf_counter() - t0)
         report.documents = len(docs)
-        if not docs and not report.failed:
+        if not docs and not report.failed and not deleted:
             raise PlmUserError("nothing to ingest: no documents found in the given sources")
         stored_model = self.store.get_meta("model")
         # Fingerprints name the model, but vectors written by other means must not mix either.
@@ -114,18 +124,9 @@ class Job:
         self.syncer.run(todo, report, read_cache=not force)
         if prune:
             self.syncer.prune(items, set(todo.fingerprints), report)
-        self.syncer.complete_vectors(report, read_cache=not force)
-        return self._finish(report, start)
-
-    def sync(self, changed: Iterable[Source] = (), deleted: Sequence[str] = ()) -> IngestReport:
-        """For callers that already know what changed (a folder watcher): process these
-        files or records and delete these document ids, touching nothing else."""
-        self.open()
-        start = time.perf_counter()
-        items = as_sources(changed) if changed else []
-        report = self.ingest(items) if items else IngestReport()
         if deleted:
             report.deleted = self.store.delete_documents(list(deleted))
+        self.syncer.complete_vectors(report, read_cache=not force)
         return self._finish(report, start)
 
     def delete(self, doc_ids: Sequence[str]) -> IngestReport:

@@ -1,0 +1,216 @@
+"""The contracts a plugin author builds on: typed slots checked by `plm config check`, a bare
+retriever as the whole query stage, rerank depth for a third-party Ranking -> Ranking stage
+installed with its own file and entry point, abstract methods enforced at class definition."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from plm_core.component import ComponentConfig
+from plm_core.interfaces import Retriever
+
+REPO = Path(__file__).resolve().parents[2]
+pytest.importorskip("bm25s")
+
+BASE = """
+[job]
+name = "contracts"
+[store]
+use = "sqlite"
+[index.load]
+use = "markdown_dir"
+[index.chunk]
+use = "markdown_semantic"
+[query.expand]
+use = "dictionary"
+[query.retrieve]
+use = "hybrid"
+[query.retrieve.retrievers.bm25]
+use = "bm25s"
+[query.retrieve.fuser]
+use = "rrf"
+order = ["bm25"]
+default = { weights = { bm25 = 1.0 } }
+expanded = { weights = { bm25 = 1.0 } }
+"""
+
+TOPICS = [
+    "backup restore schedule",
+    "token rotation policy",
+    "pod scheduling on nodes",
+    "disk quota per tenant",
+    "alerting on replication lag",
+    "network policy for ingress",
+    "cost report per team",
+    "secrets in vault",
+]
+
+
+def plm(*args: str, env: dict[str, str] | None = None, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
+    full_env = {**os.environ, "PLM_PROGRESS": "0", "HF_HUB_OFFLINE": "1", **(env or {})}
+    return subprocess.run(
+        [sys.executable, "-m", "plm_core.cli", *args],
+        capture_output=True,
+        text=True,
+        env=full_env,
+        cwd=cwd,
+        timeout=180,
+    )
+
+
+@pytest.fixture()
+def docs(tmp_path: Path) -> Path:
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    for i, topic in enumerate(TOPICS):
+        (folder / f"doc{i}.md").write_text(f"# {topic.title()}\n\nThis page covers {topic}. " * 3)
+    return folder
+
+
+def _config(tmp_path: Path, text: str, name: str = "job.toml") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+BROKEN = {
+    "a fuser in the store slot": (
+        BASE.replace('[store]\nuse = "sqlite"', '[store]\nuse = "rrf"'),
+        "not a store; use one of: sqlite",
+    ),
+    "a keyword extractor in the chunker slot": (
+        BASE.replace('use = "markdown_semantic"', 'use = "yake"'),
+        "put a chunker first",
+    ),
+    "a dense retriever with no embedder": (
+        BASE.replace(
+            "[query.retrieve.fuser]", '[query.retrieve.retrievers.dense]\nuse = "dense"\n[query.retrieve.fuser]'
+        )
+        .replace('order = ["bm25"]', 'order = ["dense", "bm25"]')
+        .replace("{ bm25 = 1.0 }", "{ bm25 = 1.0, dense = 1.0 }"),
+        "[embedder]",
+    ),
+    "an index pipeline with no chunker": (BASE.replace('[index.chunk]\nuse = "markdown_semantic"\n', ""), "chunker"),
+    "a missing expansion dictionary": (
+        BASE.replace('use = "dictionary"', 'use = "dictionary"\ndictionary = "no_such_file.toml"'),
+        "dictionary file not found",
+    ),
+    "a malformed expansion dictionary": (
+        BASE.replace('use = "dictionary"', 'use = "dictionary"\ndictionary = "bad_dictionary.toml"'),
+        "expected a string",
+    ),
+    "a retriever in the fuser slot": (
+        BASE.replace('[query.retrieve.fuser]\nuse = "rrf"', '[query.retrieve.fuser]\nuse = "dense"'),
+        "not a fuser; use one of: rrf",
+    ),
+    "a query pipeline that ends in no ranking": (
+        BASE.split("[query.retrieve]")[0],
+        "must produce a ranking",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(BROKEN), ids=list(BROKEN))
+def test_config_check_rejects_with_one_paragraph(case: str, tmp_path: Path) -> None:
+    text, expected = BROKEN[case]
+    (tmp_path / "bad_dictionary.toml").write_text("rpo = 5\n")
+    res = plm("config", "check", str(_config(tmp_path, text)))
+    assert res.returncode == 2, (res.stdout, res.stderr)
+    assert res.stderr.startswith("error: ") and "Traceback" not in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1, res.stderr
+    assert expected in res.stderr, res.stderr
+
+
+def test_a_bare_retriever_is_the_whole_query_stage(tmp_path: Path, docs: Path) -> None:
+    text = BASE.split("[query.retrieve]")[0] + '[query.retrieve]\nuse = "bm25s"\nmethod = "lucene"\n'
+    config = _config(tmp_path, text)
+    index = tmp_path / "index"
+    assert plm("config", "check", str(config)).returncode == 0
+    assert plm("ingest", str(docs), "--config", str(config), "--index", str(index)).returncode == 0
+    res = plm("query", "token rotation", "-k", "3", "--json", "--config", str(config), "--index", str(index))
+    assert res.returncode == 0, res.stderr
+    hits = json.loads(res.stdout)["hits"]
+    assert len(hits) == 3 and hits[0]["doc_id"] == "doc1"
+    assert set(hits[0]["sources"]) == {"retrieve"}
+    ranks = [h["sources"]["retrieve"]["rank"] for h in hits]
+    assert ranks == sorted(ranks) and hits[0]["score"] > hits[1]["score"]
+
+
+PROBE = '''
+"""A third-party Ranking -> Ranking stage: asks for `depth` candidates, records how many it got."""
+import json
+from pathlib import Path
+
+from plm_core import ComponentConfig, hookimpl
+from plm_core.interfaces import Reranker
+from plm_core.records import Ranking
+
+
+class DepthProbe(Reranker):
+    name = "depth_probe"
+
+    class Config(ComponentConfig):
+        depth: int = 20
+        log: str = ""
+
+    def depth(self, k: int) -> int:
+        return max(k, self.config.depth)
+
+    def run(self, data: Ranking) -> Ranking:
+        Path(self.config.log).write_text(json.dumps({"received": len(data.hits)}))
+        return Ranking(query=data.query, hits=tuple(reversed(data.hits)), fusion=data.fusion)
+
+
+@hookimpl
+def plm_register_components(registry):
+    registry.add(DepthProbe)
+'''
+
+
+def test_a_reranker_from_its_own_package_gets_depth_and_the_output_is_cut_to_k(tmp_path: Path, docs: Path) -> None:
+    site = tmp_path / "site"
+    (site / "depth_probe-0.1.dist-info").mkdir(parents=True)
+    (site / "depth_probe.py").write_text(PROBE)
+    (site / "depth_probe-0.1.dist-info" / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: depth-probe\nVersion: 0.1\n"
+    )
+    (site / "depth_probe-0.1.dist-info" / "entry_points.txt").write_text("[plm]\ndepth_probe = depth_probe\n")
+    log = tmp_path / "received.json"
+    text = BASE + f'[query.rerank]\nuse = "depth_probe"\ndepth = 6\nlog = "{log.as_posix()}"\n'
+    config = _config(tmp_path, text)
+    env = {"PYTHONPATH": str(site)}
+    index = tmp_path / "index"
+    listed = plm("plugins", "--json", env=env)
+    assert any(r["name"] == "depth_probe" and r["package"] == "depth-probe" for r in json.loads(listed.stdout))
+    assert plm("ingest", str(docs), "--config", str(config), "--index", str(index), env=env).returncode == 0
+    res = plm("query", "backup", "-k", "2", "--json", "--config", str(config), "--index", str(index), env=env)
+    assert res.returncode == 0, res.stderr
+    assert json.loads(log.read_text()) == {"received": 6}  # more than k reached the stage
+    hits = json.loads(res.stdout)["hits"]
+    assert len(hits) == 2  # the final cut to k, once, at the end
+
+
+def test_a_missing_abstract_method_fails_at_class_definition() -> None:
+    with pytest.raises(TypeError, match="search"):
+
+        class Half(Retriever):  # noqa: F841 - defining it is the test
+            name = "half"
+
+            class Config(ComponentConfig):
+                pass
+
+            def build(self, snapshot, index_dir):  # type: ignore[no-untyped-def]
+                pass
+
+            def is_current(self, version, index_dir):  # type: ignore[no-untyped-def]
+                return True
+
+            def load(self, snapshot, index_dir):  # type: ignore[no-untyped-def]
+                pass
