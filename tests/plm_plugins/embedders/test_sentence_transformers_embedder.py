@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
+from plm_core import models
 from plm_core.errors import MissingDependencyError, ModelNotFoundError
 from plm_core.settings import Settings
 from plm_plugins.embedders import sentence_transformers as st_module
@@ -89,10 +90,10 @@ def test_online_asks_hub_within_budget_after_local_fails(monkeypatch: pytest.Mon
 
     def unreachable(name: str, deadline: float) -> tuple[None, str, bool]:
         asked.append(name)
-        assert deadline - time.monotonic() <= st_module.HUB_PROBE_BUDGET_S
+        assert deadline - time.monotonic() <= models.HUB_PROBE_BUDGET_S
         return None, "hub unreachable (ConnectError)", False
 
-    monkeypatch.setattr(st_module, "find_on_hub", unreachable)
+    monkeypatch.setattr(models, "find_on_hub", unreachable)
     with pytest.raises(ModelNotFoundError, match="hub unreachable"):
         _embedder(["no-such-org/a", "no-such-org/b"], offline=False).ensure_warm()
     assert asked == ["no-such-org/a"]  # an unreachable hub is not asked again
