@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 from typing import Annotated, Any
 
-import click
 import typer
 from rich.console import Console
 from rich.markup import escape
@@ -18,7 +17,7 @@ from plm_core.config import load_job
 from plm_core.errors import PipelineError, PlmUserError
 from plm_core.job import Job
 from plm_core.registry import default_registry, register_commands
-from plm_core.settings import Settings
+from plm_core.settings import Settings, load_settings
 
 app = typer.Typer(
     help="plm: hybrid retrieval where a recipe is one TOML file.",
@@ -28,6 +27,25 @@ app = typer.Typer(
 )
 config_app = typer.Typer(help="Check job configs.", no_args_is_help=True)
 index_app = typer.Typer(help="Inspect and rebuild an index.", no_args_is_help=True)
+
+
+def _version(value: bool) -> None:
+    if value:
+        from plm_core import __version__
+
+        print(f"plm {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool, typer.Option("--version", help="Print plm's version and exit.", callback=_version, is_eager=True)
+    ] = False,
+) -> None:
+    """plm: hybrid retrieval where a recipe is one TOML file."""
+
+
 app.add_typer(config_app, name="config")
 app.add_typer(index_app, name="index")
 # soft_wrap: long lines (paths, errors) stay one line when piped or logged, so they grep.
@@ -47,7 +65,7 @@ IndexOpt = Annotated[
 
 
 def open_job(config: Path, overrides: list[str] | None, dataset: Path | None, index: Path | None) -> Job:
-    settings = Settings()
+    settings = load_settings()
     logging.basicConfig(level=settings.log_level)
     return Job.from_config(config, overrides or [], index_dir=index, dataset=dataset, settings=settings)
 
@@ -113,8 +131,9 @@ def delete(
     job = open_job(config, set_, dataset, index)
     report = job.delete(doc_ids)
     missing = [i for i in doc_ids if i not in set(report.deleted)]
+    n = len(report.deleted)
     out.print(
-        f"deleted {len(report.deleted)} documents in {report.seconds:.1f}s; "
+        f"deleted {n} document{'' if n == 1 else 's'} in {report.seconds:.1f}s; "
         f"{report.chunks} chunks left in {job.index_dir}",
         highlight=False,
         markup=False,
@@ -160,26 +179,13 @@ def query(
     job = open_job(config, set_, dataset, index)
     ranking, timings = job.search(text, k=k, filters=filters or None)
     if as_json:
-        hits = [
-            {
-                "rank": h.rank + 1,
-                "chunk_id": h.chunk_id,
-                "doc_id": h.doc_id,
-                "score": h.score,
-                "heading_path": list(h.heading_path),
-                "sources": {s: {"rank": r, "score": v} for s, (r, v) in h.sources.items()},
-                "metadata": dict(h.metadata),
-                "text": h.text,
-            }
-            for h in ranking.hits
-        ]
         print(
             json.dumps(
                 {
                     "query": text,
                     "expanded": ranking.query.text,
                     "filters": filters,
-                    "hits": hits,
+                    "hits": [h.as_dict() for h in ranking.hits],
                     "timings_ms": {s: round(1000 * t, 3) for s, t in timings.items()},
                 },
                 indent=1,
@@ -191,27 +197,49 @@ def query(
         out.print(f"expanded ({', '.join(ranking.query.fired)}): {ranking.query.text}", highlight=False)
     # A list, not a table: ids and heading paths are long and must not be cut.
     for h in ranking.hits:
-        srcs = " ".join(f"{s}#{r + 1}" for s, (r, _) in h.sources.items())
+        srcs = " ".join(f"{s}#{r}" for s, (r, _) in h.sources.items())
+        title = str(h.metadata.get("title", ""))
+        shown = f"  {escape(title)}" if title and title != h.doc_id else ""
         out.print(
-            f"[bold]{h.rank + 1}.[/bold] {h.score:.4f}  [cyan]{escape(h.doc_id)}[/cyan]  ({srcs})", highlight=False
+            f"[bold]{h.rank}.[/bold] {h.score:.4f}  [cyan]{escape(h.doc_id)}[/cyan]{shown}  ({srcs})", highlight=False
         )
         if h.heading_path:
             out.print("   " + " > ".join(h.heading_path), markup=False, highlight=False)
         out.print("   " + " ".join(h.text.split())[:200], markup=False, highlight=False)
-    if not ranking.hits and filters:
-        out.print(f"no chunk matches the filters {json.dumps(filters, default=str)}", highlight=False)
+    if not ranking.hits:
+        why = f" matches the filters {json.dumps(filters, default=str)}" if filters else " matches the query"
+        out.print(f"no match: no chunk{why}", highlight=False, markup=False)
 
 
 @index_app.command("stats")
-def index_stats(config: ConfigOpt, set_: SetOpt = None, dataset: DatasetOpt = None, index: IndexOpt = None) -> None:
-    """Counts, model, dimensions and sizes of an index."""
-    job = open_job(config, set_, dataset, index).open()
+def index_stats(
+    config: ConfigOpt,
+    set_: SetOpt = None,
+    dataset: DatasetOpt = None,
+    index: IndexOpt = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Counts, model, dimensions and sizes of an index, and any damage or inconsistency."""
+    job = open_job(config, set_, dataset, index).open(create=False)
     stats = job.store.stats()
-    stats["problems"] = "; ".join(map(str, job.store.consistency_problems())) or "none"
+    problems = [*job.store.integrity_problems(), *map(str, job.store.consistency_problems())]
+    stats["problems"] = problems
     stats["index_dir"] = str(job.index_dir)
     stats["index_dir_bytes"] = sum(p.stat().st_size for p in job.index_dir.rglob("*") if p.is_file())
-    for key, value in stats.items():
-        out.print(f"{key:>16}: {value}", highlight=False)
+    if as_json:
+        print(json.dumps(stats, indent=1, default=str))
+    else:
+        for key, value in stats.items():
+            shown = "; ".join(value) or "none" if key == "problems" else value
+            out.print(f"{key:>16}: {shown}", highlight=False, markup=False)
+    if problems:
+        err.print(
+            "the index is damaged or inconsistent: run `plm index rebuild`, or delete the index folder and "
+            "run `plm ingest` again",
+            highlight=False,
+            markup=False,
+        )
+        raise typer.Exit(1)
 
 
 @index_app.command("rebuild")
@@ -234,6 +262,11 @@ def print_timings(what: str, timings: dict[str, Any]) -> None:
         out.print(f"{what} time: " + ", ".join(f"{k} {v:.2f}s" for k, v in timings.items()), highlight=False)
 
 
+def _is_click_error(exc: BaseException) -> bool:
+    """A usage error from click, or from the copy of click that newer typers vendor."""
+    return hasattr(exc, "exit_code") and hasattr(exc, "show") and type(exc).__module__.startswith(("click", "typer"))
+
+
 def main() -> None:
     try:
         # Commands from plugin packages (plm_eval's `run`, `eval`, `validate`, ...).
@@ -247,11 +280,16 @@ def main() -> None:
     except PlmUserError as exc:
         err.print(f"error: {exc}", highlight=False, markup=False)
         sys.exit(2)
-    except click.exceptions.ClickException as exc:
-        exc.show()
-        sys.exit(exc.exit_code)
-    except click.exceptions.Abort:
-        err.print("aborted")
+    except Exception as exc:
+        if _is_click_error(exc):  # a usage error: click's short usage message, exit 2
+            exc.show()  # type: ignore[attr-defined]
+            sys.exit(exc.exit_code)  # type: ignore[attr-defined]
+        if type(exc).__name__ == "Abort" and type(exc).__module__.startswith(("click", "typer")):
+            err.print("aborted")
+            sys.exit(130)
+        raise
+    except KeyboardInterrupt:
+        err.print("interrupted")
         sys.exit(130)
     sys.exit(rv if isinstance(rv, int) else 0)
 

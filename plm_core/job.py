@@ -20,7 +20,7 @@ from plm_core.errors import PlmUserError
 from plm_core.records import Hit, Query, Ranking
 from plm_core.registry import Registry, default_registry
 from plm_core.search import Searcher
-from plm_core.settings import Settings
+from plm_core.settings import Settings, load_settings
 from plm_core.sources import Source, as_sources, load_sources
 from plm_core.sync import IngestReport, Processor, Syncer, index_fingerprint, plan
 
@@ -36,7 +36,7 @@ class Job:
         registry: Registry | None = None,
     ) -> None:
         self.config = config
-        self.settings = settings or Settings()
+        self.settings = settings or load_settings()
         self.registry = registry or default_registry()
         self.index_dir = Path(index_dir)
         self.cache: ContentCache | None = open_cache(self.settings.data_dir) if self.settings.cache else None
@@ -60,7 +60,7 @@ class Job:
         registry: Registry | None = None,
     ) -> Job:
         registry = registry or default_registry()
-        settings = settings or Settings()
+        settings = settings or load_settings()
         config = load_job(path, registry, list(overrides))
         if index_dir is None:
             index_dir = index_dir_for(config.job.name, settings.data_dir, dataset)

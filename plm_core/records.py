@@ -123,7 +123,8 @@ class EmbeddedQuery(ExpandedQuery):
 
 @dataclass(frozen=True)
 class ScoredChunk:
-    """A chunk id with a score from one source, rank 0-based within that source."""
+    """A chunk id with a score from one source, rank 0-based within that source (an
+    internal position; hits shown to users count from 1)."""
 
     chunk_id: str
     score: float
@@ -144,7 +145,8 @@ class FusionConfig:
 
 @dataclass(frozen=True)
 class Hit:
-    """One fused result with everything a caller needs to show or judge it."""
+    """One result with everything a caller needs to show or judge it. Ranks a user sees
+    count from 1, everywhere: `rank` (1 = best) and each source's rank in `sources`."""
 
     chunk_id: str
     doc_id: str
@@ -153,8 +155,22 @@ class Hit:
     text: str = ""
     heading_path: tuple[str, ...] = ()
     metadata: Mapping[str, Any] = field(default_factory=lambda: EMPTY)
-    # source name -> (0-based rank, score) within that source's candidates
+    # source name -> (1-based rank, score) within that source's candidates
     sources: Mapping[str, tuple[int, float]] = field(default_factory=lambda: EMPTY)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The hit as JSON-ready data (what `plm query --json` and the service print)."""
+        return {
+            "rank": self.rank,
+            "chunk_id": self.chunk_id,
+            "doc_id": self.doc_id,
+            "title": str(self.metadata.get("title", "")),
+            "score": self.score,
+            "heading_path": list(self.heading_path),
+            "sources": {name: {"rank": rank, "score": score} for name, (rank, score) in self.sources.items()},
+            "metadata": dict(self.metadata),
+            "text": self.text,
+        }
 
 
 @dataclass(frozen=True)

@@ -67,9 +67,10 @@ class CorpusView:
         return (None if n == self.n_chunks else mask), n
 
     def hits(self, ranked: Sequence[ScoredChunk], sources: Mapping[str, Sequence[ScoredChunk]]) -> tuple[Hit, ...]:
-        """Hits for ranked candidates, with each source's rank and score of that chunk."""
+        """Hits for ranked candidates (ranks from 1), with each source's rank (from 1) and
+        score of that chunk."""
         chunks = self.store.get_chunks([s.chunk_id for s in ranked])
-        by_source = {label: {s.chunk_id: (s.rank, s.score) for s in found} for label, found in sources.items()}
+        by_source = {label: {s.chunk_id: (s.rank + 1, s.score) for s in found} for label, found in sources.items()}
         hits = []
         for rank, scored in enumerate(ranked):
             chunk = chunks.get(scored.chunk_id)
@@ -83,7 +84,7 @@ class CorpusView:
                     chunk_id=chunk.id,
                     doc_id=chunk.doc_id,
                     score=scored.score,
-                    rank=rank,
+                    rank=rank + 1,
                     text=chunk.text,
                     heading_path=chunk.heading_path,
                     metadata=chunk.metadata,

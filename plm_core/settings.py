@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from plm_core.errors import ConfigError
 
 
 class Settings(BaseSettings):
@@ -24,4 +26,21 @@ class Settings(BaseSettings):
     cache: bool = True
     # Documents processed and committed together: an interrupted ingest keeps every
     # finished batch; smaller batches lose less work, larger ones commit less often.
-    ingest_batch: Annotated[int, Field(ge=1)] = 64
+    ingest_batch: Annotated[int, Field(ge=1, le=100_000)] = 64
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _upper(cls, value: Any) -> Any:
+        return value.strip().upper() if isinstance(value, str) else value
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Settings from the environment; a bad `PLM_*` value is one clear error, not a traceback."""
+    try:
+        return Settings(**overrides)
+    except ValidationError as err:
+        bad = "; ".join(
+            f"PLM_{str(e['loc'][0]).upper()}={e.get('input')!r}: {e['msg']}" if e["loc"] else e["msg"]
+            for e in err.errors()
+        )
+        raise ConfigError(f"bad environment setting: {bad}") from None

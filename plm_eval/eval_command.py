@@ -27,7 +27,7 @@ from plm_core.config import JobConfig, load_job
 from plm_core.errors import ConfigError, PlmUserError
 from plm_core.job import Job, index_dir_for
 from plm_core.registry import Registry, default_registry
-from plm_core.settings import Settings
+from plm_core.settings import Settings, load_settings
 from plm_eval.dataset import resolve_dataset
 
 out = Console()
@@ -79,7 +79,7 @@ def run_configs(
 
     if not paths:
         raise PlmUserError("give at least one --config")
-    settings = settings or Settings()
+    settings = settings or load_settings()
     registry = registry or default_registry()
     configs = [load_job(p, registry, list(overrides)) for p in paths]
     datasets = [resolve_dataset(cfg, dataset) for cfg in configs]
@@ -205,7 +205,7 @@ def eval_command(
     force: Annotated[bool, typer.Option(help="Re-ingest even when an index is unchanged.")] = False,
 ) -> None:
     """Evaluate several configs on one dataset: metrics side by side with deltas and p-values."""
-    settings = Settings()
+    settings = load_settings()
     logging.basicConfig(level=settings.log_level)
     registry = default_registry()
     if per_query and len(config) < 2:

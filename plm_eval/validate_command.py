@@ -19,7 +19,7 @@ from rich.text import Text
 
 from plm_core.errors import PlmUserError
 from plm_core.job import Job
-from plm_core.settings import Settings
+from plm_core.settings import load_settings
 from plm_eval.dataset import resolve_corpus, resolve_dataset
 from plm_eval.validation import CaseResult, load_cases, run_cases, summary
 
@@ -67,16 +67,7 @@ def _as_json(result: CaseResult) -> dict[str, Any]:
         "status": result.status,
         "messages": result.messages,
         "ms": round(1000 * result.seconds, 1),
-        "hits": [
-            {
-                "rank": h.rank + 1,
-                "doc_id": h.doc_id,
-                "chunk_id": h.chunk_id,
-                "score": h.score,
-                "heading_path": list(h.heading_path),
-            }
-            for h in result.hits
-        ],
+        "hits": [h.as_dict() for h in result.hits],
     }
 
 
@@ -92,7 +83,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Check retrieval against expectations in a YAML cases file; exit 1 when any case fails."""
         loaded = load_cases(cases)
-        settings = Settings()
+        settings = load_settings()
         logging.basicConfig(level=settings.log_level)
         job = Job.from_config(config, set_ or [], index_dir=index, dataset=dataset, settings=settings)
         try:

@@ -211,7 +211,7 @@ def check_case(case: Case, hits: Sequence[Hit]) -> list[str]:
     top = list(hits)[:k]
     first: dict[str, int] = {}
     for h in top:
-        first.setdefault(h.doc_id, h.rank + 1)
+        first.setdefault(h.doc_id, h.rank)
     failures: list[str] = []
     for doc in exp.doc_id:
         if doc not in first:
@@ -236,7 +236,7 @@ def check_case(case: Case, hits: Sequence[Hit]) -> list[str]:
     if exp.metadata and not any(all(_same(h.metadata.get(key), val) for key, val in exp.metadata.items()) for h in top):
         found: dict[str, list[str]] = {}  # the values seen -> the ranks that have them
         for h in top:
-            found.setdefault(_values(h, exp.metadata), []).append(str(h.rank + 1))
+            found.setdefault(_values(h, exp.metadata), []).append(str(h.rank))
         got = "; ".join(f"{v} at rank{'s' * (len(r) > 1)} {', '.join(r)}" for v, r in found.items()) or "no hits"
         failures.append(f"metadata: no hit in the top {k} has {dict(exp.metadata)} (got {got})")
     return failures
@@ -244,7 +244,7 @@ def check_case(case: Case, hits: Sequence[Hit]) -> list[str]:
 
 def _outside_filters(filters: Mapping[str, Any], hits: Sequence[Hit]) -> list[str]:
     return [
-        f"retrieval ignored filters {dict(filters)}: rank {h.rank + 1} ({h.doc_id}) has {_values(h, filters)}"
+        f"retrieval ignored filters {dict(filters)}: rank {h.rank} ({h.doc_id}) has {_values(h, filters)}"
         for h in hits
         if not all(_same(h.metadata.get(key), val) for key, val in filters.items())
     ][:1]
@@ -268,7 +268,7 @@ class CaseResult:
     def report(self) -> str:
         """A multi-line explanation for assertion messages and logs."""
         lines = [f"case {self.case.name!r} ({self.status}): {self.case.query}", *(f"  - {m}" for m in self.messages)]
-        lines += [f"    {h.rank + 1}. {h.doc_id} | {_heading(h)}" for h in self.hits]
+        lines += [f"    {h.rank}. {h.doc_id} | {_heading(h)}" for h in self.hits]
         return "\n".join(lines)
 
 

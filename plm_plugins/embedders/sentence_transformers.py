@@ -22,7 +22,7 @@ from plm_core.component import ComponentConfig
 from plm_core.errors import MissingDependencyError
 from plm_core.hookspecs import hookimpl
 from plm_core.interfaces import Embedder
-from plm_core.settings import Settings
+from plm_core.settings import Settings, load_settings
 
 if TYPE_CHECKING:
     from plm_core.registry import Registry
@@ -70,7 +70,7 @@ class SentenceTransformerEmbedder(Embedder):
         return [model] if isinstance(model, str) else list(model)
 
     def _settings(self) -> Settings:
-        return self.settings if isinstance(self.settings, Settings) else Settings()
+        return self.settings if isinstance(self.settings, Settings) else load_settings()
 
     def warm_up(self) -> None:
         if importlib.util.find_spec("sentence_transformers") is None:

@@ -9,11 +9,13 @@ derived indexes (BM25) record so a stale one is never used.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import json
 import os
 import sqlite3
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -89,8 +91,8 @@ def _explain(path: Path, err: sqlite3.Error, busy_ms: int) -> str:
         )
     if "not a database" in text or "malformed" in text or "corrupt" in text:
         return (
-            f"the store {path} is damaged ({text}): delete the index folder and run `plm ingest` again "
-            "(a backup, or `sqlite3 {path} .recover`, may save its contents)"
+            f"the store {path} is damaged ({text}): restore it from a backup, or delete the index folder and "
+            "run `plm ingest` again"
         )
     if "readonly" in text or "read-only" in text:
         return f"the store {path} is read-only ({text}): writing needs a writable index folder"
@@ -118,6 +120,32 @@ def _prepare(db: sqlite3.Connection) -> None:
     db.execute("COMMIT")
 
 
+def _guarded(method: Callable[..., Any]) -> Callable[..., Any]:
+    """SQLite errors from a public store method become one StoreError line saying what to do
+    (a damaged file, a lock held too long), not a sqlite3 traceback."""
+
+    @functools.wraps(method)
+    def call(self: SQLiteStore, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except sqlite3.DatabaseError as err:
+            raise StoreError(_explain(self.path, err, self.config.busy_timeout_ms)) from None
+
+    return call
+
+
+def _guard_public_methods(cls: type) -> type:
+    for name, value in list(vars(cls).items()):
+        if (
+            inspect.isfunction(value)
+            and not name.startswith("_")
+            and name not in ("open", "snapshot", "integrity_problems")
+        ):
+            setattr(cls, name, _guarded(value))
+    return cls
+
+
+@_guard_public_methods
 class SQLiteStore(Store):
     """One `plm.sqlite` file per index folder."""
 

@@ -88,7 +88,7 @@ print(json.dumps({{"calls": calls, "docs": [h.doc_id for h in hits]}}))
 def test_hits_carry_sources_and_fields(report: dict, index_dir: Path) -> None:
     job = Job.from_config(POC, index_dir=index_dir, settings=Settings(progress=False))
     hits = job.retrieve("How long is a JWT valid before it expires?", k=5)
-    assert [h.rank for h in hits] == [0, 1, 2, 3, 4]
+    assert [h.rank for h in hits] == [1, 2, 3, 4, 5]  # hits count from 1
     assert hits[0].doc_id == "jwt-authentication"
     assert all(h.text and h.chunk_id.startswith(h.doc_id) for h in hits)
     assert all(set(h.sources) <= {"dense", "bm25"} and h.sources for h in hits)

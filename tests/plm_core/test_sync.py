@@ -247,7 +247,7 @@ def test_vectors_follow_an_edit_and_a_prune(tmp_path: Path, minilm_path: str) ->
         else:
             np.testing.assert_array_equal(rows[c.id], vectors_before[c.id])
     top = job.retrieve("zeppelin hangar", k=3)[0]
-    assert top.doc_id == "alpha" and NEW_SENTENCE in top.text and top.sources["dense"][0] == 0
+    assert top.doc_id == "alpha" and NEW_SENTENCE in top.text and top.sources["dense"][0] == 1
 
     (docs / "gamma.md").unlink()
     pruned = job.ingest([docs], prune=True)
@@ -302,7 +302,7 @@ def test_delete_removes_documents_and_the_cli_reports_unknown_ids(tmp_path: Path
 
     res = plm("delete", "alpha", "nope", "--config", str(cfg), "--index", str(index), data_dir=tmp_path / "data")
     assert res.returncode == 1, res.stdout + res.stderr
-    assert "not found: nope" in res.stderr and "deleted 1 documents" in res.stdout
+    assert "not found: nope" in res.stderr and "deleted 1 document in" in res.stdout
     assert "Traceback" not in res.stderr
     fresh = make_job(cfg, index)
     assert stored_ids(fresh) == ["gamma", "beta"] and "alpha" not in hit_docs(fresh, "alpha install")

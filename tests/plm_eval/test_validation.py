@@ -19,12 +19,12 @@ REPO = Path(__file__).resolve().parents[2]
 
 DR = {"section": "operations", "title": "Disaster Recovery", "version": 5, "updated": "2026-04-22"}
 BILLING = {"section": "billing", "title": "Billing and Invoices", "version": 2}
-HITS = [
+HITS = [  # ranks count from 1, as users see them
     Hit(
         "dr#1",
         "disaster-recovery",
         0.9,
-        0,
+        1,
         "An **RPO of 15  minutes** means at most\nthe last writes",
         ("Disaster Recovery", "Recovery objectives"),
         DR,
@@ -33,7 +33,7 @@ HITS = [
         "bk#0",
         "backup-and-restore",
         0.8,
-        1,
+        2,
         "Snapshots run hourly.",
         ("Backup and Restore",),
         {"section": "operations"},
@@ -42,7 +42,7 @@ HITS = [
         "bi#2",
         "billing-and-invoices",
         0.7,
-        2,
+        3,
         "Invoices are issued monthly.",
         ("Billing and Invoices", "Invoices"),
         BILLING,

@@ -238,7 +238,7 @@ def test_filtered_job_returns_exactly_k_matching_hits(job: Any, filters: dict[st
         hits = job.retrieve(QUERY, k=k, filters=filters)
         assert len(hits) == min(k, len(expected)), (k, _docs(hits))
         assert set(_docs(hits)) <= expected
-        assert [h.rank for h in hits] == list(range(len(hits)))
+        assert [h.rank for h in hits] == list(range(1, len(hits) + 1))  # hits count from 1
     # Unfiltered, the same query at the same k brings documents the filter keeps out.
     unfiltered = job.retrieve(QUERY, k=len(expected))
     assert set(_docs(unfiltered)) - expected

@@ -127,7 +127,7 @@ def test_build_search_and_indexes_ok(job: Job) -> None:
     ranking, timings = job.search("pod on a node", k=3)
     assert isinstance(ranking, Ranking) and set(timings) == {"expand", "embed", "retrieve"}
     assert ranking.fusion is not None and ranking.fusion.profile == "default" and ranking.fusion.candidates == 5
-    assert [h.rank for h in ranking.hits] == [0, 1, 2]
+    assert [h.rank for h in ranking.hits] == [1, 2, 3]  # hits count from 1
     top = ranking.hits[0]
     assert (top.chunk_id, top.doc_id, top.text, top.heading_path, dict(top.metadata)) == (
         "a_0",
@@ -136,11 +136,11 @@ def test_build_search_and_indexes_ok(job: Job) -> None:
         ("H", "a"),
         {"n": 0},
     )
-    assert top.sources["dense"][0] == 0 and top.sources["bm25"][0] == 0
+    assert top.sources["dense"][0] == 1 and top.sources["bm25"][0] == 1
     assert top.score == pytest.approx(1 / 60 + 1 / 60)
     # every hit's score is the RRF of its per-source ranks
     for hit in ranking.hits:
-        assert hit.score == pytest.approx(sum(1 / (60 + r) for r, _ in hit.sources.values()))
+        assert hit.score == pytest.approx(sum(1 / (60 + r - 1) for r, _ in hit.sources.values()))
 
 
 def test_expanded_query_uses_expanded_profile(job: Job) -> None:
@@ -169,7 +169,7 @@ def test_a_newer_corpus_version_is_picked_up_and_stale_bm25_rebuilt(job: Job, ca
     job.store.replace_documents([Document(id="c", text=new.text)], [new], vec, job.embedder.model_name)
     with caplog.at_level("INFO"):  # a warning the first time in a process, then info
         hits = {h.doc_id: h for h in job.retrieve("quota limits", k=5)}
-    assert hits["c"].sources["bm25"][0] == 0 and hits["c"].text == new.text  # BM25 knows the new text
+    assert hits["c"].sources["bm25"][0] == 1 and hits["c"].text == new.text  # BM25 knows the new text
     assert "rebuilt in memory from the store" in caplog.text
     assert job.retrieve("token rotation", k=5)[0].doc_id != "c"
 
