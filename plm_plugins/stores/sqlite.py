@@ -23,9 +23,9 @@ from typing import Any
 from pydantic import Field
 
 from plm_core.component import ComponentConfig
+from plm_core.corpus import CorpusVersion, StoreProblem
 from plm_core.errors import StoreError
 from plm_core.hookspecs import hookimpl
-from plm_core.corpus import CorpusVersion, StoreProblem
 from plm_core.interfaces import Store
 from plm_core.records import Chunk, Document
 
