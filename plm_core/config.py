@@ -24,6 +24,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from plm_core.errors import ConfigError, PlmUserError
+from plm_core.filters import parse_cli_value
 from plm_core.interfaces import Embedder, Store
 from plm_core.registry import Registry
 
@@ -92,14 +93,17 @@ class JobConfig:
 
 
 def parse_override(assignment: str) -> tuple[list[str], Any]:
-    """`a.b.c=VALUE` -> (["a","b","c"], VALUE parsed as TOML, else a plain string)."""
+    """`a.b.c=VALUE` -> (["a","b","c"], VALUE): an array or table in TOML syntax, else a
+    scalar read the one way every CLI value is read (`plm_core.filters.parse_cli_value`)."""
     if "=" not in assignment:
         raise ConfigError(f"--set {assignment!r}: expected KEY=VALUE, e.g. query.retrieve.fuser.k=30")
     key, value = assignment.split("=", 1)
-    try:
-        parsed = tomllib.loads(f"v = {value}")["v"]
-    except tomllib.TOMLDecodeError:
-        parsed = value
+    parsed: Any = parse_cli_value(value)
+    if value.strip()[:1] in ("[", "{"):
+        try:
+            parsed = tomllib.loads(f"v = {value}")["v"]
+        except (tomllib.TOMLDecodeError, RecursionError):
+            raise ConfigError(f"--set {assignment!r}: the value is not a valid TOML array or table") from None
     return key.strip().split("."), parsed
 
 

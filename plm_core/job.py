@@ -22,7 +22,7 @@ from plm_core.registry import Registry, default_registry
 from plm_core.search import Searcher
 from plm_core.settings import Settings, load_settings
 from plm_core.sources import Source, as_sources, load_sources
-from plm_core.sync import IngestReport, Processor, Syncer, index_fingerprint, plan
+from plm_core.sync import IngestReport, Processor, Syncer, index_fingerprint, note_other_sources, plan
 
 __all__ = ["IngestReport", "Job", "index_dir_for"]
 
@@ -126,6 +126,8 @@ class Job:
             self.syncer.prune(items, set(todo.fingerprints), report)
         if deleted:
             report.deleted = self.store.delete_documents(list(deleted))
+        elif items and not prune:
+            note_other_sources(self.store.doc_paths(), items, report)
         self.syncer.complete_vectors(report, read_cache=not force)
         return self._finish(report, start)
 

@@ -14,7 +14,7 @@ import json
 import logging
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -63,15 +63,7 @@ class IngestReport:
         work["cached"] += cached
 
     def summary(self) -> str:
-        embed = self.work.get("embed")
-        n = len(self.deleted)
-        parts = [
-            f"added {len(self.added)}, updated {len(self.updated)}, unchanged {self.unchanged}, "
-            f"deleted {n}, failed {len(self.failed)} in {self.seconds:.1f}s"
-        ]
-        if embed is not None:
-            parts.append(f"embedded {embed['computed']} chunks ({embed['cached']} from cache)")
-        return "; ".join(parts)
+        return summary_line(self.as_dict())
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -89,6 +81,18 @@ class IngestReport:
             "timings_s": {k: round(v, 3) for k, v in self.timings.items()},
             "work": self.work,
         }
+
+
+def summary_line(report: Mapping[str, Any]) -> str:
+    """The one-line sync summary, from `IngestReport.as_dict()` (what every command prints)."""
+    parts = [
+        f"added {report['added']}, updated {report['updated']}, unchanged {report['unchanged']}, "
+        f"deleted {report['deleted']}, failed {len(report['failed'])} in {report['seconds']:.1f}s"
+    ]
+    embed = report["work"].get("embed")
+    if embed is not None:
+        parts.append(f"embedded {embed['computed']} chunks ({embed['cached']} from cache)")
+    return "; ".join(parts)
 
 
 def doc_fingerprint(index_fp: str, doc: Document) -> str:
@@ -195,6 +199,34 @@ class Processor:
         return list(out.output)
 
 
+def scope(sources: Sequence[Any]) -> Callable[[str], bool]:
+    """Whether a stored document's path lies under one of these sources (path-less
+    documents: when in-memory records were given). Paths are compared absolute without
+    following links, as loaders store them, from whatever directory this runs."""
+    roots = [Path(os.path.abspath(s)) for s in sources if isinstance(s, (str, Path))]
+    records = any(not isinstance(s, (str, Path)) for s in sources)
+
+    def covered(path: str) -> bool:
+        if not path:
+            return records
+        p = Path(os.path.abspath(path))
+        return any(p == root or root in p.parents for root in roots)
+
+    return covered
+
+
+def note_other_sources(stored_paths: Mapping[str, str], sources: Sequence[Any], report: IngestReport) -> None:
+    """Say when the index also holds documents these sources did not name: a user's own
+    documents must never silently join another collection (e.g. the demo's evaluation)."""
+    covered = scope(sources)
+    others = [path or doc_id for doc_id, path in stored_paths.items() if not covered(path)]
+    if others:
+        report.notes.append(
+            f"note: this index also holds {len(others)} document(s) from other sources (e.g. {others[0]}); "
+            "pass --index FOLDER to keep collections apart"
+        )
+
+
 class Syncer:
     """The single writer of one store."""
 
@@ -258,17 +290,7 @@ class Syncer:
                 f"--prune skipped: {len(unknown)} failure(s) without a known document id; fix them and run again"
             )
             return
-        # Absolute without following links, as loaders store paths: a stored path is only
-        # in scope when it lies under a source path, from whatever directory this runs.
-        roots = [Path(os.path.abspath(s)) for s in sources if isinstance(s, (str, Path))]
-        records = any(not isinstance(s, (str, Path)) for s in sources)
-
-        def covered(path: str) -> bool:
-            if not path:
-                return records
-            p = Path(os.path.abspath(path))
-            return any(p == root or root in p.parents for root in roots)
-
+        covered = scope(sources)
         keep = yielded | {f.doc_id for f in report.failed}
         gone = [doc_id for doc_id, path in self.store.doc_paths().items() if doc_id not in keep and covered(path)]
         if gone:

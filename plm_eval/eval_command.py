@@ -28,6 +28,7 @@ from plm_core.errors import ConfigError, PlmUserError
 from plm_core.job import Job, index_dir_for
 from plm_core.registry import Registry, default_registry
 from plm_core.settings import Settings, load_settings
+from plm_core.sync import summary_line
 from plm_eval.dataset import resolve_dataset
 
 out = Console()
@@ -115,14 +116,13 @@ def _reporter(registry: Registry, **params: Any) -> Any:
 
 def _work_line(label: str, result: dict[str, Any]) -> str:
     ing = result["ingest"]
-    if ing["skipped"]:
-        what = "index up to date, ingest skipped"
-    else:
-        work = ", ".join(f"{s} {w['computed']} computed/{w['cached']} cached" for s, w in ing["work"].items())
-        what = f"ingested {ing['documents']} docs, {ing['chunks']} chunks in {ing['wall_s']:.1f}s" + (
-            f" ({work})" if work else ""
-        )
-    return f"{label}: {what}; model {result['model'] or '-'}"
+    work = ", ".join(f"{s} {w['computed']} computed/{w['cached']} cached" for s, w in ing["work"].items())
+    what = "index up to date" if ing["skipped"] else "synced"
+    return (
+        f"{label}: {what}: {summary_line(ing)}; {ing['chunks']} chunks"
+        + (f" ({work})" if work else "")
+        + (f"; model {result['model'] or '-'}")
+    )
 
 
 def _p(p: float) -> str:

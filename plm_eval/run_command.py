@@ -10,6 +10,10 @@ import typer
 from rich.table import Table
 
 from plm_core.cli import ConfigOpt, DatasetOpt, IndexOpt, SetOpt, err, open_job, out, print_timings
+from plm_core.config import load_job
+from plm_core.registry import default_registry
+from plm_core.sync import summary_line
+from plm_eval.dataset import resolve_dataset
 
 
 def run(
@@ -27,16 +31,15 @@ def run(
     """Ingest the job's dataset (skipped when unchanged) and evaluate its query sets."""
     from plm_eval.runner import run_job, write_report
 
+    # The dataset's own index (PLM_DATA_DIR/<job>-<dataset>), never the one `plm ingest`
+    # fills with a user's documents: those must not change the evaluation.
+    dataset = resolve_dataset(load_job(config, default_registry(), set_ or []), dataset)
     job = open_job(config, set_, dataset, index)
     sets = [s.strip() for s in queries.split(",") if s.strip()] if queries else None
     result = run_job(job, dataset=dataset, corpus=corpus, query_sets=sets, force=force)
     ing = result["ingest"]
     status = "index up to date" if ing["skipped"] else "synced"
-    out.print(
-        f"{status}: added {ing['added']}, updated {ing['updated']}, unchanged {ing['unchanged']}, "
-        f"failed {len(ing['failed'])} in {ing['seconds']:.1f}s; {ing['chunks']} chunks; model {result['model']}",
-        highlight=False,
-    )
+    out.print(f"{status}: {summary_line(ing)}; {ing['chunks']} chunks; model {result['model']}", highlight=False)
     for failure in ing["failed"]:
         err.print(f"failed: {failure['path']}: {failure['error']}", highlight=False, markup=False)
     print_timings("ingest", ing["timings_s"])

@@ -17,8 +17,10 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from plm_core.config import load_job
 from plm_core.errors import PlmUserError
 from plm_core.job import Job
+from plm_core.registry import default_registry
 from plm_core.settings import load_settings
 from plm_eval.dataset import resolve_corpus, resolve_dataset
 from plm_eval.validation import CaseResult, load_cases, run_cases, summary
@@ -85,6 +87,9 @@ def register(app: typer.Typer) -> None:
         loaded = load_cases(cases)
         settings = load_settings()
         logging.basicConfig(level=settings.log_level)
+        # The config's dataset has its own index, as `plm run` uses it (a user's `plm ingest`
+        # into the job's default index never changes what the cases check).
+        dataset = resolve_dataset(load_job(config, default_registry(), set_ or []), dataset)
         job = Job.from_config(config, set_ or [], index_dir=index, dataset=dataset, settings=settings)
         try:
             ensure_index(job, dataset)
