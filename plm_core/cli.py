@@ -65,6 +65,8 @@ IndexOpt = Annotated[
 
 
 def open_job(config: Path, overrides: list[str] | None, dataset: Path | None, index: Path | None) -> Job:
+    if config is None:  # older typers let a required option through as None
+        raise typer.BadParameter("the job config is required", param_hint="'--config' / '-c'")
     settings = load_settings()
     logging.basicConfig(level=settings.log_level)
     return Job.from_config(config, overrides or [], index_dir=index, dataset=dataset, settings=settings)
@@ -271,7 +273,7 @@ def main() -> None:
     try:
         # Commands from plugin packages (plm_eval's `run`, `eval`, `validate`, ...).
         register_commands(app)
-        rv = app(standalone_mode=False)
+        rv = app(standalone_mode=False, prog_name="plm")
     except PipelineError as exc:
         if isinstance(exc.cause, PlmUserError):
             err.print(f"error: {exc}", highlight=False, markup=False)

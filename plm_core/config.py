@@ -215,6 +215,8 @@ def load_job(path: str | Path, registry: Registry, overrides: Sequence[str] = ()
     """Read, override and validate a job config; raises ConfigError/PluginError on any problem."""
     path = Path(path)
     raw = load_toml(path)
+    if "store" not in raw:
+        raw["store"] = dict(DEFAULT_STORE)  # so `--set store.key=...` reaches the default store
     apply_overrides(raw, list(overrides))
     unknown = set(raw) - KNOWN_TABLES
     if unknown:
@@ -226,7 +228,7 @@ def load_job(path: str | Path, registry: Registry, overrides: Sequence[str] = ()
     except ValidationError as err:
         raise ConfigError(format_validation(err, f"{path} [job]", JobSection)) from None
     try:
-        store = build_spec(raw.get("store", DEFAULT_STORE), "store", registry, path, Store)
+        store = build_spec(raw["store"], "store", registry, path, Store)
         embedder = build_spec(raw["embedder"], "embedder", registry, path, Embedder) if "embedder" in raw else None
         index = _stage_tables(raw, "index", path, registry)
         query = _stage_tables(raw, "query", path, registry)

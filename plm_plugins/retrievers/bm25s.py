@@ -54,9 +54,10 @@ class BM25Retriever(Retriever):
         # float64 is what rank_bm25 summed in, so scores are bit-identical; float32 halves
         # the index but its rounding can merge or split near-ties and reorder candidates.
         dtype: Literal["float64", "float32"] = "float64"
-        # The POC kept zero-score chunks among its BM25 candidates (they still earn RRF
-        # points); set true to leave them out.
-        drop_zero_scores: bool = False
+        drop_zero_scores: bool | None = None
+        """Leave out chunks that share no word with the query. None (default): yes, except
+        with method = "rank_bm25_okapi", the POC's scoring, whose zero-score candidates
+        still earned RRF points."""
 
     config: Config
 
@@ -166,7 +167,14 @@ class BM25Retriever(Retriever):
         # Full scores, then the POC's argsort order (not bm25s.retrieve(): it raises when k
         # exceeds the corpus and orders ties differently).
         scores = self.scores(query.text)
-        return top_n(scores, n, self._chunk_ids, self.label, allowed, drop_zero=self.config.drop_zero_scores)
+        return top_n(scores, n, self._chunk_ids, self.label, allowed, drop_zero=self.drops_zero_scores)
+
+    @property
+    def drops_zero_scores(self) -> bool:
+        """A chunk that shares no word with the query is not a result, except in the POC's
+        own scoring (`rank_bm25_okapi`), whose zero-score candidates still earned RRF points."""
+        drop = self.config.drop_zero_scores
+        return self.config.method != "rank_bm25_okapi" if drop is None else drop
 
 
 def okapi_matrix(corpus: list[list[str]], k1: float, b: float, epsilon: float) -> tuple[dict[str, Any], dict[str, int]]:

@@ -152,8 +152,10 @@ class SQLiteStore(Store):
     name = "sqlite"
 
     class Config(ComponentConfig):
-        filename: str = "plm.sqlite"
-        busy_timeout_ms: int = Field(30_000, ge=0)
+        filename: str = Field("plm.sqlite", pattern=r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,99}$")
+        """The database file inside the index folder (a plain name: it never leaves the folder)."""
+        busy_timeout_ms: int = Field(30_000, ge=0, le=3_600_000)
+        """How long a writer waits for another writer's lock before giving up with an error."""
 
     config: Config
 
@@ -175,7 +177,10 @@ class SQLiteStore(Store):
         if not self.path.exists():
             if not create:
                 raise StoreError(f"no index at {folder}: run `plm ingest` (or `plm run`) with this config first")
-            folder.mkdir(parents=True, exist_ok=True)
+            try:
+                folder.mkdir(parents=True, exist_ok=True)
+            except OSError as err:
+                raise StoreError(f"cannot create the index folder {folder}: {err.strerror or err}") from None
         writable = os.access(folder, os.W_OK) and (not self.path.exists() or os.access(self.path, os.W_OK))
         try:
             if writable:
@@ -235,11 +240,17 @@ class SQLiteStore(Store):
         if self.db.in_transaction:
             yield
             return
-        self.db.execute("BEGIN")
+        try:
+            self.db.execute("BEGIN")
+        except sqlite3.DatabaseError as err:
+            raise StoreError(_explain(self.path, err, self.config.busy_timeout_ms)) from None
         try:
             yield
         finally:
-            self.db.execute("COMMIT")
+            try:
+                self.db.execute("COMMIT")
+            except sqlite3.DatabaseError as err:
+                raise StoreError(_explain(self.path, err, self.config.busy_timeout_ms)) from None
 
     @contextmanager
     def _tx(self) -> Iterator[None]:
