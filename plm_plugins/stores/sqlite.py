@@ -128,6 +128,8 @@ def _guarded(method: Callable[..., Any]) -> Callable[..., Any]:
     def call(self: SQLiteStore, *args: Any, **kwargs: Any) -> Any:
         try:
             return method(self, *args, **kwargs)
+        except (sqlite3.IntegrityError, sqlite3.ProgrammingError, sqlite3.InterfaceError):
+            raise  # a caller's bug (e.g. duplicate chunk ids) keeps its traceback
         except sqlite3.DatabaseError as err:
             raise StoreError(_explain(self.path, err, self.config.busy_timeout_ms)) from None
 

@@ -133,7 +133,7 @@ def test_a_bare_retriever_is_the_whole_query_stage(tmp_path: Path, docs: Path) -
     index = tmp_path / "index"
     assert plm("config", "check", str(config)).returncode == 0
     assert plm("ingest", str(docs), "--config", str(config), "--index", str(index)).returncode == 0
-    res = plm("query", "token rotation", "-k", "3", "--json", "--config", str(config), "--index", str(index))
+    res = plm("query", "token rotation policy pod", "-k", "3", "--json", "--config", str(config), "--index", str(index))
     assert res.returncode == 0, res.stderr
     hits = json.loads(res.stdout)["hits"]
     assert len(hits) == 3 and hits[0]["doc_id"] == "doc1"
