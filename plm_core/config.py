@@ -47,6 +47,10 @@ class JobSection(BaseModel):
     corpus: list[str] = ["corpus.jsonl"]
     queries: list[str] = Field(["test"], min_length=1)
     report_dir: str = "reports"
+    evaluator: str = "ir_metrics"
+    """The evaluator `plm run` and `plm eval` score query sets with (a registered name)."""
+    reporter: str = "comparison_report"
+    """What `plm eval` compares configs with (a registered name)."""
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from plm_core.config import JobConfig, load_job
+from plm_core.config import JobConfig, format_validation, load_job
 from plm_core.errors import ConfigError, PlmUserError
 from plm_core.job import Job, index_dir_for
 from plm_core.registry import Registry, default_registry
@@ -105,13 +105,12 @@ def run_configs(
     return runs
 
 
-def _reporter(registry: Registry, **params: Any) -> Any:
-    reg = registry.get("comparison_report", "evaluators")
+def _reporter(registry: Registry, name: str, **params: Any) -> Any:
+    reg = registry.get(name, "evaluators")
     try:
         return reg.cls(**params)
     except ValidationError as err:
-        bad = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in err.errors())
-        raise ConfigError(f"plm eval: bad reporter setting: {bad}") from None
+        raise ConfigError(format_validation(err, f"plm eval: reporter {name!r}", reg.cls.Config)) from None  # type: ignore[attr-defined]
 
 
 def _work_line(label: str, result: dict[str, Any]) -> str:
@@ -210,7 +209,10 @@ def eval_command(
     registry = default_registry()
     if per_query and len(config) < 2:
         raise PlmUserError("--per-query compares the first two configs: give at least two --config")
-    reporter = _reporter(registry, test=test, n_resamples=resamples, seed=seed, chart=chart)
+    if not config:
+        raise PlmUserError("give at least one --config")
+    name = load_job(config[0], registry, set_ or []).job.reporter  # the reporter is config, as all names are
+    reporter = _reporter(registry, name, test=test, n_resamples=resamples, seed=seed, chart=chart)
     sets = [s.strip() for s in queries.split(",") if s.strip()] if queries else None
     runs = run_configs(
         config,

@@ -20,7 +20,7 @@ def run_job(
     corpus: str | None = None,
     query_sets: list[str] | None = None,
     force: bool = False,
-    evaluator_name: str = "ir_metrics",
+    evaluator_name: str | None = None,
 ) -> dict[str, Any]:
     ds = resolve_dataset(job.config, dataset)
     if ds is None:
@@ -29,7 +29,7 @@ def run_job(
     t0 = time.perf_counter()
     ingest = job.ingest([source], force=force)
     ingest_s = time.perf_counter() - t0
-    reg = job.registry.get(evaluator_name, "evaluators")
+    reg = job.registry.get(evaluator_name or job.config.job.evaluator, "evaluators")
     evaluator = reg.cls()
     sets = query_sets or job.config.job.queries
     results = []
