@@ -75,8 +75,9 @@ class BeirCorpusLoader(Loader):
         for field in ("_id", "text"):
             if record.get(field) is None:
                 raise BadInput(f"missing field {field!r}; every BEIR corpus line needs it: add it or remove the line")
-        title = str(record.get("title") or "")
-        text = str(record["text"])
+        title, text = record.get("title") or "", record["text"]
+        if not isinstance(title, str) or not isinstance(text, str):
+            raise BadInput("'title' and 'text' must be strings; fix the line")
         if self.config.include_title and title:
             # An empty title adds nothing rather than two leading newlines.
             text = f"{title}\n\n{text}"
@@ -98,6 +99,8 @@ def _json_object(line: str) -> Mapping[str, Any] | BadInput:
         record = json.loads(line)
     except json.JSONDecodeError as err:
         return BadInput(f"not valid JSON ({err.msg}); fix or remove the line")
+    except RecursionError:
+        return BadInput("JSON nested too deeply to read; fix or remove the line")
     if not isinstance(record, dict):
         return BadInput(f"expected a JSON object, got {type(record).__name__}; fix or remove the line")
     return record

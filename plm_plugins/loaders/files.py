@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from plm_core.documents import check_document
 from plm_core.errors import PlmUserError
 from plm_core.records import Document, LoadFailure
 
@@ -116,6 +117,13 @@ def collect_records(
             continue
         raw_id = record.get(id_field)
         doc_id = "" if raw_id is None else str(raw_id)
+        if raw_id is not None and (
+            isinstance(raw_id, bool) or not isinstance(raw_id, (str, int)) or not doc_id.strip()
+        ):
+            failures.append(
+                LoadFailure(where, f"id {raw_id!r} must be a non-empty string or an integer; fix the record")
+            )
+            continue
         if raw_id is not None:
             if doc_id in owner:
                 failures.append(
@@ -129,8 +137,10 @@ def collect_records(
                 continue
             owner[doc_id] = ref
         try:
-            docs.append(make(record))
-        except BadInput as err:
+            doc = make(record)
+            check_document(doc)  # the one check every document passes (text, Unicode, metadata)
+            docs.append(doc)
+        except (BadInput, PlmUserError) as err:
             failures.append(LoadFailure(where, str(err), doc_id=doc_id))
     return docs, failures
 

@@ -45,6 +45,9 @@ class JsonRecordsLoader(Loader):
             None, description="keys copied into metadata; None: every key but id, text and title"
         )
         max_file_mb: float = Field(4096, gt=0, description="a larger file is reported, never read")
+        include_title: bool = Field(
+            True, description="index `title + '\\n\\n' + text`, so a word only in the title is found"
+        )
 
     config: Config
 
@@ -68,6 +71,8 @@ class JsonRecordsLoader(Loader):
             records = json.loads(text)
         except json.JSONDecodeError as err:
             return [], [LoadFailure(f"{path.as_posix()}:{err.lineno}", f"not valid JSON ({err.msg}); fix the file")]
+        except RecursionError:
+            return [], [LoadFailure(path.as_posix(), "JSON nested too deeply to read; fix the file")]
         if not isinstance(records, list):
             error = f"expected a JSON list of objects, got {type(records).__name__}; wrap the records in [...]"
             return [], [LoadFailure(path.as_posix(), error)]
@@ -85,15 +90,18 @@ class JsonRecordsLoader(Loader):
         if not isinstance(text, str):
             raise BadInput(f"field {cfg.text_field!r} must be a string, not {type(text).__name__}; fix the record")
         title = record.get(cfg.title_field) if cfg.title_field else None
+        if title is not None and not isinstance(title, str):
+            raise BadInput(f"field {cfg.title_field!r} must be a string, not {type(title).__name__}; fix the record")
         if cfg.metadata_fields is None:
             taken = {cfg.id_field, cfg.text_field, cfg.title_field}
             metadata = {k: v for k, v in record.items() if k not in taken}
         else:
             # A named field absent from one record is simply not set for that record.
             metadata = {k: record[k] for k in cfg.metadata_fields if k in record}
-        return Document(
-            id=str(record[cfg.id_field]), text=text, title="" if title is None else str(title), metadata=metadata
-        )
+        title = title or ""
+        if cfg.include_title and title.strip():  # a word only in the title is found too
+            text = f"{title}\n\n{text}"
+        return Document(id=str(record[cfg.id_field]), text=text, title=title, metadata=metadata)
 
 
 def _array_records(path: Path, records: list[Any]) -> Iterator[Record]:

@@ -166,7 +166,8 @@ def test_json_list_and_jsonl_give_the_same_documents(tmp_path: Path) -> None:
     as_jsonl = write(tmp_path, "r.jsonl", "\n".join(json.dumps(r) for r in RECORDS))
     for path in (as_json, as_jsonl):
         docs = JsonRecordsLoader().run(str(path))
-        assert [(d.id, d.text, d.title) for d in docs] == [("1", "first", "One"), ("two", "second", "")]
+        # the title is searched too (include_title, default true): title, blank line, text
+        assert [(d.id, d.text, d.title) for d in docs] == [("1", "One\n\nfirst", "One"), ("two", "second", "")]
         assert dict(docs[0].metadata) == {"lang": "en", "year": 2020}
 
 
