@@ -72,6 +72,29 @@ def last_sentences(paragraph: str, n: int) -> str:
     return paragraph[breaks[-n].end() :] if len(breaks) >= n else paragraph
 
 
+# Without strict_max_words, the POC's overshoots are kept (poc_needle has an 8,474-word
+# table paragraph and 15 folds past max_words, which the reference depends on) but
+# bounded: nothing grows past this many times max_words (the POC's largest chunk is
+# 8,481 words, 10.6x), whether by one huge paragraph or by folding many tiny pieces.
+OVERSIZE_FACTOR = 16
+_WORD = re.compile(r"\S+")
+
+
+def split_words(text: str, limit: int) -> list[str]:
+    """`text` cut at word boundaries into pieces of at most `limit` words, in order.
+
+    Words are counted as `word_count` counts them only for text without code spans; a
+    paragraph that is one code span has no words and is never cut.
+    """
+    if limit <= 0 or word_count(text) <= limit:
+        return [text]
+    starts = [m.start() for m in _WORD.finditer(text)]
+    return [
+        text[starts[i] : starts[i + limit] if i + limit < len(starts) else len(text)].strip()
+        for i in range(0, len(starts), limit)
+    ]
+
+
 @dataclass
 class _Piece:
     """A section or a chunk under construction; `part` numbers the pieces of a split section."""
@@ -83,6 +106,7 @@ class _Piece:
     level: int = 0
     title: str = ""
     part: int | None = None
+    extra: list[str] | None = None  # texts folded in by the final pass, joined once at the end
 
 
 class MarkdownSemanticChunker(Chunker):
@@ -96,6 +120,12 @@ class MarkdownSemanticChunker(Chunker):
         max_words: int = Field(800, ge=1, description="sections up to this size stay one chunk")
         overlap_sentences: int = Field(1, ge=0, description="sentences carried into the next piece")
         max_heading_level: int = Field(4, ge=1, le=6, description="deepest `#` level that starts a section")
+        strict_max_words: bool = Field(
+            False,
+            description="never emit a chunk over max_words: split long paragraphs at word boundaries and never "
+            "fold a short chunk into a full one. False keeps the POC's two overshoots (a paragraph longer than "
+            "max_words stays whole; a short last piece is folded into the chunk before), each bounded",
+        )
 
         @model_validator(mode="after")
         def _ordered(self) -> MarkdownSemanticChunker.Config:
@@ -187,15 +217,19 @@ class MarkdownSemanticChunker(Chunker):
         bodies: list[str] = []
         buffer: list[str] = []
         words = 0
-        for para in paragraphs(section.text):
+        # Strict: a piece plus its "(continued)" heading fits max_words.
+        limit = max(1, cfg.max_words - word_count(prefix)) if cfg.strict_max_words else cfg.max_words * OVERSIZE_FACTOR
+        for para in (piece for p in paragraphs(section.text) for piece in split_words(p, limit)):
             para_words = word_count(para)
             # Only the buffer's words so far are compared: the carried sentence counts, and a
             # piece may end up over target (one huge paragraph, or overlap + paragraph).
             if buffer and words + para_words > cfg.target_words:
                 bodies.append("\n\n".join(buffer))
                 carried = last_sentences(buffer[-1], cfg.overlap_sentences)
-                buffer = [carried] if carried else []
                 words = word_count(carried)
+                if words + para_words > limit:  # a "sentence" with no break is a whole paragraph
+                    carried, words = "", 0
+                buffer = [carried] if carried else []
             buffer.append(para)
             words += para_words
         if buffer:
@@ -207,14 +241,32 @@ class MarkdownSemanticChunker(Chunker):
         ]
 
     def _final_merge(self, pieces: list[_Piece]) -> list[_Piece]:
+        """Fold each chunk under min_words into the one before (the first is never folded
+        back). Texts are collected and joined once, so this stays linear however many tiny
+        pieces a file has; a fold that would take a chunk past max_words (without strict:
+        past OVERSIZE_FACTOR x max_words, which the POC never reached) starts a new chunk
+        instead, so folds cannot cascade into one huge chunk."""
+        cfg = self.config
         kept: list[_Piece] = []
+        kept_words = 0
         for p in pieces:
-            if kept and word_count(p.text) < self.config.min_words:
-                prev = kept[-1]
-                prev.text = f"{prev.text}\n\n{p.text}"
-                prev.end = p.end
-            else:
-                kept.append(p)
+            words = word_count(p.text)
+            if kept and words < cfg.min_words:
+                limit = cfg.max_words if cfg.strict_max_words else cfg.max_words * OVERSIZE_FACTOR
+                room = kept_words + words <= limit
+                if room:
+                    prev = kept[-1]
+                    prev.extra = prev.extra if prev.extra is not None else []
+                    prev.extra.append(p.text)
+                    prev.end = p.end
+                    kept_words += words
+                    continue
+            kept.append(p)
+            kept_words = words
+        for p in kept:
+            if p.extra:
+                p.text = "\n\n".join([p.text, *p.extra])
+                p.extra = None
         return kept
 
 
