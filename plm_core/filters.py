@@ -55,6 +55,7 @@ _FLOAT = re.compile(r"^[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?$")
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _DATETIME = re.compile(r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}")
 _MISSING = object()
+MAX_IN_VALUES = 1_000_000
 
 
 # ---------------------------------------------------------------------- values
@@ -184,6 +185,8 @@ def normalize_filters(filters: Mapping[str, Any] | None) -> dict[str, dict[str, 
                     raise _spec_error(key, f"'in' needs a list of values, got {operand!r}")
                 if not operand:
                     raise _spec_error(key, "'in' needs at least one value (an empty list matches nothing)")
+                if len(operand) > MAX_IN_VALUES:
+                    raise _spec_error(key, f"'in' has {len(operand):,} values; at most {MAX_IN_VALUES:,} are allowed")
                 checked[op] = [_scalar(key, op, v) for v in operand]
             else:
                 bound = operand if _is_number(operand) else as_date(operand)
@@ -197,8 +200,38 @@ def normalize_filters(filters: Mapping[str, Any] | None) -> dict[str, dict[str, 
     return out
 
 
+def _key(value: Any) -> tuple[Any, ...] | None:
+    """A hashable key equal for two non-date values exactly when `_equal` says they are;
+    None for a value that can only be compared one by one (dates, exotic objects)."""
+    if isinstance(value, bool):
+        return ("b", value)
+    if _is_number(value):
+        return ("n", value)
+    if value is None:
+        return ("z",)
+    if isinstance(value, str) and as_date(value) is None:
+        return ("s", value)
+    return None
+
+
+def _membership(operands: Sequence[Any]) -> Callable[[Any], bool]:
+    """`value in operands` with `_equal`'s meaning, by set lookup: a long list costs no
+    more per chunk than a short one (dates, compared by day, are the few checked in turn)."""
+    keyed = {k for k in map(_key, operands) if k is not None}
+    others = [o for o in operands if _key(o) is None]
+
+    def contains(value: Any) -> bool:
+        k = _key(value)
+        if k is not None:
+            return k in keyed
+        return any(_equal(value, o) for o in others)
+
+    return contains
+
+
 def _condition(key: str, ops: Mapping[str, Any]) -> Predicate:
     ranges = [(op, ops[op]) for op in RANGE_OPS if op in ops]
+    member = _membership(ops["in"]) if "in" in ops else None
 
     def scalar_in_range(value: Any) -> bool:
         return all(_compare(value, op, bound) for op, bound in ranges)
@@ -212,7 +245,7 @@ def _condition(key: str, ops: Mapping[str, Any]) -> Predicate:
             return False
         if "ne" in ops and any(_equal(v, ops["ne"]) for v in items):
             return False
-        if "in" in ops and not any(_equal(v, t) for v in items for t in ops["in"]):
+        if member is not None and not any(member(v) for v in items):
             return False
         return not ranges or any(scalar_in_range(v) for v in items)
 

@@ -18,34 +18,50 @@ class QuerySet:
     qrels: dict[str, dict[str, int]]  # query id -> doc id -> grade
 
 
+def _lines(path: Path) -> list[str]:
+    """A text file's lines, or one clear error (not UTF-8, unreadable)."""
+    try:
+        data = path.read_bytes()
+        return data.decode("utf-8").splitlines()
+    except UnicodeDecodeError as err:
+        line = data.count(b"\n", 0, err.start) + 1
+        raise PlmUserError(f"{path}:{line}: not UTF-8 (byte offset {err.start}); save the file as UTF-8") from None
+    except OSError as err:
+        raise PlmUserError(f"{path}: cannot be read ({err.strerror or err})") from None
+
+
 def _read_queries(path: Path) -> dict[str, str]:
     out: dict[str, str] = {}
-    with path.open(encoding="utf-8") as fh:
-        for n, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-                out[str(rec["_id"])] = str(rec["text"])
-            except (json.JSONDecodeError, KeyError) as err:
-                raise PlmUserError(f"{path}:{n}: bad query line ({err}); expected {{'_id', 'text'}}") from None
+    expected = "expected one JSON object per line with a string '_id' and a string 'text'"
+    for n, line in enumerate(_lines(path), 1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except (json.JSONDecodeError, RecursionError) as err:
+            raise PlmUserError(f"{path}:{n}: not valid JSON ({err}); {expected}") from None
+        if not isinstance(rec, dict):
+            raise PlmUserError(f"{path}:{n}: a JSON {type(rec).__name__}, not an object; {expected}")
+        qid, text = rec.get("_id"), rec.get("text")
+        if isinstance(qid, bool) or not isinstance(qid, (str, int)) or not isinstance(text, str):
+            raise PlmUserError(f"{path}:{n}: '_id' is {qid!r} and 'text' is {type(text).__name__}; {expected}")
+        out[str(qid)] = text
     return out
 
 
 def read_qrels(path: Path) -> dict[str, dict[str, int]]:
     qrels: dict[str, dict[str, int]] = {}
-    with path.open(encoding="utf-8", newline="") as fh:
-        rows = csv.reader(fh, delimiter="\t")
-        for n, row in enumerate(rows, 1):
-            if not row or (n == 1 and row[0] == "query-id"):
-                continue
-            if len(row) < 3:
-                raise PlmUserError(f"{path}:{n}: expected 'query-id<TAB>corpus-id<TAB>score'")
-            try:
-                grade = int(float(row[2]))
-            except ValueError:
-                raise PlmUserError(f"{path}:{n}: relevance {row[2]!r} is not a number") from None
-            qrels.setdefault(row[0], {})[row[1]] = grade
+    # Decoded up front (`_lines`): a non-UTF-8 file is one clear error, not a traceback.
+    for n, row in enumerate(csv.reader(_lines(path), delimiter="\t"), 1):
+        if not row or (n == 1 and row[0] == "query-id"):
+            continue
+        if len(row) < 3:
+            raise PlmUserError(f"{path}:{n}: expected 'query-id<TAB>corpus-id<TAB>score'")
+        try:
+            grade = int(float(row[2]))
+        except (ValueError, OverflowError):
+            raise PlmUserError(f"{path}:{n}: relevance {row[2]!r} is not a number") from None
+        qrels.setdefault(row[0], {})[row[1]] = grade
     return qrels
 
 

@@ -45,6 +45,7 @@ from typing import Annotated, Any, Literal, Protocol
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
 from plm_core.errors import PlmUserError
+from plm_core.filters import compile_filters
 from plm_core.records import Hit
 
 DEFAULT_K = 5
@@ -124,7 +125,14 @@ def load_cases(path: str | Path) -> list[Case]:
     if not path.is_file():
         raise PlmUserError(f"cases file not found: {path}")
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = path.read_bytes()
+        if len(data) > MAX_CASES_BYTES:
+            raise PlmUserError(f"{path}: {len(data):,} bytes is too large for a cases file")
+        raw = _safe_yaml(data.decode("utf-8"))
+    except UnicodeDecodeError as err:
+        raise PlmUserError(f"{path}: not UTF-8 text (byte {err.start}): save the cases file as UTF-8") from None
+    except RecursionError:
+        raise PlmUserError(f"{path}: malformed YAML: nested too deeply") from None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
@@ -148,6 +156,33 @@ def load_cases(path: str | Path) -> list[Case]:
             )
         cases.append(case)
     return cases
+
+
+MAX_CASES_BYTES = 10 << 20
+MAX_YAML_NODES = 200_000
+
+
+def _safe_yaml(text: str) -> Any:
+    """`yaml.safe_load`, refusing a document that expands to more than MAX_YAML_NODES
+    values once its aliases are followed: nested aliases ("billion laughs") fail in
+    milliseconds instead of taking gigabytes downstream."""
+    import yaml
+
+    root = yaml.compose(text, Loader=yaml.SafeLoader)
+    sizes: dict[int, int] = {}
+
+    def expanded(node: Any) -> int:
+        if id(node) not in sizes:
+            sizes[id(node)] = 1  # a cycle counts once while it is being measured
+            if isinstance(node, yaml.SequenceNode):
+                sizes[id(node)] = 1 + sum(expanded(child) for child in node.value)
+            elif isinstance(node, yaml.MappingNode):
+                sizes[id(node)] = 1 + sum(expanded(k) + expanded(v) for k, v in node.value)
+        return sizes[id(node)]
+
+    if root is not None and expanded(root) > MAX_YAML_NODES:
+        raise yaml.YAMLError(f"more than {MAX_YAML_NODES:,} values once aliases are expanded (nested aliases?)")
+    return yaml.safe_load(text)
 
 
 def _case_label(raw: Mapping[str, Any], index: int) -> str:
@@ -243,10 +278,13 @@ def check_case(case: Case, hits: Sequence[Hit]) -> list[str]:
 
 
 def _outside_filters(filters: Mapping[str, Any], hits: Sequence[Hit]) -> list[str]:
+    """Hits the filters exclude, judged by the one filter implementation (operators,
+    ranges, dates, lists), not by plain equality."""
+    match = compile_filters(filters)
     return [
         f"retrieval ignored filters {dict(filters)}: rank {h.rank} ({h.doc_id}) has {_values(h, filters)}"
         for h in hits
-        if not all(_same(h.metadata.get(key), val) for key, val in filters.items())
+        if match is not None and not match(h.metadata)
     ][:1]
 
 
