@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from plm_core.component import ComponentConfig
 from plm_core.errors import PlmUserError
@@ -126,6 +126,17 @@ class MarkdownLoader(Loader):
 
     class Config(ComponentConfig):
         pattern: str = Field("*.md", min_length=1, description="glob inside the folder; `**/*.md` recurses")
+
+        @field_validator("pattern")
+        @classmethod
+        def _inside(cls, value: str) -> str:
+            # A pattern names files inside the folder it is given: never above it, never elsewhere.
+            if value.startswith(("/", "\\", "~")) or (len(value) > 1 and value[1] == ":"):
+                raise ValueError("must be relative to the folder being loaded, e.g. '*.md' or '**/*.md'")
+            if ".." in value.replace("\\", "/").split("/"):
+                raise ValueError("must not contain '..': it would read outside the folder being loaded")
+            return value
+
         front_matter: bool = Field(True, description="parse leading `---` front matter into metadata")
         max_file_mb: float = Field(20, gt=0, description="larger files are reported and skipped, never read")
 

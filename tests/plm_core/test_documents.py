@@ -104,3 +104,14 @@ def test_document_from_record_is_strict_and_reads_ints() -> None:
     for rec in ({"id": True, "text": "x"}, {"text": "x"}, {"id": "a"}, {"id": "a", "text": 5}, ["a"]):
         with pytest.raises(PlmUserError):
             document_from_record(rec)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("pattern", ["/etc/*.md", "../*.md", "docs/../../*.md", "~/*.md"])
+def test_loader_patterns_stay_inside_their_folder(pattern: str) -> None:
+    from pydantic import ValidationError
+
+    from plm_plugins.loaders.markdown_dir import MarkdownLoader
+
+    with pytest.raises(ValidationError, match="folder being loaded"):
+        MarkdownLoader(pattern=pattern)
+    assert MarkdownLoader(pattern="**/*.md").config.pattern == "**/*.md"
