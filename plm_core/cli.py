@@ -11,7 +11,6 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
 from plm_core.config import load_job
 from plm_core.errors import PipelineError, PlmUserError
@@ -26,6 +25,7 @@ app = typer.Typer(
     add_completion=False,
 )
 config_app = typer.Typer(help="Check job configs.", no_args_is_help=True)
+plugins_app = typer.Typer(help="Registered components (`plm plugins show NAME` for one's config keys).")
 index_app = typer.Typer(help="Inspect and rebuild an index.", no_args_is_help=True)
 
 
@@ -46,6 +46,7 @@ def _root(
     """plm: hybrid retrieval where a recipe is one TOML file."""
 
 
+app.add_typer(plugins_app, name="plugins")
 app.add_typer(config_app, name="config")
 app.add_typer(index_app, name="index")
 # soft_wrap: long lines (paths, errors) stay one line when piped or logged, so they grep.
@@ -72,20 +73,32 @@ def open_job(config: Path, overrides: list[str] | None, dataset: Path | None, in
     return Job.from_config(config, overrides or [], index_dir=index, dataset=dataset, settings=settings)
 
 
-@app.command()
-def plugins(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
-    """List registered components: name, family, package, version."""
-    rows = [
-        {"name": r.name, "family": r.family, "package": r.package, "version": r.version, "class": r.cls.__name__}
-        for r in default_registry().all()
-    ]
+@plugins_app.callback(invoke_without_command=True)
+def plugins(
+    ctx: typer.Context, as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False
+) -> None:
+    """List registered components: name, family, package, version, module."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from plm_core.plugin_info import plugin_rows
+
+    rows = plugin_rows(default_registry())
     if as_json:
         print(json.dumps(rows, indent=1))
         return
-    table = Table("name", "family", "package", "version", "class")
-    for r in rows:
-        table.add_row(r["name"], r["family"], r["package"], r["version"], r["class"])
-    out.print(table)
+    # Names are what users type: never cut. A table on a terminal, aligned columns otherwise.
+    columns = ["name", "family", "package", "version", "module"]
+    widths = {c: max(len(c), *(len(r[c]) for r in rows)) for c in columns}
+    for row in [dict(zip(columns, columns, strict=True)), *rows]:
+        print("  ".join(row[c].ljust(widths[c]) for c in columns).rstrip())
+
+
+@plugins_app.command("show")
+def plugins_show(name: Annotated[str, typer.Argument(help="A registered name, e.g. bm25s (or family:name).")]) -> None:
+    """A component's config keys: type, default, constraints and what each does."""
+    from plm_core.plugin_info import render_show
+
+    print(render_show(default_registry().get(name)))
 
 
 @config_app.command("check")

@@ -45,15 +45,20 @@ class SentenceTransformerEmbedder(Embedder):
     settings: Settings | None
 
     class Config(ComponentConfig):
-        # A name, a local folder, or a preference list: the first that loads is used.
         model: str | list[str] = "all-MiniLM-L6-v2"
-        # The POC's batch size; it changes padding, hence the last bits of the vectors.
+        """A model name, a local folder, or a preference list: the first that loads is used."""
         batch_size: int = Field(32, ge=1)
-        device: str | None = None  # None: PLM_DEVICE (settings.device)
+        """Texts per encode batch (the POC's 32; it changes padding, hence the last bits of the vectors)."""
+        device: str | None = None
+        """A torch device ('cpu', 'cuda'); None: PLM_DEVICE."""
         normalize: bool = True
-        max_seq_length: int | None = Field(None, ge=1)  # None: the model's own (256 for MiniLM)
+        """L2-normalise every vector, so a dot product is the cosine similarity."""
+        max_seq_length: int | None = Field(None, ge=1)
+        """Tokens read per text; None: the model's own (256 for MiniLM)."""
         query_prefix: str = ""
+        """Prepended to every query before embedding (e.g. an E5 or BGE instruction)."""
         doc_prefix: str = ""
+        """Prepended to every chunk text before embedding."""
 
         @field_validator("model")
         @classmethod

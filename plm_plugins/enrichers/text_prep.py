@@ -83,9 +83,9 @@ def group_entities(
 class EntityConfig(TextPrepConfig):
     """What every entity extractor reads and keeps (mixed into its Config)."""
 
-    labels: list[str] = Field(min_length=1)
+    labels: list[str] = Field(min_length=1, description="entity labels kept, e.g. ORG, PRODUCT")
     max_chars: int = Field(5000, ge=1, description="only the first max_chars characters are read")
-    max_per_label: int = Field(5, ge=1)
+    max_per_label: int = Field(5, ge=1, description="distinct values kept per label, in order of appearance")
 
 
 class EntityExtractor(ChunkTransform):

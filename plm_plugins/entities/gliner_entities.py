@@ -48,9 +48,11 @@ class GlinerEntityExtractor(EntityExtractor):
 
     class Config(EntityConfig):
         model: str = Field("urchade/gliner_multi-v2.1", description="hub name or local folder")
-        labels: list[str] = Field(default_factory=lambda: list(DEFAULT_LABELS), min_length=1)
+        labels: list[str] = Field(
+            default_factory=lambda: list(DEFAULT_LABELS), min_length=1, description="entity labels GLiNER looks for"
+        )
         threshold: float = Field(0.5, ge=0.0, le=1.0, description="minimum span score")
-        batch_size: int = Field(8, ge=1)
+        batch_size: int = Field(8, ge=1, description="texts per GLiNER batch")
         # GLiNER itself reads at most its max_len (384 for v2.1) words of each text (and max_chars).
         device: str = Field("cpu", description="torch device, e.g. 'cpu' or 'cuda'")
 

@@ -55,7 +55,11 @@ class SpacyEntityExtractor(EntityExtractor):
 
     class Config(EntityConfig):
         model: str = Field("en_core_web_sm", description="spaCy package name or pipeline folder")
-        labels: list[str] = Field(default_factory=lambda: list(POC_LABELS), min_length=1)
+        labels: list[str] = Field(
+            default_factory=lambda: list(POC_LABELS),
+            min_length=1,
+            description="spaCy entity labels kept (the POC's nine)",
+        )
         batch_size: int = Field(64, ge=1, description="texts per nlp.pipe batch")
         n_process: int = Field(1, ge=1, description="nlp.pipe worker processes")
         minimal_pipes: bool = Field(

@@ -87,9 +87,13 @@ class ComparisonReporter(BaseComponent[object, object]):
 
     class Config(ComponentConfig):
         test: Literal["permutation", "ttest"] = "permutation"
+        """The paired significance test between each config and the first."""
         n_resamples: int = Field(10000, ge=100)
+        """Random sign flips of the permutation test."""
         seed: int = 0
+        """Seed of the permutation test, so p-values repeat."""
         chart: bool = True
+        """Also write metrics.png."""
         alpha: float = Field(0.05, gt=0, lt=1, description="p below this is marked significant")
 
     config: Config

@@ -16,11 +16,11 @@ from typing import Any
 from pydantic import Field
 
 from plm_core.component import BaseComponent, ComponentConfig
-from plm_eval.dataset import QuerySet
 from plm_core.errors import MissingDependencyError
 from plm_core.hookspecs import hookimpl
 from plm_core.progress import progress_iter
 from plm_core.records import Query
+from plm_eval.dataset import QuerySet
 
 
 def doc_ranking(doc_ids: Sequence[str]) -> list[str]:
@@ -68,8 +68,11 @@ class IRMetricsEvaluator(BaseComponent[object, object]):
 
     class Config(ComponentConfig):
         chunk_k: int = Field(5, ge=1)
+        """Chunks in the POC's chunk view (Hit@1, Hit@k, MRR)."""
         doc_k: int = Field(100, ge=1)
+        """Chunks retrieved for the doc view, turned into a doc ranking by first occurrence."""
         measures: list[str] = ["nDCG@10", "R@100", "RR@10"]
+        """ir-measures names scored on the doc ranking."""
 
     config: Config
 

@@ -33,7 +33,7 @@ class YakeKeywordExtractor(ChunkTransform):
         n: int = Field(2, ge=1, le=6, description="longest keyword, in words")
         top: int = Field(10, ge=1, description="keywords kept per chunk")
         dedup_lim: float = Field(0.9, ge=0.0, le=1.0, description="similarity above which a candidate is dropped")
-        dedup_func: Literal["seqm", "jaro", "levs"] = "seqm"
+        dedup_func: Literal["seqm", "jaro", "levs"] = Field("seqm", description="YAKE's similarity for deduplication")
         window_size: int = Field(1, ge=1, description="co-occurrence window")
 
     config: Config

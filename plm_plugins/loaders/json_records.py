@@ -38,8 +38,8 @@ class JsonRecordsLoader(Loader):
     name = "json_records"
 
     class Config(ComponentConfig):
-        id_field: str = Field("id", min_length=1)
-        text_field: str = Field("text", min_length=1)
+        id_field: str = Field("id", min_length=1, description="the record key holding the document id")
+        text_field: str = Field("text", min_length=1, description="the record key holding the text to index")
         title_field: str | None = Field("title", description="None: documents get no title")
         metadata_fields: list[str] | None = Field(
             None, description="keys copied into metadata; None: every key but id, text and title"

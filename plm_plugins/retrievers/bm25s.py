@@ -43,17 +43,23 @@ class BM25Retriever(Retriever):
     name = "bm25s"
 
     class Config(ComponentConfig):
-        # whitespace_lower: `text.lower().split()` (the POC: no stopwords, no stemming).
-        # bm25s_stem: bm25s's regex tokenizer, English stopwords, Snowball English stemmer.
         tokenizer: Literal["whitespace_lower", "bm25s_stem"] = "whitespace_lower"
+        """whitespace_lower: `text.lower().split()` (the POC: no stopwords, no stemming);
+        bm25s_stem: bm25s's regex tokenizer, English stopwords, Snowball English stemmer."""
         method: Literal["rank_bm25_okapi", "robertson", "lucene", "atire", "bm25l", "bm25+"] = "rank_bm25_okapi"
+        """The BM25 variant: rank_bm25_okapi is the POC's rank_bm25.BM25Okapi, bit for bit; the
+        others are bm25s's own."""
         k1: float = Field(1.5, ge=0)
+        """Term-frequency saturation: higher lets repeated words count longer."""
         b: float = Field(0.75, ge=0, le=1)
-        delta: float = Field(0.5, ge=0)  # bm25l and bm25+ only
-        epsilon: float = Field(0.25, ge=0)  # rank_bm25_okapi only: the negative-IDF floor factor
-        # float64 is what rank_bm25 summed in, so scores are bit-identical; float32 halves
-        # the index but its rounding can merge or split near-ties and reorder candidates.
+        """Length normalisation: 0 ignores chunk length, 1 normalises fully."""
+        delta: float = Field(0.5, ge=0)
+        """The lower bound added to term scores (bm25l and bm25+ only)."""
+        epsilon: float = Field(0.25, ge=0)
+        """rank_bm25_okapi only: negative IDFs become epsilon x the mean IDF."""
         dtype: Literal["float64", "float32"] = "float64"
+        """Score precision: float64 is what rank_bm25 summed in (bit-identical scores);
+        float32 halves the index but its rounding can reorder near-ties."""
         drop_zero_scores: bool | None = None
         """Leave out chunks that share no word with the query. None (default): yes, except
         with method = "rank_bm25_okapi", the POC's scoring, whose zero-score candidates
