@@ -1,10 +1,12 @@
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
+from typing import Any
 
-from plm_core.cache import CachedStage, SQLiteContentCache, content_key, stage_identity
+from plm_core.cache import CachedEmbedder, CachedStage, SQLiteContentCache, content_key, stage_identity
 from plm_core.component import ComponentConfig
-from plm_core.interfaces import ChunkTransform
+from plm_core.interfaces import ChunkTransform, Embedder
 from plm_core.records import Chunk
 
 
@@ -59,3 +61,43 @@ def test_keys_depend_on_identity_and_text() -> None:
 def test_cache_persists_across_processes_opening_it(tmp_path) -> None:
     SQLiteContentCache(tmp_path / "c.sqlite").put_many([("k", b"v")])
     assert SQLiteContentCache(tmp_path / "c.sqlite").get_many(["k", "missing"]) == {"k": b"v"}
+
+
+class ToyEmbedder(Embedder):
+    """Three-dimensional vectors from letter counts; counts its calls."""
+
+    name = "toy"
+
+    class Config(ComponentConfig):
+        pass
+
+    texts: list[str] = []
+
+    @property
+    def model_name(self) -> str:
+        return "toy"
+
+    def embed(self, texts: Sequence[str], progress: bool = False) -> Any:
+        import numpy as np
+
+        type(self).texts.extend(texts)
+        return np.array([[t.count("a"), t.count("b"), len(t)] for t in texts], dtype=np.float32)
+
+
+def test_cached_vectors_of_the_wrong_size_are_recomputed_not_returned(tmp_path) -> None:
+    import numpy as np
+
+    cache = SQLiteContentCache(tmp_path / "cache.sqlite")
+    embedder = CachedEmbedder(ToyEmbedder(), cache)
+    texts = ["aab", "bbb", "ab"]
+    first = embedder.embed(texts)
+    # Damage: every cached vector replaced by 100 float32s (what another model or a bad
+    # write could leave under the same key).
+    cache.db.execute("UPDATE cache SET value = ?", (np.zeros(100, dtype=np.float32).tobytes(),))
+    ToyEmbedder.texts.clear()
+    again = CachedEmbedder(ToyEmbedder(), cache).embed(texts)
+    assert again.shape == (3, 3) and np.array_equal(again, first)
+    assert [t for t in ToyEmbedder.texts if t != "size probe"] == texts  # recomputed, and the cache repaired
+    ToyEmbedder.texts.clear()
+    assert np.array_equal(CachedEmbedder(ToyEmbedder(), cache).embed(texts), first)
+    assert [t for t in ToyEmbedder.texts if t != "size probe"] == []
