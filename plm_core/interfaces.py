@@ -22,6 +22,7 @@ from typing import Any, ClassVar
 
 from plm_core.component import BaseComponent
 from plm_core.corpus import CorpusSnapshot, CorpusVersion, StoreProblem
+from plm_core.errors import ConfigError
 from plm_core.records import Chunk, Document, ExpandedQuery, FusionConfig, LoadFailure, Query, Ranking, ScoredChunk
 
 __all__ = [
@@ -44,6 +45,7 @@ __all__ = [
     "StoreDiagnostics",
     "StoreProblem",
     "VectorStore",
+    "require_embedder",
 ]
 
 
@@ -111,6 +113,18 @@ class Embedder(BaseComponent[list[str], Any]):
 
     def run(self, data: list[str]) -> Any:
         return self.embed(data)
+
+
+def require_embedder(component: BaseComponent[Any, Any], why: str) -> Embedder:
+    """The component's injected embedder (`needs = ("embedder",)`), or a ConfigError saying
+    to add an [embedder] table; call it from `check()` so `plm config check` catches it."""
+    embedder = getattr(component, "embedder", None)
+    if embedder is None:
+        raise ConfigError(
+            f"stage {component.label!r} ({getattr(component, 'name', '?')}) {why}: add an [embedder] "
+            'table (e.g. use = "sentence_transformers") to the config'
+        )
+    return embedder  # type: ignore[no-any-return]
 
 
 class QueryExpander(BaseComponent[Query, ExpandedQuery]):

@@ -9,9 +9,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from plm_core.component import BaseComponent, ComponentConfig
-from plm_core.errors import ConfigError
 from plm_core.hookspecs import hookimpl
-from plm_core.interfaces import Embedder
+from plm_core.interfaces import Embedder, require_embedder
 from plm_core.records import EmbeddedQuery, ExpandedQuery
 
 if TYPE_CHECKING:
@@ -32,17 +31,12 @@ class QueryEmbedder(BaseComponent[ExpandedQuery, EmbeddedQuery]):
         pass
 
     def check(self) -> None:
-        if self.embedder is None:
-            raise ConfigError(
-                f"query stage {self.label!r} ({self.name}) needs the job's embedder: add an [embedder] "
-                'table (e.g. use = "sentence_transformers") to the config, or remove this stage'
-            )
+        require_embedder(self, "needs the job's embedder to embed queries")
 
     def run(self, data: ExpandedQuery) -> EmbeddedQuery:
-        self.check()
-        assert self.embedder is not None
-        self.embedder.ensure_warm()
-        return EmbeddedQuery.with_vector(data, self.embedder.embed_query(data.text), self.embedder.model_name)
+        embedder = require_embedder(self, "needs the job's embedder to embed queries")
+        embedder.ensure_warm()
+        return EmbeddedQuery.with_vector(data, embedder.embed_query(data.text), embedder.model_name)
 
 
 @hookimpl

@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any
 
 from plm_core.component import ComponentConfig
 from plm_core.corpus import CorpusSnapshot, CorpusVersion
-from plm_core.errors import ConfigError, StoreError
+from plm_core.errors import StoreError
 from plm_core.hookspecs import hookimpl
-from plm_core.interfaces import Embedder, Retriever
+from plm_core.interfaces import Embedder, Retriever, require_embedder
 from plm_core.records import EmbeddedQuery, ExpandedQuery, ScoredChunk
 from plm_plugins.retrievers.ranking import top_n
 
@@ -35,11 +35,7 @@ class DenseRetriever(Retriever):
         pass
 
     def check(self) -> None:
-        if self.embedder is None:
-            raise ConfigError(
-                f"retriever {self.label!r} ({self.name}) needs chunk and query vectors: add an [embedder] table "
-                '(e.g. use = "sentence_transformers") to the config'
-            )
+        require_embedder(self, "needs chunk and query vectors")
 
     def _take(self, chunk_ids: Sequence[str], vectors: Any) -> None:
         import numpy as np
@@ -73,10 +69,9 @@ class DenseRetriever(Retriever):
 
         vector = query.vector if isinstance(query, EmbeddedQuery) else None
         if vector is None:
-            self.check()
-            assert self.embedder is not None
-            self.embedder.ensure_warm()
-            vector = self.embedder.embed_query(query.text)
+            embedder = require_embedder(self, "needs chunk and query vectors")
+            embedder.ensure_warm()
+            vector = embedder.embed_query(query.text)
         vector = np.asarray(vector, dtype=np.float32).reshape(-1)
         if self._matrix.shape[0] and vector.shape[0] != self._matrix.shape[1]:
             raise StoreError(
