@@ -270,3 +270,39 @@ def test_an_ingest_into_an_index_holding_other_sources_says_so(setup: dict[str, 
     (more / "extra.md").write_text("# Extra\n\nSomething about billing and invoices. " * 3)
     res = plm("ingest", str(more), "-c", str(setup["config"]), "--index", str(setup["index"]))
     assert res.returncode == 0 and f"also holds {len(TOPICS)} document(s) from other sources" in res.stderr
+
+
+def test_index_stats_json_and_a_json_title_shown(setup: dict[str, Any]) -> None:
+    res = plm("index", "stats", "--json", "-c", str(setup["config"]), "--index", str(setup["index"]))
+    assert res.returncode == 0, res.stderr
+    stats = json.loads(res.stdout)
+    assert stats["documents"] == len(TOPICS) and stats["problems"] == []
+    res = plm("query", "token rotation", "-c", str(setup["config"]), "--index", str(setup["index"]))
+    assert res.returncode == 0 and "1. " in res.stdout and "Token Rotation Policy" in res.stdout  # title shown
+
+
+def test_a_users_documents_never_change_the_demo_evaluation(tmp_path: Path) -> None:
+    sample = REPO / "examples" / "sample_corpus"
+    config = tmp_path / "demo.toml"
+    config.write_text(
+        CONFIG.replace('name = "first_contact"', f'name = "demo"\ndataset = "{sample.as_posix()}"\ncorpus = ["docs"]')
+    )
+    env = {"PLM_DATA_DIR": str(tmp_path / "data")}
+    first = plm("run", "-c", str(config), "--report", str(tmp_path / "r1.json"), env=env)
+    assert first.returncode == 0, first.stderr
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.md").write_text("# My notes\n\nPersonal notes about disaster recovery and RPO targets. " * 3)
+    assert plm("ingest", str(mine), "-c", str(config), env=env).returncode == 0  # the job's own index
+    second = plm("run", "-c", str(config), "--report", str(tmp_path / "r2.json"), env=env)
+    assert second.returncode == 0 and "index up to date" in second.stdout
+    metrics = [json.loads((tmp_path / f"r{i}.json").read_text())["sets"][0]["metrics"] for i in (1, 2)]
+    assert metrics[0] == metrics[1]
+
+
+def test_every_shipped_config_passes_config_check() -> None:
+    configs = sorted((REPO / "configs").rglob("*.toml"))
+    assert len(configs) >= 10
+    for config in configs:
+        res = plm("config", "check", str(config))
+        assert res.returncode == 0, (config, res.stderr)
