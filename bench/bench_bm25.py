@@ -34,6 +34,7 @@ import numpy as np  # noqa: E402
 import rank_bm25  # noqa: E402
 import Stemmer  # noqa: E402
 
+from plm_core.corpus import CorpusSnapshot  # noqa: E402
 from plm_core.records import Chunk, ExpandedQuery  # noqa: E402
 from plm_plugins.retrievers.bm25s import BM25Retriever  # noqa: E402
 
@@ -82,8 +83,9 @@ def make_sides(pairing: str, ids: list[str], texts: list[str], tmp: Path) -> lis
 
     def plm_side(**cfg: Any) -> Side:
         def build() -> BM25Retriever:
-            r = BM25Retriever(BM25Retriever.Config(**cfg))
-            r.build(chunks, None, tmp / f"plm_{pairing}")
+            # Keep zero-score chunks, as raw bm25s's retrieve does, so the lists compare.
+            r = BM25Retriever(BM25Retriever.Config(**{"drop_zero_scores": False, **cfg}))
+            r.build(CorpusSnapshot.of(chunks), tmp / f"plm_{pairing}")
             return r
 
         def query(r: BM25Retriever, text: str, k: int) -> tuple[Any, Any]:

@@ -28,9 +28,9 @@ from typing import Any  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from plm_eval.dataset import load_query_set, resolve_corpus  # noqa: E402
 from plm_core.job import Job  # noqa: E402
 from plm_core.settings import Settings  # noqa: E402
+from plm_eval.dataset import load_query_set, resolve_corpus  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 # The POC's own ingest on this corpus and machine (reference/README.md), seconds.

@@ -23,30 +23,16 @@ from typing import Any, ClassVar
 from plm_core.component import BaseComponent
 from plm_core.corpus import CorpusSnapshot, CorpusVersion, StoreProblem
 from plm_core.errors import ConfigError
-from plm_core.records import Chunk, Document, ExpandedQuery, FusionConfig, LoadFailure, Query, Ranking, ScoredChunk
-
-__all__ = [
-    "Chunker",
-    "ChunkReader",
-    "ChunkTransform",
-    "CorpusSnapshot",
-    "CorpusVersion",
-    "DocumentStore",
-    "Embedder",
-    "Fuser",
-    "Index",
-    "Loader",
-    "QueryExpander",
-    "Ranking",
-    "RankingStage",
-    "Reranker",
-    "Retriever",
-    "Store",
-    "StoreDiagnostics",
-    "StoreProblem",
-    "VectorStore",
-    "require_embedder",
-]
+from plm_core.records import (  # noqa: F401 - Ranking, CorpusSnapshot and friends are part of this API
+    Chunk,
+    Document,
+    ExpandedQuery,
+    FusionConfig,
+    LoadFailure,
+    Query,
+    Ranking,
+    ScoredChunk,
+)
 
 
 class Loader(BaseComponent[str, list[Document]]):
