@@ -213,3 +213,21 @@ def test_a_missing_abstract_method_fails_at_class_definition() -> None:
 
             def load(self, snapshot, index_dir):  # type: ignore[no-untyped-def]
                 pass
+
+
+def test_sync_with_known_changes_touches_only_them(tmp_path: Path, docs: Path) -> None:
+    from plm_core.job import Job
+    from plm_core.settings import Settings
+
+    text = BASE.split("[query.retrieve]")[0] + '[query.retrieve]\nuse = "bm25s"\ntokenizer = "bm25s_stem"\n'
+    job = Job.from_config(
+        _config(tmp_path, text), index_dir=tmp_path / "index", settings=Settings(progress=False, cache=False)
+    )
+    job.ingest([docs])
+    (docs / "doc3.md").write_text("# Disk Quota\n\nQuotas now also cover object storage buckets. " * 3)
+    report = job.sync(changed=[docs / "doc3.md"], deleted=["doc7"])
+    assert (report.updated, report.added, report.deleted, report.unchanged) == (["doc3"], [], ["doc7"], 0)
+    stored = set(job.store.doc_fingerprints())
+    assert stored == {f"doc{i}" for i in range(len(TOPICS)) if i != 7}  # nothing else pruned or touched
+    assert job.retrieve("buckets", k=1)[0].doc_id == "doc3"
+    assert all(h.doc_id != "doc7" for h in job.retrieve("secrets vault", k=5))
