@@ -10,7 +10,6 @@ the whole `[query.retrieve]` stage.
 from __future__ import annotations
 
 import logging
-import math
 import time
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
@@ -106,15 +105,15 @@ class SingleRetrieval(BaseComponent[ExpandedQuery, Ranking]):
     corpus: CorpusView
     retriever: Retriever
 
+    class Config(ComponentConfig):
+        pass
+
     def run(self, data: ExpandedQuery) -> Ranking:
         query = ExpandedQuery.of(data)
         allowed, n_rows = self.corpus.allowed(query.filters)
         found = self.retriever.search(query, min(query.depth, n_rows), allowed) if n_rows else []
         fusion = FusionConfig(candidates=len(found), weights={self.retriever.label: 1.0}, profile="")
         return Ranking(query=query, hits=self.corpus.hits(found, {self.retriever.label: found}), fusion=fusion)
-
-    class Config(ComponentConfig):
-        pass
 
 
 def check_query(text: Any, k: Any) -> None:
@@ -131,7 +130,7 @@ def check_query(text: Any, k: Any) -> None:
         raise PlmUserError(
             f"the query holds text that is not valid Unicode (at character {err.start}): pass valid UTF-8"
         ) from None
-    if isinstance(k, bool) or not isinstance(k, int) or (isinstance(k, float) and not math.isfinite(k)):
+    if isinstance(k, bool) or not isinstance(k, int):  # True, nan, "5", 2.0: say so, do not coerce
         raise PlmUserError(f"k must be a whole number from 1 to {MAX_K}, got {k!r}")
     if not 1 <= k <= MAX_K:
         raise PlmUserError(f"k must be from 1 to {MAX_K}, got {k}")
