@@ -2,13 +2,18 @@
 
 Loaders and the Python API (`job.ingest([Document(...), {"id": ..., "text": ...}])`) go
 through `check_document`, so a bad record becomes one `failed:` line naming what is wrong
-while every other record lands, never a batch lost to a UnicodeEncodeError in the store.
+while every other record lands, never a batch lost to a UnicodeEncodeError in the store or
+a document stored with nothing to find it by.
+
+Errors are `DocumentError`s with a one-line message: what is wrong and how to fix it. The
+caller puts where next to it (`file:line`, `record 3`).
 """
 
 from __future__ import annotations
 
-import json
 import math
+import re
+import unicodedata
 from collections.abc import Mapping
 from typing import Any
 
@@ -17,76 +22,148 @@ from plm_core.records import Document
 
 MAX_ID_CHARS = 512
 MAX_METADATA_DEPTH = 20
+# SQLite's INTEGER, and what most JSON readers keep exactly; larger numbers belong in strings.
+MAX_METADATA_INT = 2**63 - 1
+_MAX_INT_ID = 10**MAX_ID_CHARS
+# Characters that show nothing and give no search term: a text of only these is blank.
+_INVISIBLE = frozenset({"Cc", "Cf", "Zs", "Zl", "Zp"})
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")  # Unicode category Cc
 
 
-def _text(value: Any, what: str) -> str:
-    """`value` must be a string encodable as UTF-8 (no lone surrogates)."""
+class DocumentError(PlmUserError):
+    """A record or Document that cannot be indexed as given (a one-line reason)."""
+
+
+class MissingFieldError(DocumentError):
+    """A record lacks a field it needs; `field` names it, so a loader can say which
+    setting points at it."""
+
+    def __init__(self, message: str, field: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+def searchable_text(title: str, text: str, include_title: bool) -> str:
+    """The text to index: with `include_title` and a non-blank title, the title, a blank
+    line, then the text (BEIR's convention, so a word only in the title is found);
+    otherwise the text alone. The one place loaders and records join the two."""
+    return f"{title}\n\n{text}" if include_title and title.strip() else text
+
+
+def is_blank(text: str) -> bool:
+    """True when `text` has no visible character: empty, whitespace, control and format
+    characters (zero-width spaces, a BOM) only. Such a document would get no chunk."""
+    return not any(unicodedata.category(ch) not in _INVISIBLE for ch in text if not ch.isspace())
+
+
+def _kind(value: Any) -> str:
+    """A value's type name for messages (never its repr: it may be huge or deeply nested)."""
+    return "null" if value is None else type(value).__name__
+
+
+def _short(value: str) -> str:
+    """A string for a message: quoted, escaped (a lone surrogate prints as \\udXXX), cut."""
+    return repr(value[:60]) + ("..." if len(value) > 60 else "")
+
+
+def _utf8(value: Any, what: str) -> str:
+    """`value` itself when it is a string that can be written as UTF-8 (no lone surrogates)."""
     if not isinstance(value, str):
-        raise PlmUserError(f"{what} must be a string, got {type(value).__name__}")
+        raise DocumentError(f"{what} must be a string, got {_kind(value)}")
     try:
         value.encode("utf-8")
     except UnicodeEncodeError as err:
-        raise PlmUserError(
-            f"{what} holds text that is not valid Unicode (a lone surrogate at character {err.start}): "
-            "fix the source encoding"
+        raise DocumentError(
+            f"{what} is not valid Unicode (a lone surrogate, {value[err.start]!r}, at character {err.start}); "
+            "fix the source's encoding or escapes"
         ) from None
     return value
 
 
 def _check_metadata(value: Any, where: str, depth: int = 0) -> None:
-    """JSON-like metadata only: strings, finite numbers, booleans, null, lists and tables."""
+    """JSON data only: strings, finite numbers, 64-bit integers, booleans, null, lists and
+    tables with string keys, at most MAX_METADATA_DEPTH levels deep."""
     if depth > MAX_METADATA_DEPTH:
-        raise PlmUserError(f"{where} is nested more than {MAX_METADATA_DEPTH} levels deep")
+        raise DocumentError(f"{where} is nested more than {MAX_METADATA_DEPTH} levels deep; flatten it")
+    if value is None or isinstance(value, bool):
+        return
     if isinstance(value, str):
-        _text(value, where)
-    elif isinstance(value, float) and not math.isfinite(value):
-        raise PlmUserError(f"{where} is {value}, not a finite number")
+        _utf8(value, where)
+    elif isinstance(value, int):
+        if abs(value) > MAX_METADATA_INT:
+            raise DocumentError(f"{where} is an integer beyond 64 bits; store it as a string")
+    elif isinstance(value, float):
+        if not math.isfinite(value):
+            raise DocumentError(f"{where} is {value}, not a finite number; use null or a string")
     elif isinstance(value, Mapping):
         for key, item in value.items():
             if not isinstance(key, str):
-                raise PlmUserError(f"{where} has a non-string key {key!r}")
-            _text(key, f"a key in {where}")
+                raise DocumentError(f"{where} has a key of type {_kind(key)}; metadata keys must be strings")
+            _utf8(key, f"a key in {where}")
             _check_metadata(item, f"{where}.{key}", depth + 1)
     elif isinstance(value, (list, tuple)):
         for i, item in enumerate(value):
             _check_metadata(item, f"{where}[{i}]", depth + 1)
-    elif value is not None and not isinstance(value, (bool, int, float)):
-        try:  # dates and other values loaders produce: stored as their JSON text
-            json.dumps(value, default=str)
-        except (TypeError, ValueError):
-            raise PlmUserError(f"{where} = {value!r} cannot be stored as JSON") from None
+    else:
+        raise DocumentError(
+            f"{where} has type {_kind(value)}; metadata holds strings, numbers, booleans, null, lists and "
+            "tables only: convert it (a date to its ISO string, for example)"
+        )
+
+
+def check_id(doc_id: Any) -> None:
+    """Raise DocumentError unless `doc_id` can name a document: a non-blank, valid-Unicode
+    string of at most MAX_ID_CHARS characters with no control character (an id is typed
+    back, as in `plm delete ID`, and printed on one line)."""
+    if not isinstance(doc_id, str) or not doc_id.strip():
+        got = _short(doc_id) if isinstance(doc_id, str) else _kind(doc_id)
+        raise DocumentError(f"document id must be a non-empty string, got {got}; give every document an id")
+    _utf8(doc_id, f"document id {_short(doc_id)}")
+    if len(doc_id) > MAX_ID_CHARS:
+        raise DocumentError(f"document id {_short(doc_id)} has {len(doc_id)} characters, over {MAX_ID_CHARS}")
+    if _CONTROL.search(doc_id):
+        raise DocumentError(f"document id {_short(doc_id)} holds a control character (a newline, a tab...)")
 
 
 def check_document(doc: Document) -> None:
-    """Raise PlmUserError (one line) when `doc` cannot be indexed as given."""
-    if not isinstance(doc.id, str) or not doc.id.strip():
-        raise PlmUserError(f"document id must be a non-empty string, got {doc.id!r}")
-    _text(doc.id, f"document id {doc.id[:80]!r}")
-    if len(doc.id) > MAX_ID_CHARS:
-        raise PlmUserError(f"document id {doc.id[:40]!r}... has {len(doc.id)} characters; at most {MAX_ID_CHARS}")
-    where = f"document {doc.id!r}"
-    _text(doc.text, f"{where}: text")
-    if not doc.text.strip():
-        raise PlmUserError(f"{where}: text is empty: nothing to index")
-    _text(doc.title, f"{where}: title")
-    _text(doc.path, f"{where}: path")
+    """Raise DocumentError when `doc` cannot be stored and found as given: an id that is
+    not a non-blank string (or is too long, or holds a control character), a text that is
+    not a string or has nothing visible in it, a title or path that is not a string, any
+    string that is not valid Unicode, or metadata that is not JSON-like data."""
+    if not isinstance(doc, Document):
+        raise DocumentError(f"expected a Document, got {_kind(doc)}")
+    check_id(doc.id)
+    where = f"document {_short(doc.id)}"
+    _utf8(doc.title, f"{where}: title")
+    _utf8(doc.path, f"{where}: path")
+    _utf8(doc.text, f"{where}: text")
+    if is_blank(doc.text):
+        raise DocumentError(f"{where}: text is {'empty' if not doc.text else 'blank'}: nothing to index; add text")
     if not isinstance(doc.metadata, Mapping):
-        raise PlmUserError(f"{where}: metadata must be a table, got {type(doc.metadata).__name__}")
+        raise DocumentError(f"{where}: metadata must be a table (a dict), got {_kind(doc.metadata)}")
     _check_metadata(doc.metadata, f"{where}: metadata")
 
 
 def record_id(rec: Mapping[str, Any], id_fields: tuple[str, ...] = ("id", "_id")) -> str:
-    """A record's id: a non-empty string or an integer (written as text)."""
-    for field in id_fields:
-        if field in rec:
-            value = rec[field]
-            if isinstance(value, bool) or not isinstance(value, (str, int)):
-                raise PlmUserError(f"record id {field!r} must be a string or an integer, got {type(value).__name__}")
-            text = str(value)
-            if not text.strip():
-                raise PlmUserError(f"record id {field!r} is empty")
-            return text
-    raise PlmUserError(f"record has no {' or '.join(repr(f) for f in id_fields)}: {str(rec)[:80]}")
+    """A record's id from the first of `id_fields` it has: a non-blank string, or an
+    integer written as text. MissingFieldError when it has none of them (or it is null)."""
+    field = next((f for f in id_fields if f in rec and rec[f] is not None), None)
+    if field is None:
+        names = " or ".join(repr(f) for f in id_fields)
+        null = [f for f in id_fields if f in rec]
+        what = f"field {null[0]!r} is null" if null else f"missing field {names}"
+        raise MissingFieldError(f"{what}; every record needs a unique id: add one or remove the record", id_fields[0])
+    value = rec[field]
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise DocumentError(
+            f"id field {field!r} must be a non-empty string or an integer, got {_kind(value)}; fix the record"
+        )
+    if isinstance(value, int) and abs(value) >= _MAX_INT_ID:
+        raise DocumentError(f"id field {field!r} is an integer over {MAX_ID_CHARS} digits; use a shorter id")
+    text = str(value)
+    if not text.strip():
+        raise DocumentError(f"id field {field!r} is {'empty' if not text else 'blank'}; give every record a unique id")
+    return text
 
 
 def document_from_record(
@@ -94,29 +171,47 @@ def document_from_record(
     *,
     text_field: str = "text",
     id_fields: tuple[str, ...] = ("id", "_id"),
+    title_field: str | None = "title",
     include_title: bool = False,
+    metadata: Mapping[str, Any] | None = None,
     path: str = "",
 ) -> Document:
-    """A document from a JSON-like record, strictly: the id is a string or an integer, the
-    text a non-blank string, the title a string, the metadata a table. With
-    `include_title` the title is also searched (title, blank line, text)."""
+    """A checked document from a JSON-like record, or DocumentError saying what is wrong.
+
+    The id comes from the first of `id_fields` the record has (`record_id`), the text from
+    `text_field` (a string with something visible in it; null is an error, never "None"),
+    the title from `title_field` (a string; absent or null: no title). `metadata` is what
+    the document carries; None takes the record's `metadata` field (a table; absent or
+    null: none). With `include_title` the title is searched too (`searchable_text`).
+    """
     if not isinstance(rec, Mapping):
-        raise PlmUserError(f"a record must be a JSON object, got {type(rec).__name__}")
+        raise DocumentError(f"a record must be a JSON object (a dict), got {_kind(rec)}")
     doc_id = record_id(rec, id_fields)
-    where = f"record {doc_id!r}"
-    if text_field not in rec:
-        raise PlmUserError(f"{where} has no {text_field!r} field")
+    if rec.get(text_field) is None:
+        what = f"field {text_field!r} is null" if text_field in rec else f"missing field {text_field!r}"
+        raise MissingFieldError(f"{what}; every record needs its text: add it or remove the record", text_field)
     text = rec[text_field]
-    if text is None:
-        raise PlmUserError(f"{where}: {text_field!r} is null")
-    _text(text, f"{where}: {text_field!r}")
-    title = rec.get("title") or ""
-    if not isinstance(title, str):
-        raise PlmUserError(f"{where}: 'title' must be a string, got {type(title).__name__}")
-    metadata = rec.get("metadata") or {}
-    if not isinstance(metadata, Mapping):
-        raise PlmUserError(f"{where}: 'metadata' must be a table, got {type(metadata).__name__}")
-    body = f"{title}\n\n{text}" if include_title and title.strip() else text
-    doc = Document(id=doc_id, text=body, title=title, path=path, metadata=dict(metadata))
+    if not isinstance(text, str):
+        raise DocumentError(f"field {text_field!r} must be a string, got {_kind(text)}; fix the record")
+    title = rec.get(title_field) if title_field else None
+    if title is None:
+        title = ""
+    elif not isinstance(title, str):
+        raise DocumentError(f"field {title_field!r} must be a string or null, got {_kind(title)}; fix the record")
+    if metadata is None:
+        metadata = rec.get("metadata")
+        if metadata is None:
+            metadata = {}
+        elif not isinstance(metadata, Mapping):
+            raise DocumentError(
+                f"field 'metadata' must be a JSON object or null, got {_kind(metadata)}; fix the record"
+            )
+    doc = Document(
+        id=doc_id,
+        text=searchable_text(title, text, include_title),
+        title=title,
+        path=path,
+        metadata=dict(metadata),
+    )
     check_document(doc)
     return doc

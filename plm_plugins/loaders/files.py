@@ -7,13 +7,14 @@ the rest; `docs_or_raise` gives `run()` its old behaviour of stopping at the fir
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import stat
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from plm_core.documents import check_document
+from plm_core.documents import check_id, record_id
 from plm_core.errors import PlmUserError
 from plm_core.records import Document, LoadFailure
 
@@ -31,13 +32,40 @@ class BadInput(Exception):
     """
 
 
+def shown(path: str | Path) -> str:
+    """`path` as text that can always be printed and stored: a name that is not valid
+    UTF-8 (Python keeps its bytes as lone surrogates) shows those bytes as `\\xff`."""
+    text = path.as_posix() if isinstance(path, Path) else path
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = os.fsencode(text).decode("utf-8", "backslashreplace")
+    return text
+
+
+def failure(path: str | Path, error: str, doc_id: str = "") -> LoadFailure:
+    """A LoadFailure that can always be printed and stored: the path as `shown`, and no
+    doc_id when it could not name a document (no stored version can have such an id)."""
+    if doc_id:
+        try:
+            check_id(doc_id)
+        except PlmUserError:
+            doc_id = ""
+    return LoadFailure(shown(path), error, doc_id)
+
+
 def read_text_file(path: Path, max_mb: float, skip: str) -> str:
     """The file's text, decoded as UTF-8 with universal newlines (as `Path.read_text`).
 
-    Raises BadInput when the file is unreadable, not a regular file, larger than
-    `max_mb` (checked with stat() before reading anything), binary or not UTF-8.
-    `skip` finishes messages with how to leave the file out, e.g. "move it out of the folder".
+    Raises BadInput when the file's name is not valid UTF-8 (it could be neither stored
+    nor shown), or the file is unreadable, not a regular file, larger than `max_mb`
+    (checked with stat() before reading anything), binary or not UTF-8. `skip` finishes
+    messages with how to leave the file out, e.g. "move it out of the folder".
     """
+    try:
+        os.path.abspath(path).encode("utf-8")
+    except UnicodeEncodeError:
+        raise BadInput(f"its path is not valid UTF-8; rename it (or the folder holding it) or {skip}") from None
     try:
         info = path.stat()
     except OSError as err:
@@ -100,48 +128,73 @@ def docs_or_raise(loaded: tuple[list[Document], list[LoadFailure]]) -> list[Docu
 Record = tuple[str, str, Mapping[str, Any] | BadInput]
 
 
+def parse_json(text: str, fix: str) -> Any:
+    """`text` as JSON, or BadInput ending in `fix` (e.g. "fix or remove the line").
+
+    JSON that Python cannot turn into values is bad input too: nesting deeper than the
+    interpreter's recursion limit, a number of thousands of digits. A leading BOM (as
+    Windows tools write) is skipped.
+    """
+    try:
+        return json.loads(text.removeprefix("\ufeff"))
+    except json.JSONDecodeError as err:
+        at = f" at line {err.lineno}" if "\n" in text else ""  # a JSONL line's number is in its path
+        raise BadInput(f"not valid JSON ({err.msg}{at}); {fix}") from None
+    except RecursionError:
+        raise BadInput(f"JSON nested too deeply to read; {fix}") from None
+    except ValueError:  # int() refuses numbers over sys.get_int_max_str_digits() digits
+        raise BadInput(f"holds a number with thousands of digits, too long to read (quote it); {fix}") from None
+
+
+def jsonl_records(path: Path, text: str) -> Iterator[Record]:
+    """One record per non-blank line of a JSON Lines file, named `file:line`."""
+    where = shown(path)
+    for lineno, line in enumerate(text.split("\n"), start=1):
+        if line.strip():
+            yield f"{where}:{lineno}", f"line {lineno}", _json_object(line, "line")
+
+
+def _json_object(line: str, what: str) -> Mapping[str, Any] | BadInput:
+    try:
+        record = parse_json(line, f"fix or remove the {what}")
+    except BadInput as err:
+        return err
+    if not isinstance(record, dict):
+        return BadInput(f"expected a JSON object, got {type(record).__name__}; fix or remove the {what}")
+    return record
+
+
 def collect_records(
     records: Iterable[Record], id_field: str, make: Callable[[Mapping[str, Any]], Document]
 ) -> tuple[list[Document], list[LoadFailure]]:
-    """Documents from parsed records, one LoadFailure per record that `make` rejects.
+    """Documents from parsed records, one LoadFailure per record that `make` rejects, so
+    every other record still loads. `make` returns checked documents (as
+    `plm_core.documents.document_from_record` does) or raises BadInput or PlmUserError.
 
     The first record with an id owns it, even when it fails, so a later duplicate fails
-    and the failure's doc_id only ever names an id no loaded document has.
+    and the failure's doc_id only ever names an id no loaded document has. A record whose
+    id is absent or null is left to `make`, which says which setting names the field.
     """
     docs: list[Document] = []
     failures: list[LoadFailure] = []
     owner: dict[str, str] = {}
     for where, ref, record in records:
         if isinstance(record, BadInput):
-            failures.append(LoadFailure(where, str(record)))
+            failures.append(failure(where, str(record)))
             continue
-        raw_id = record.get(id_field)
-        doc_id = "" if raw_id is None else str(raw_id)
-        if raw_id is not None and (
-            isinstance(raw_id, bool) or not isinstance(raw_id, (str, int)) or not doc_id.strip()
-        ):
-            failures.append(
-                LoadFailure(where, f"id {raw_id!r} must be a non-empty string or an integer; fix the record")
-            )
-            continue
-        if raw_id is not None:
-            if doc_id in owner:
-                failures.append(
-                    LoadFailure(
-                        where,
-                        f"id {doc_id!r} is already used by {owner[doc_id]}, which keeps it; "
-                        "ids must be unique, so change or remove this record",
-                        doc_id=doc_id,
-                    )
-                )
-                continue
-            owner[doc_id] = ref
+        doc_id = ""
         try:
-            doc = make(record)
-            check_document(doc)  # the one check every document passes (text, Unicode, metadata)
-            docs.append(doc)
+            if record.get(id_field) is not None:
+                doc_id = record_id(record, (id_field,))
+                if doc_id in owner:
+                    raise BadInput(
+                        f"id {doc_id[:80]!r} is already used by {owner[doc_id]}, which keeps it; "
+                        "ids must be unique, so change or remove this record"
+                    )
+                owner[doc_id] = ref
+            docs.append(make(record))
         except (BadInput, PlmUserError) as err:
-            failures.append(LoadFailure(where, str(err), doc_id=doc_id))
+            failures.append(failure(where, str(err), doc_id))
     return docs, failures
 
 

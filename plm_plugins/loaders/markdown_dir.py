@@ -8,6 +8,7 @@ parsed into `Document.metadata` for filtering; that parse never changes the text
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from pathlib import Path
@@ -16,11 +17,12 @@ from typing import TYPE_CHECKING, Any
 from pydantic import Field, field_validator
 
 from plm_core.component import ComponentConfig
+from plm_core.documents import MAX_METADATA_INT, check_document
 from plm_core.errors import PlmUserError
 from plm_core.hookspecs import hookimpl
 from plm_core.interfaces import Loader
 from plm_core.records import Document, LoadFailure
-from plm_plugins.loaders.files import BadInput, docs_or_raise, read_text_file
+from plm_plugins.loaders.files import BadInput, docs_or_raise, failure, read_text_file, shown
 
 if TYPE_CHECKING:
     from plm_core.registry import Registry
@@ -49,8 +51,9 @@ def title_of(text: str, default: str) -> str:
 def parse_scalar(raw: str) -> Any:
     """A YAML-ish scalar: quoted strings unquoted, ints, floats, booleans, null.
 
-    Dates (`2024-05-01`) and everything else stay strings, so metadata is always
-    JSON-serialisable and compares the same way after a round trip through the store.
+    Dates (`2024-05-01`), numbers metadata cannot hold (`1e999`, 30-digit integers) and
+    everything else stay strings, so metadata is always JSON-serialisable and compares
+    the same way after a round trip through the store.
     """
     value = raw.strip()
     if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
@@ -62,10 +65,11 @@ def parse_scalar(raw: str) -> Any:
         return lowered == "true"
     if lowered in ("null", "~", ""):
         return None
+    # A number metadata cannot hold exactly (over 64 bits, or inf) stays text, as a date does.
     if _INT.match(value):
-        return int(value)
-    if _FLOAT.match(value):
-        return float(value)
+        return number if len(value) <= 20 and abs(number := int(value)) <= MAX_METADATA_INT else value
+    if _FLOAT.match(value) and math.isfinite(real := float(value)):
+        return real
     if value.startswith("[") and value.endswith("]"):
         inner = value[1:-1].strip()
         return [parse_scalar(part) for part in inner.split(",")] if inner else []
@@ -155,9 +159,9 @@ class MarkdownLoader(Loader):
             stem = path.stem
             if stem in owner:
                 failures.append(
-                    LoadFailure(
-                        path.as_posix(),
-                        f"this file and {owner[stem].as_posix()} both give document id {stem!r} (the file stem); "
+                    failure(
+                        path,
+                        f"this file and {shown(owner[stem])} both give document id {stem!r} (the file stem); "
                         "the first in sorted order keeps it; rename one or narrow the loader's `pattern`",
                         doc_id=stem,
                     )
@@ -165,9 +169,11 @@ class MarkdownLoader(Loader):
                 continue
             owner[stem] = path
             try:
-                docs.append(self._document(path))
-            except BadInput as err:
-                failures.append(LoadFailure(path.as_posix(), str(err), doc_id=stem))
+                doc = self._document(path)
+                check_document(doc)  # the one check every document passes (id, Unicode, metadata)
+                docs.append(doc)
+            except (BadInput, PlmUserError) as err:
+                failures.append(failure(path, str(err), doc_id=stem))
         return docs, failures
 
     def _unreadable_folders(self, root: Path) -> list[LoadFailure]:
@@ -180,8 +186,8 @@ class MarkdownLoader(Loader):
         for _ in os.walk(root, onerror=errors.append):
             pass
         return [
-            LoadFailure(
-                Path(e.filename or root).as_posix(),
+            failure(
+                Path(e.filename or root),
                 f"folder cannot be read ({e.strerror}); its files were not loaded: check its permissions",
             )
             for e in errors
@@ -194,13 +200,13 @@ class MarkdownLoader(Loader):
             files = sorted(p for p in root.glob(self.config.pattern) if not p.is_dir())
             if not files:
                 raise PlmUserError(
-                    f"{root}: no files match {self.config.pattern!r}; "
+                    f"{shown(root)}: no files match {self.config.pattern!r}; "
                     "check the folder or set the loader's `pattern` (e.g. '**/*.md' to recurse)"
                 )
             return files
         if root.exists():
             return [root]
-        raise PlmUserError(f"{root}: no such file or folder; give a Markdown file or a folder of them")
+        raise PlmUserError(f"{shown(root)}: no such file or folder; give a Markdown file or a folder of them")
 
     def _document(self, path: Path) -> Document:
         text = read_text_file(path, self.config.max_file_mb, skip=_SKIP)

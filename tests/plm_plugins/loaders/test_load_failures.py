@@ -288,9 +288,19 @@ def test_jsonl_bad_lines_are_failures_and_good_records_load(tmp_path: Path) -> N
             "a",
             "id 'a' is already used by line 1, which keeps it; ids must be unique, so change or remove this record",
         ),
-        (f"{where}:4", "b", "missing field 'text'; add it to every record or set the loader's text_field"),
+        (
+            f"{where}:4",
+            "b",
+            "missing field 'text'; every record needs its text: add it or remove the record, "
+            "or set the loader's text_field to the key that holds it",
+        ),
         (f"{where}:5", "", "expected a JSON object, got list; fix or remove the line"),
-        (f"{where}:6", "", "missing field 'id'; add it to every record or set the loader's id_field"),
+        (
+            f"{where}:6",
+            "",
+            "missing field 'id'; every record needs a unique id: add one or remove the record, "
+            "or set the loader's id_field to the key that holds it",
+        ),
     ]
 
 
@@ -305,7 +315,7 @@ def test_json_list_per_record_failures(tmp_path: Path) -> None:
         ("record 4", "2"),
     ]
     assert "already used by record 1" in failures[1].error
-    assert failures[2].error == "field 'text' must be a string, not list; fix the record"
+    assert failures[2].error == "field 'text' must be a string, got list; fix the record"
 
 
 @pytest.mark.parametrize(
@@ -321,7 +331,7 @@ def test_json_list_per_record_failures(tmp_path: Path) -> None:
         (
             "broken.json",
             b'[{"id": 1,\n',
-            "not valid JSON (Expecting property name enclosed in double quotes); fix the file",
+            "not valid JSON (Expecting property name enclosed in double quotes at line 2); fix the file",
         ),
         (
             "object.json",
@@ -381,8 +391,8 @@ def test_beir_bad_lines_are_failures_and_good_lines_load(tmp_path: Path) -> None
             "d1",
             "id 'd1' is already used by line 1, which keeps it; ids must be unique, so change or remove this record",
         ),
-        (f"{where}:4", "d2", "missing field 'text'; every BEIR corpus line needs it: add it or remove the line"),
-        (f"{where}:5", "d3", "'metadata' must be a JSON object, not list; fix or drop it"),
+        (f"{where}:4", "d2", "missing field 'text'; every record needs its text: add it or remove the record"),
+        (f"{where}:5", "d3", "field 'metadata' must be a JSON object or null, got list; fix the record"),
     ]
     with pytest.raises(PlmUserError, match=r"corpus\.jsonl:2: not valid JSON"):
         BeirCorpusLoader().run(str(path))
