@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from plm_core.documents import check_document, document_from_record
+from plm_core.documents import check_document, check_id, document_from_record
 from plm_core.errors import ConfigError, PlmUserError
 from plm_core.interfaces import Loader
 from plm_core.records import Document, LoadFailure
@@ -29,6 +29,22 @@ def as_sources(sources: Any) -> list[Source]:
         if not isinstance(item, (str, Path, Document, Mapping)):
             raise PlmUserError(f"a source must be a path, a Document or a record (dict), got {type(item).__name__}")
     return items
+
+
+def _printable(text: Any) -> str:
+    """A path or name that prints on any terminal (lone surrogates escaped)."""
+    return str(text or "").encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _valid_id(src: Any) -> str:
+    """The id of a rejected Document when it could name a stored one (so a sync keeps that
+    document's stored version), else ""."""
+    doc_id = getattr(src, "id", "")
+    try:
+        check_id(doc_id)
+    except PlmUserError:
+        return ""
+    return str(doc_id)
 
 
 def load_sources(
@@ -64,8 +80,7 @@ def load_sources(
                 doc = src if isinstance(src, Document) else document_from_record(src)
                 check_document(doc)
             except PlmUserError as err:
-                doc_id = src.id if isinstance(src, Document) else ""
-                take([], [LoadFailure(getattr(src, "path", "") or f"record {n}", str(err), str(doc_id or ""))])
+                take([], [LoadFailure(_printable(getattr(src, "path", "")) or f"record {n}", str(err), _valid_id(src))])
                 continue
             take([doc], [])
         else:

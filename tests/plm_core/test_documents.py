@@ -244,3 +244,10 @@ def test_a_string_source_is_one_path_not_its_characters(job: Job, tmp_path: Path
     assert job.ingest(str(path)).added == ["good"]
     with pytest.raises(PlmUserError, match="must be paths"):
         job.ingest(42)  # type: ignore[arg-type]
+
+
+def test_a_rejected_api_document_with_an_unprintable_id_or_path_reports_safely(job: Job) -> None:
+    report = job.ingest([Document(id="bad \ud800", text="x", path="/tmp/\udcff.md"), {"id": "ok", "text": "fine text"}])
+    assert report.added == ["ok"] and len(report.failed) == 1
+    failure = report.failed[0]
+    assert failure.doc_id == "" and failure.path.encode("utf-8") and "\\udcff" in failure.path
