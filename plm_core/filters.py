@@ -28,6 +28,9 @@ Semantics, chosen so that a filter never raises on odd metadata:
 - A type mismatch (a string against a number range, a date against a number) is no match.
 - Bad specs (unknown operator, an empty or non-list `in`, a range bound that is neither a
   number nor a date) raise `PlmUserError` naming the key and the allowed operators.
+- Size: a spec names at most 100 keys and lists at most 1,000,000 `in` values in all
+  (`MAX_FILTER_KEYS`, `MAX_IN_VALUES`); `in` is a set lookup, so its length costs once,
+  when the spec is compiled, not per chunk.
 
 Pure Python on purpose: the core imports no numpy; retrievers turn the predicate into a
 mask over their rows.
@@ -37,6 +40,7 @@ from __future__ import annotations
 
 import json
 import re
+import reprlib
 from collections.abc import Callable, Mapping, Sequence
 from datetime import date, datetime, timezone
 from typing import Any
@@ -55,7 +59,13 @@ _FLOAT = re.compile(r"^[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?$")
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _DATETIME = re.compile(r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}")
 _MISSING = object()
-MAX_IN_VALUES = 1_000_000
+# Filters may come from a service's users: bound the work one spec can ask for. Matching
+# costs one set lookup per value whatever the list's length, so the bound is on building.
+MAX_FILTER_KEYS = 100  # metadata fields in one spec
+MAX_IN_VALUES = 1_000_000  # 'in' values in one spec, all keys together
+_SHORT = reprlib.Repr()
+_SHORT.maxstring = _SHORT.maxother = 80
+_SHORT.maxlist = _SHORT.maxtuple = _SHORT.maxset = _SHORT.maxfrozenset = _SHORT.maxdict = 5
 
 
 # ---------------------------------------------------------------------- values
@@ -140,9 +150,14 @@ def _compare(value: Any, op: str, bound: Any) -> bool:
 
 
 # ---------------------------------------------------------------------- specs
+def _short(value: Any) -> str:
+    """`repr(value)` cut short: an error about a million-value spec stays one readable line."""
+    return _SHORT.repr(value)
+
+
 def _spec_error(key: str, problem: str) -> PlmUserError:
     return PlmUserError(
-        f"filter on {key!r}: {problem}. A condition is a value (equality) or a dict of operators "
+        f"filter on {_short(key)}: {problem}. A condition is a value (equality) or a dict of operators "
         f"{', '.join(OPS)}, e.g. {{'team': 'storage'}}, {{'tags': {{'in': ['a', 'b']}}}}, "
         "{'version': {'gte': 2, 'lt': 5}}, {'updated': {'gte': '2024-05-01'}}"
     )
@@ -151,7 +166,7 @@ def _spec_error(key: str, problem: str) -> PlmUserError:
 def _scalar(key: str, op: str, value: Any) -> Any:
     if value is None or isinstance(value, (str, int, float, bool, date)):
         return value
-    raise _spec_error(key, f"{op!r} needs a single value (a string, number, boolean or date), got {value!r}")
+    raise _spec_error(key, f"{op!r} needs a single value (a string, number, boolean or date), got {_short(value)}")
 
 
 def normalize_filters(filters: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
@@ -159,22 +174,27 @@ def normalize_filters(filters: Mapping[str, Any] | None) -> dict[str, dict[str, 
     if filters is None:
         return {}
     if not isinstance(filters, Mapping):
-        raise PlmUserError(f"filters must be a mapping of metadata key to condition, got {filters!r}")
+        raise PlmUserError(f"filters must be a mapping of metadata key to condition, got {_short(filters)}")
+    if len(filters) > MAX_FILTER_KEYS:
+        raise PlmUserError(
+            f"filters name {len(filters):,} metadata keys; at most {MAX_FILTER_KEYS} are allowed in one spec"
+        )
     out: dict[str, dict[str, Any]] = {}
+    n_values = 0
     for key, condition in filters.items():
         if not isinstance(key, str) or not key:
-            raise PlmUserError(f"filter keys must be non-empty strings (metadata field names), got {key!r}")
+            raise PlmUserError(f"filter keys must be non-empty strings (metadata field names), got {_short(key)}")
         if isinstance(condition, Mapping):
             if not condition:
                 raise _spec_error(key, "the operator dict is empty")
             ops = dict(condition)
         elif isinstance(condition, (list, tuple, set, frozenset)):
-            raise _spec_error(key, f"a bare list {list(condition)!r} is ambiguous; write {{'in': [...]}}")
+            raise _spec_error(key, f"a bare list {_short(list(condition))} is ambiguous; write {{'in': [...]}}")
         else:
             ops = {"eq": condition}
         unknown = [op for op in ops if op not in OPS]
         if unknown:
-            raise _spec_error(key, f"unknown operator(s) {unknown}")
+            raise _spec_error(key, f"unknown operator(s) {_short(unknown)}")
         checked: dict[str, Any] = {}
         kinds: set[str] = set()
         for op, operand in ops.items():
@@ -182,16 +202,23 @@ def normalize_filters(filters: Mapping[str, Any] | None) -> dict[str, dict[str, 
                 checked[op] = _scalar(key, op, operand)
             elif op == "in":
                 if not isinstance(operand, (list, tuple, set, frozenset)):
-                    raise _spec_error(key, f"'in' needs a list of values, got {operand!r}")
+                    raise _spec_error(key, f"'in' needs a list of values, got {_short(operand)}")
                 if not operand:
                     raise _spec_error(key, "'in' needs at least one value (an empty list matches nothing)")
-                if len(operand) > MAX_IN_VALUES:
-                    raise _spec_error(key, f"'in' has {len(operand):,} values; at most {MAX_IN_VALUES:,} are allowed")
+                n_values += len(operand)
+                if n_values > MAX_IN_VALUES:
+                    raise _spec_error(
+                        key,
+                        f"'in' lists {n_values:,} values in this spec; at most {MAX_IN_VALUES:,} are allowed "
+                        "(all keys together)",
+                    )
                 checked[op] = [_scalar(key, op, v) for v in operand]
             else:
                 bound = operand if _is_number(operand) else as_date(operand)
                 if bound is None:
-                    raise _spec_error(key, f"{op!r} needs a number or an ISO date ('2024-05-01'), got {operand!r}")
+                    raise _spec_error(
+                        key, f"{op!r} needs a number or an ISO date ('2024-05-01'), got {_short(operand)}"
+                    )
                 kinds.add("number" if _is_number(bound) else "date")
                 checked[op] = bound
         if len(kinds) > 1:
@@ -200,31 +227,66 @@ def normalize_filters(filters: Mapping[str, Any] | None) -> dict[str, dict[str, 
     return out
 
 
+def _as_utc(moment: datetime) -> datetime:
+    """A datetime in the one form set lookups compare: naive counts as UTC (see `_date_pair`)."""
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)
+
+
 def _key(value: Any) -> tuple[Any, ...] | None:
     """A hashable key equal for two non-date values exactly when `_equal` says they are;
-    None for a value that can only be compared one by one (dates, exotic objects)."""
+    None for a value no key stands for (NaN equals nothing, an exotic object)."""
     if isinstance(value, bool):
         return ("b", value)
     if _is_number(value):
-        return ("n", value)
+        return ("n", value) if value == value else None  # NaN != NaN, but a set finds it by identity
     if value is None:
         return ("z",)
-    if isinstance(value, str) and as_date(value) is None:
+    if isinstance(value, str):
         return ("s", value)
     return None
 
 
 def _membership(operands: Sequence[Any]) -> Callable[[Any], bool]:
-    """`value in operands` with `_equal`'s meaning, by set lookup: a long list costs no
-    more per chunk than a short one (dates, compared by day, are the few checked in turn)."""
-    keyed = {k for k in map(_key, operands) if k is not None}
-    others = [o for o in operands if _key(o) is None]
+    """`value in operands` with `_equal`'s meaning, by set lookups: a long list costs no
+    more per chunk than a short one, dates included.
 
-    def contains(value: Any) -> bool:
+    Dates need three sets because a day equals every time on it while two times on that
+    day differ: a day matches a day operand or the day of a datetime operand; a datetime
+    matches a day operand by its day, or a datetime operand exactly (naive as UTC).
+    """
+    keyed: set[tuple[Any, ...]] = set()
+    days: set[date] = set()  # date operands
+    moments: set[datetime] = set()  # datetime operands, as UTC
+    moment_days: set[date] = set()  # the days of datetime operands
+    others: list[Any] = []  # operands no key stands for: compared one by one (NaN)
+    for operand in operands:
+        when = as_date(operand)
+        if isinstance(when, datetime):
+            moments.add(_as_utc(when))
+            moment_days.add(when.date())
+        elif when is not None:
+            days.add(when)
+        elif (k := _key(operand)) is not None:
+            keyed.add(k)
+        else:
+            others.append(operand)
+
+    def lookup(value: Any) -> bool:
+        when = as_date(value)
+        if isinstance(when, datetime):
+            return when.date() in days or _as_utc(when) in moments
+        if when is not None:
+            return when in days or when in moment_days
         k = _key(value)
         if k is not None:
             return k in keyed
         return any(_equal(value, o) for o in others)
+
+    def contains(value: Any) -> bool:
+        try:
+            return lookup(value)
+        except TypeError:  # metadata that cannot be hashed (an odd str subclass): one by one, like eq
+            return any(_equal(value, o) for o in operands)
 
     return contains
 

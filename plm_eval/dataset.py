@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import codecs
 import csv
 import json
+import re
+import reprlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,16 +21,30 @@ class QuerySet:
     qrels: dict[str, dict[str, int]]  # query id -> doc id -> grade
 
 
+# Line ends as a file read in text mode sees them. Not str.splitlines(): it also splits at
+# U+2028, U+0085 and other characters that JSON strings may hold unescaped.
+_NEWLINE = re.compile(r"\r\n|\r|\n")
+_JSON_TYPES = {list: "array", str: "string", int: "number", float: "number", bool: "boolean", type(None): "null"}
+_SHORT = reprlib.Repr()
+_SHORT.maxstring = _SHORT.maxother = 60
+
+
 def _lines(path: Path) -> list[str]:
-    """A text file's lines, or one clear error (not UTF-8, unreadable)."""
+    """A text file's lines, or one clear error (not UTF-8, unreadable); a UTF-8 BOM is dropped."""
     try:
         data = path.read_bytes()
-        return data.decode("utf-8").splitlines()
-    except UnicodeDecodeError as err:
-        line = data.count(b"\n", 0, err.start) + 1
-        raise PlmUserError(f"{path}:{line}: not UTF-8 (byte offset {err.start}); save the file as UTF-8") from None
     except OSError as err:
         raise PlmUserError(f"{path}: cannot be read ({err.strerror or err})") from None
+    bom = len(codecs.BOM_UTF8) if data.startswith(codecs.BOM_UTF8) else 0  # Windows editors write one
+    try:
+        text = (data[bom:] if bom else data).decode("utf-8")
+    except UnicodeDecodeError as err:
+        offset = bom + err.start
+        line = data.count(b"\n", 0, offset) + 1
+        raise PlmUserError(
+            f"{path}:{line}: not UTF-8 (byte offset {offset}: {data[offset : offset + 1]!r}); save the file as UTF-8"
+        ) from None
+    return _NEWLINE.split(text)
 
 
 def _read_queries(path: Path) -> dict[str, str]:
@@ -41,10 +58,14 @@ def _read_queries(path: Path) -> dict[str, str]:
         except (json.JSONDecodeError, RecursionError) as err:
             raise PlmUserError(f"{path}:{n}: not valid JSON ({err}); {expected}") from None
         if not isinstance(rec, dict):
-            raise PlmUserError(f"{path}:{n}: a JSON {type(rec).__name__}, not an object; {expected}")
+            raise PlmUserError(f"{path}:{n}: a JSON {_JSON_TYPES.get(type(rec), 'value')}, not an object; {expected}")
         qid, text = rec.get("_id"), rec.get("text")
-        if isinstance(qid, bool) or not isinstance(qid, (str, int)) or not isinstance(text, str):
-            raise PlmUserError(f"{path}:{n}: '_id' is {qid!r} and 'text' is {type(text).__name__}; {expected}")
+        if isinstance(qid, bool) or not isinstance(qid, (str, int)):
+            missing = " (missing)" if "_id" not in rec else ""
+            raise PlmUserError(f"{path}:{n}: '_id' is {_SHORT.repr(qid)}{missing}, not a string or integer; {expected}")
+        if not isinstance(text, str):
+            missing = " (missing)" if "text" not in rec else ""
+            raise PlmUserError(f"{path}:{n}: 'text' is {type(text).__name__}{missing}, not a string; {expected}")
         out[str(qid)] = text
     return out
 
@@ -52,7 +73,17 @@ def _read_queries(path: Path) -> dict[str, str]:
 def read_qrels(path: Path) -> dict[str, dict[str, int]]:
     qrels: dict[str, dict[str, int]] = {}
     # Decoded up front (`_lines`): a non-UTF-8 file is one clear error, not a traceback.
-    for n, row in enumerate(csv.reader(_lines(path), delimiter="\t"), 1):
+    rows = csv.reader(_lines(path), delimiter="\t")
+    while True:
+        try:
+            row = next(rows)
+        except StopIteration:
+            break
+        except csv.Error as err:  # a field over csv's size limit, an unclosed quote
+            raise PlmUserError(
+                f"{path}:{rows.line_num}: not a qrels row ({err}); expected 'query-id<TAB>corpus-id<TAB>score'"
+            ) from None
+        n = rows.line_num
         if not row or (n == 1 and row[0] == "query-id"):
             continue
         if len(row) < 3:

@@ -25,8 +25,13 @@ on its own over the top k hits, so two keys may be satisfied by different hits:
   document's front matter plus `title` and `path`; a value matches when equal or when
   equal as text, so `version: 5` matches "5" and a YAML date matches "2026-04-22".
 
-A case with `filters` is an error, not a failure, when the pipeline cannot filter or
-returns a hit outside the filters: a check on unfiltered hits would prove nothing.
+`filters` is a spec of `plm_core.filters` (operators, ranges, dates, list metadata), checked
+when the file loads. A case with `filters` is an error, not a failure, when the pipeline
+cannot filter or returns a hit those filters exclude, as `plm_core.filters` judges it: a
+check on unfiltered hits would prove nothing.
+
+The file is UTF-8 YAML of at most 10 MB whose aliases (`*name`) add at most 200,000
+values once expanded; anything else is one error naming the file.
 
 From pytest: `@pytest.mark.parametrize("case", cases, ids=[c.name for c in cases])` over
 `load_cases(path)`, then `assert (r := run_case(job, case)).passed, r.report()`
@@ -45,7 +50,7 @@ from typing import Annotated, Any, Literal, Protocol
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
 from plm_core.errors import PlmUserError
-from plm_core.filters import compile_filters
+from plm_core.filters import compile_filters, normalize_filters
 from plm_core.records import Hit
 
 DEFAULT_K = 5
@@ -126,13 +131,30 @@ def load_cases(path: str | Path) -> list[Case]:
         raise PlmUserError(f"cases file not found: {path}")
     try:
         data = path.read_bytes()
-        if len(data) > MAX_CASES_BYTES:
-            raise PlmUserError(f"{path}: {len(data):,} bytes is too large for a cases file")
-        raw = _safe_yaml(data.decode("utf-8"))
+    except OSError as err:
+        raise PlmUserError(f"{path}: cannot read the cases file ({err.strerror or err})") from None
+    if len(data) > MAX_CASES_BYTES:
+        raise PlmUserError(f"{path}: {len(data):,} bytes is too large for a cases file (at most {MAX_CASES_BYTES:,})")
+    try:
+        text = data.decode("utf-8")
     except UnicodeDecodeError as err:
-        raise PlmUserError(f"{path}: not UTF-8 text (byte {err.start}): save the cases file as UTF-8") from None
+        line = data.count(b"\n", 0, err.start) + 1
+        raise PlmUserError(
+            f"{path}:{line}: not UTF-8 text (byte offset {err.start}: {data[err.start : err.start + 1]!r}); "
+            "save the cases file as UTF-8"
+        ) from None
+    try:
+        raw = _safe_yaml(text)
     except RecursionError:
         raise PlmUserError(f"{path}: malformed YAML: nested too deeply") from None
+    except _AliasBomb as err:
+        raise PlmUserError(f"{path}: {err}") from None
+    except yaml.reader.ReaderError as err:  # its str() is several lines; one is enough
+        line = text.count("\n", 0, err.position) + 1
+        raise PlmUserError(
+            f"{path}:{line}: malformed YAML: character #x{err.character:04x} at offset {err.position} "
+            f"({err.reason}); remove it or write it as an escape in a double-quoted string"
+        ) from None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
@@ -144,45 +166,78 @@ def load_cases(path: str | Path) -> list[Case]:
     except ValidationError as err:
         raise PlmUserError(_format_errors(path, raw, err)) from None
     cases: list[Case] = []
+    names: set[str | None] = set()
     for i, case in enumerate(parsed.cases):
         case = case.model_copy(update={"name": case.name or case.query, "k": case.k or parsed.defaults.k})
         where = f"{path}: {_case_label(raw, i)}"
-        if case.name in {c.name for c in cases}:
+        if case.name in names:
             raise PlmUserError(f"{where}: duplicate case name {case.name!r}; names must be unique")
+        names.add(case.name)
         if case.expect.rank_at_most is not None and case.expect.rank_at_most > case.top_k:
             raise PlmUserError(
                 f"{where}: expect.rank_at_most = {case.expect.rank_at_most} is larger than "
                 f"k = {case.top_k}; raise k or lower rank_at_most"
             )
+        try:
+            normalize_filters(case.filters)  # a bad spec is the file's error, before any query runs
+        except PlmUserError as err:
+            raise PlmUserError(f"{where}: filters: {err}") from None
         cases.append(case)
     return cases
 
 
 MAX_CASES_BYTES = 10 << 20
-MAX_YAML_NODES = 200_000
+# Values that aliases add once expanded. A file's own values are bounded by its size;
+# aliases are not: nested ones ("billion laughs", 9 aliases x 8 levels = 43M values)
+# took 19 s and 1.9 GB downstream. Sharing a block among cases stays far below this.
+MAX_ALIAS_VALUES = 200_000
 
 
-def _safe_yaml(text: str) -> Any:
-    """`yaml.safe_load`, refusing a document that expands to more than MAX_YAML_NODES
-    values once its aliases are followed: nested aliases ("billion laughs") fail in
-    milliseconds instead of taking gigabytes downstream."""
+class _AliasBomb(Exception):
+    pass
+
+
+def _alias_values(root: Any) -> int:
+    """How many values aliases add to the composed document once expanded (each node's
+    expanded size is computed once, so this is linear in the file, not in the expansion)."""
     import yaml
 
-    root = yaml.compose(text, Loader=yaml.SafeLoader)
     sizes: dict[int, int] = {}
+    nodes = 0
 
     def expanded(node: Any) -> int:
+        nonlocal nodes
         if id(node) not in sizes:
-            sizes[id(node)] = 1  # a cycle counts once while it is being measured
+            nodes += 1
+            sizes[id(node)] = 1  # a recursive alias counts once while its node is measured
             if isinstance(node, yaml.SequenceNode):
                 sizes[id(node)] = 1 + sum(expanded(child) for child in node.value)
             elif isinstance(node, yaml.MappingNode):
                 sizes[id(node)] = 1 + sum(expanded(k) + expanded(v) for k, v in node.value)
         return sizes[id(node)]
 
-    if root is not None and expanded(root) > MAX_YAML_NODES:
-        raise yaml.YAMLError(f"more than {MAX_YAML_NODES:,} values once aliases are expanded (nested aliases?)")
-    return yaml.safe_load(text)
+    return expanded(root) - nodes
+
+
+def _safe_yaml(text: str) -> Any:
+    """`yaml.safe_load` in one pass, refusing a document whose aliases would add more
+    than MAX_ALIAS_VALUES values: nested aliases fail in milliseconds, before anything
+    walks the expansion."""
+    import yaml
+
+    loader = yaml.SafeLoader(text)
+    try:
+        root = loader.get_single_node()
+        if root is None:
+            return None
+        if (added := _alias_values(root)) > MAX_ALIAS_VALUES:
+            raise _AliasBomb(
+                f"YAML aliases (*name) would expand to {added:,} more values, over the limit of "
+                f"{MAX_ALIAS_VALUES:,} (nested aliases?); write the repeated parts out or nest fewer aliases"
+            )
+        return loader.construct_document(root)
+    finally:
+        loader.dispose()
 
 
 def _case_label(raw: Mapping[str, Any], index: int) -> str:
@@ -325,7 +380,11 @@ def run_case(job: Retriever, case: Case) -> CaseResult:
     except PlmUserError as err:
         return CaseResult(case, "error", [str(err)], [], time.perf_counter() - t0)
     seconds = time.perf_counter() - t0
-    if filters and (ignored := _outside_filters(filters, hits)):
+    try:
+        ignored = _outside_filters(filters, hits) if filters else []
+    except PlmUserError as err:  # a spec the retriever did not check
+        return CaseResult(case, "error", [str(err)], list(hits), seconds)
+    if ignored:
         return CaseResult(case, "error", ignored, list(hits), seconds)
     failures = check_case(case, hits)
     return CaseResult(case, "fail" if failures else "pass", failures, list(hits), seconds)

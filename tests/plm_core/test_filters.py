@@ -149,7 +149,12 @@ def test_a_spec_that_is_not_a_mapping_is_refused() -> None:
 def test_odd_metadata_never_raises() -> None:
     predicate = compile_filters({"v": {"gte": 1}, "w": "x", "d": {"lt": "2024-01-01"}})
     assert predicate is not None
-    for meta in [{}, {"v": None, "w": None, "d": None}, {"v": {"a": 1}, "w": ["x", {"y": 1}], "d": [None, 3]}]:
+    odd: list[dict[str, Any]] = [
+        {},
+        {"v": None, "w": None, "d": None},
+        {"v": {"a": 1}, "w": ["x", {"y": 1}], "d": [None, 3]},
+    ]
+    for meta in odd:
         assert predicate(meta) is False
 
 
@@ -250,3 +255,72 @@ def test_in_with_a_huge_list_is_a_set_lookup_with_the_same_meaning() -> None:
     assert by_day is not None and sum(by_day(m) for m in metadata) == 34
     with pytest.raises(PlmUserError, match="at most"):
         compile_filters({"section": {"in": list(range(1_000_001))}})
+
+
+class _UnhashableText(str):
+    __hash__ = None  # type: ignore[assignment]
+
+
+def test_in_means_any_eq_for_every_kind_of_value() -> None:
+    """`{"in": values}` keeps exactly what one `{"eq": v}` per value keeps, whatever the
+    types: the set lookups must not change what equality means."""
+    import math
+    from datetime import timedelta, timezone
+
+    plus2 = timezone(timedelta(hours=2))
+    operands: list[Any] = [
+        "storage", "2024-05-01", " 2024-05-02 ", "2024-05-03T10:00:00", "2024-05-03T12:00:00+02:00",
+        "2024-13-45", date(2024, 6, 1), datetime(2024, 6, 2, 8, 30), datetime(2024, 6, 3, 1, tzinfo=plus2),
+        1, 2.5, 0, True, None, math.nan, "", "1",
+    ]  # fmt: skip
+    values: list[Any] = [
+        *operands, "Storage", "2024-05-01T23:59:00", "2024-05-02", "2024-05-03", "2024-05-03T10:00:00Z",
+        "2024-05-03T10:00:00+00:00", "2024-05-03T10:00:01", date(2024, 5, 3), datetime(2024, 5, 1),
+        datetime(2024, 6, 1, 23, tzinfo=plus2), datetime(2024, 6, 2, 8, 30, tzinfo=timezone.utc),
+        datetime(2024, 6, 2, 10, 30, tzinfo=plus2), datetime(2024, 6, 2, 23, 59), "2024-06-02",
+        datetime(2024, 6, 2, 23, tzinfo=timezone.utc), 1.0, 2, 1 + 0j, False, 2.5000001, float("nan"),
+        "2024-13-45 ", {"a": 1}, ["storage"], ("x", 1.0), b"storage", _UnhashableText("storage"),
+        _UnhashableText("2024-05-01"), _UnhashableText("other"),
+    ]  # fmt: skip
+    one_of = compile_filters({"v": {"in": operands}})
+    each = [compile_filters({"v": o}) for o in operands]
+    assert one_of is not None and all(e is not None for e in each)
+    for value in values:
+        for meta in ({"v": value}, {"v": [value]}, {"v": ["zzz", value]}):
+            expected = any(e(meta) for e in each if e is not None)
+            assert one_of(meta) is expected, (value, meta)
+    # spot checks that the oracle itself means what the module doc says
+    assert one_of({"v": "2024-05-01T23:59:00"}) and one_of({"v": datetime(2024, 6, 2, 10, 30, tzinfo=plus2)})
+    assert not one_of({"v": "2024-05-03T10:00:01"}) and not one_of({"v": math.nan}) and not one_of({"v": False})
+
+
+def test_in_with_100k_dates_is_a_set_lookup() -> None:
+    """Dates were still compared one by one: 100k ISO days over 300 rows took 45 s."""
+    import time
+    from datetime import timedelta
+
+    metadata = [{"day": f"2024-01-{1 + i % 9:02d}", "at": f"2024-01-0{1 + i % 3}T10:00:00Z"} for i in range(300)]
+    days = [(date(1800, 1, 1) + timedelta(days=i)).isoformat() for i in range(100_000)]  # up to 2073
+    moments = [datetime(2000, 1, 1) + timedelta(minutes=i) for i in range(100_000)]
+    t0 = time.perf_counter()
+    by_day = compile_filters({"day": {"in": [*days[:80_000], "2024-01-02T09:00:00"]}})
+    by_moment = compile_filters({"at": {"in": [*moments, datetime(2024, 1, 2, 10), date(2024, 1, 3)]}})
+    assert by_day is not None and by_moment is not None
+    assert sum(by_day(m) for m in metadata) == 34  # 2024 is past the 80k days: only the datetime's day
+    assert sum(by_moment(m) for m in metadata) == 200  # 01-02 10:00 exactly, and all of 01-03
+    assert time.perf_counter() - t0 < 1
+
+
+def test_spec_size_is_bounded_with_a_short_error() -> None:
+    from plm_core.filters import MAX_FILTER_KEYS, MAX_IN_VALUES
+
+    with pytest.raises(PlmUserError, match=f"at most {MAX_FILTER_KEYS} are allowed"):
+        compile_filters({f"k{i}": i for i in range(MAX_FILTER_KEYS + 1)})
+    half = MAX_IN_VALUES // 2 + 1
+    with pytest.raises(PlmUserError, match="all keys together") as info:
+        compile_filters({"a": {"in": list(range(half))}, "b": {"in": list(range(half))}})
+    assert "'b'" in str(info.value)
+    for huge in ({"tags": list(range(500_000))}, {"v": {"gte": "x" * 500_000}}, ["x"] * 500_000):
+        with pytest.raises(PlmUserError) as info:
+            compile_filters(huge)  # type: ignore[arg-type]
+        assert len(str(info.value)) < 600, "an error echoing a user's spec stays one short paragraph"

@@ -280,3 +280,138 @@ def test_cli_rejects_a_malformed_cases_file_before_loading_anything(tmp_path: Pa
     assert res.returncode == 2, res.stdout + res.stderr
     assert res.stderr.startswith("error: ") and "Traceback" not in res.stderr
     assert "case 1 ('rpo'): unknown key 'expect.txt_contains'" in res.stderr
+
+
+# ---------------------------------------------------------------- filtered cases
+
+
+def _filtered_hit(rank: int, **metadata: Any) -> Hit:
+    return Hit(f"c{rank}", f"d{rank}", 1.0 / rank, rank, "text", ("T",), metadata)
+
+
+@pytest.mark.parametrize(
+    ("filters", "inside", "outside"),
+    [
+        ("{version: {gte: 3}}", [{"version": 4}, {"version": 3.0}], {"version": 2}),
+        ("{version: {gt: 1, lte: 5}}", [{"version": 5}], {"version": "5"}),  # a string is not a number
+        ("{section: {in: [ops, security]}}", [{"section": "security"}, {"section": "ops"}], {"section": "billing"}),
+        ("{section: {ne: billing}}", [{"section": "ops"}], {"section": "billing"}),
+        ("{section: {ne: billing}}", [{"section": "ops"}], {"team": "x"}),  # a missing key never matches
+        # YAML reads 2024-05-01 as a date; front matter keeps dates as strings; a date is the whole day
+        (
+            "{updated: {gte: 2024-05-01}}",
+            [{"updated": "2024-05-01T08:00:00Z"}, {"updated": "2025-01-01"}],
+            {"updated": "2024-04-30"},
+        ),
+        ("{updated: 2024-05-01}", [{"updated": "2024-05-01T23:59:00"}], {"updated": "2024-05-02"}),
+        ("{updated: {in: [2024-05-01, 2024-06-01]}}", [{"updated": "2024-06-01"}], {"updated": "2024-05-31"}),
+        ("{tags: db}", [{"tags": ["backup", "db"]}], {"tags": ["backup"]}),  # a list value contains
+        ("{tags: {in: [db, ops]}}", [{"tags": ["x", "ops"]}], {"tags": []}),
+        ("{tags: {ne: db}}", [{"tags": ["ops"]}], {"tags": ["ops", "db"]}),
+        ("{draft: false}", [{"draft": False}], {"draft": 0}),  # booleans are not numbers
+    ],
+)
+def test_filtered_results_are_judged_by_plm_core_filters(
+    tmp_path: Path, filters: str, inside: list[dict[str, Any]], outside: dict[str, Any]
+) -> None:
+    """`plm validate` must not call valid filtered results "retrieval ignored filters"
+    (it used plain equality), yet still catch a hit the filters exclude."""
+    path = write(tmp_path, f"cases:\n  - query: q\n    filters: {filters}\n    expect: {{doc_id: d1}}\n")
+    (filtered,) = load_cases(path)
+    hits = [_filtered_hit(rank, **meta) for rank, meta in enumerate(inside, 1)]
+    result = run_case(FakeJob(hits), filtered)
+    assert result.status == "pass", result.report()
+    result = run_case(FakeJob([*hits, _filtered_hit(len(hits) + 1, **outside)]), filtered)
+    assert result.status == "error", result.report()
+    assert result.messages[0].startswith(f"retrieval ignored filters {filtered.filters}: rank {len(hits) + 1} ")
+
+
+def test_a_bad_filter_spec_is_a_file_error_naming_the_case(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "cases:\n  - {query: a, expect: {doc_id: x}}\n"
+        "  - name: newer\n    query: b\n    filters: {version: {newer_than: 3}}\n    expect: {doc_id: x}\n",
+    )
+    with pytest.raises(PlmUserError) as info:
+        load_cases(path)
+    message = str(info.value)
+    assert message.startswith(f"{path}: case 2 ('newer'): filters: filter on 'version': unknown operator"), message
+
+
+def test_a_bad_filter_spec_the_retriever_ignored_is_an_error_result() -> None:
+    filtered = Case.model_validate({"query": "q", "filters": {"v": {"in": []}}, "expect": {"doc_id": "x"}})
+    result = run_case(FakeJob(HITS), filtered)  # a stub that never looks at the filters
+    assert result.status == "error" and "'in' needs at least one value" in result.messages[0]
+
+
+# ---------------------------------------------------------------- hostile files
+
+
+def _one_line_error(path: Path) -> str:
+    with pytest.raises(PlmUserError) as info:
+        load_cases(path)
+    message = str(info.value)
+    assert message.startswith(str(path)) and "\n" not in message, message
+    return message
+
+
+BILLION_LAUGHS = "cases:\n  - &a0 [x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"  - &a{i} [" + ", ".join([f"*a{i - 1}"] * 9) + "]\n" for i in range(1, 9)
+)  # 9 ** 8 values at the last level
+
+
+def test_nested_aliases_are_one_line_error_in_milliseconds(tmp_path: Path) -> None:
+    import time
+
+    path = write(tmp_path, BILLION_LAUGHS)
+    t0 = time.perf_counter()
+    message = _one_line_error(path)
+    assert time.perf_counter() - t0 < 1  # was 19 s and 1.9 GB
+    assert "aliases" in message and "over the limit of 200,000" in message
+
+
+def test_the_alias_limit_counts_what_aliases_add_not_the_files_own_values(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A long file without aliases is not a "billion laughs"; a shared block is fine
+    until its copies add more than the limit."""
+    import plm_eval.validation as validation
+
+    monkeypatch.setattr(validation, "MAX_ALIAS_VALUES", 50)
+    plain = "".join(f"  - {{query: q{i}, expect: {{doc_id: [a, b, c], not_doc_id: [x, y]}}}}\n" for i in range(40))
+    assert len(load_cases(write(tmp_path, "cases:\n" + plain))) == 40  # 400+ values of its own
+    shared = "  - {query: q0, expect: {doc_id: x, not_doc_id: &ids [a, b, c, d]}}\n"
+    copies = "".join(f"  - {{query: q{i}, expect: {{doc_id: x, not_doc_id: *ids}}}}\n" for i in range(1, 11))
+    assert len(load_cases(write(tmp_path, "cases:\n" + shared + copies))) == 11  # 10 copies add 50
+    more = "  - {query: q11, expect: {doc_id: x, not_doc_id: *ids}}\n"
+    assert "expand to 55 more values" in _one_line_error(write(tmp_path, "cases:\n" + shared + copies + more))
+
+
+def test_undecodable_and_unprintable_text_is_one_line_naming_file_line_and_offset(tmp_path: Path) -> None:
+    path = tmp_path / "cases.yaml"
+    path.write_bytes(b"cases:\n  - query: caf\xe9\n    expect: {doc_id: x}\n")
+    assert f"{path}:2: not UTF-8 text (byte offset 21" in _one_line_error(path)
+    path.write_text("cases:\n  - query: a\x00b\n    expect: {doc_id: x}\n")
+    assert f"{path}:2: malformed YAML: character #x0000 at offset 19" in _one_line_error(path)
+    path.write_bytes(b"\xef\xbb\xbfcases:\n  - {query: a, expect: {doc_id: x}}\n")  # a UTF-8 BOM is fine
+    assert [c.query for c in load_cases(path)] == ["a"]
+
+
+@pytest.mark.parametrize(
+    "content", [b"cases:\n  - query: caf\xe9\n", BILLION_LAUGHS.encode()], ids=["latin1", "aliases"]
+)
+def test_cli_reports_a_hostile_cases_file_as_one_error(tmp_path: Path, content: bytes) -> None:
+    path = tmp_path / "cases.yaml"
+    path.write_bytes(content)
+    res = subprocess.run(
+        [sys.executable, "-m", "plm_core.cli", "validate", "-c", str(REPO / "configs" / "poc_parity.toml")]
+        + ["--cases", str(path)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
+        env={**os.environ, "PLM_PROGRESS": "0"},
+    )
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert res.stderr.startswith(f"error: {path}") and "Traceback" not in res.stderr, res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1, res.stderr
