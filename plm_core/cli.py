@@ -74,9 +74,7 @@ def open_job(config: Path, overrides: list[str] | None, dataset: Path | None, in
 
 
 @plugins_app.callback(invoke_without_command=True)
-def plugins(
-    ctx: typer.Context, as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False
-) -> None:
+def plugins(ctx: typer.Context, as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
     """List registered components: name, family, package, version, module."""
     if ctx.invoked_subcommand is not None:
         return

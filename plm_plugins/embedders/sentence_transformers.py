@@ -46,19 +46,20 @@ class SentenceTransformerEmbedder(Embedder):
 
     class Config(ComponentConfig):
         model: str | list[str] = "all-MiniLM-L6-v2"
-        """A model name, a local folder, or a preference list: the first that loads is used."""
+        """A model name, a local folder, or a preference list of them: the first that loads is
+        used (a folder, the packaged all-MiniLM-L6-v2, the HF cache, then the hub when online)."""
         batch_size: int = Field(32, ge=1)
         """Texts per encode batch (the POC's 32; it changes padding, hence the last bits of the vectors)."""
         device: str | None = None
-        """A torch device ('cpu', 'cuda'); None: PLM_DEVICE."""
+        """The torch device, e.g. "cpu", "cuda" or "mps"; unset: the PLM_DEVICE setting (default cpu)."""
         normalize: bool = True
-        """L2-normalise every vector, so a dot product is the cosine similarity."""
+        """true: L2-normalise every vector, so a dot product is the cosine similarity."""
         max_seq_length: int | None = Field(None, ge=1)
-        """Tokens read per text; None: the model's own (256 for MiniLM)."""
+        """Tokens read per text, the rest truncated; unset: the model's own (256 for MiniLM)."""
         query_prefix: str = ""
-        """Prepended to every query before embedding (e.g. an E5 or BGE instruction)."""
+        """Text prepended to every query before embedding (e.g. an E5 or BGE instruction)."""
         doc_prefix: str = ""
-        """Prepended to every chunk text before embedding."""
+        """Text prepended to every chunk text before embedding (e.g. E5's "passage: ")."""
 
         @field_validator("model")
         @classmethod

@@ -59,9 +59,12 @@ class PocEnricher(ChunkTransform):
     family = "enrichers"
 
     class Config(ComponentConfig):
-        max_keywords: int = Field(7, ge=0, description="keywords shown, best first")
-        per_label: int = Field(2, ge=0, description="entity values taken from each label")
-        max_entities: int = Field(5, ge=0, description="entity values shown in total")
+        max_keywords: int = Field(7, ge=0)
+        """Keywords put in the prefix, best first (0: none)."""
+        per_label: int = Field(2, ge=0)
+        """Entity values taken from each label, labels in first-seen order (0: no entities)."""
+        max_entities: int = Field(5, ge=0)
+        """Entity values put in the prefix in total, after per_label (0: none)."""
 
     config: Config
 

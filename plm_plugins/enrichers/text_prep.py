@@ -28,10 +28,11 @@ CODE_SPAN = re.compile(r"```[\s\S]*?```|`[^`\n]+`")
 class TextPrepConfig(ComponentConfig):
     """The text-preparation parameters every extractor shares (mixed into its Config)."""
 
-    min_chars: int = Field(50, ge=0, description="chunks whose stripped text is shorter get nothing")
-    code_ratio: float = Field(
-        0.3, ge=0.0, le=1.0, description="blank code spans when they exceed this share of characters"
-    )
+    min_chars: int = Field(50, ge=0)
+    """Chunks whose stripped text has fewer characters get no keywords or entities (0: none skipped)."""
+    code_ratio: float = Field(0.3, ge=0.0, le=1.0)
+    """Share of a chunk's characters (0 to 1) in code spans (``` blocks, `inline`) above which
+    those spans are blanked before analysis, since YAKE and NER read noise in shell and YAML."""
 
 
 def code_share(text: str) -> float:
@@ -83,9 +84,12 @@ def group_entities(
 class EntityConfig(TextPrepConfig):
     """What every entity extractor reads and keeps (mixed into its Config)."""
 
-    labels: list[str] = Field(min_length=1, description="entity labels kept, e.g. ORG, PRODUCT")
-    max_chars: int = Field(5000, ge=1, description="only the first max_chars characters are read")
-    max_per_label: int = Field(5, ge=1, description="distinct values kept per label, in order of appearance")
+    labels: list[str] = Field(min_length=1)
+    """Entity labels kept (at least one), e.g. ORG, PRODUCT; entities with other labels are dropped."""
+    max_chars: int = Field(5000, ge=1)
+    """Characters of each prepared chunk text the model reads; the rest is ignored."""
+    max_per_label: int = Field(5, ge=1)
+    """Distinct values kept per label, in order of appearance in the chunk."""
 
 
 class EntityExtractor(ChunkTransform):

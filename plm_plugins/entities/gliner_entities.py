@@ -47,14 +47,19 @@ class GlinerEntityExtractor(EntityExtractor):
     settings: Any  # plm's runtime settings (offline), when built by a job
 
     class Config(EntityConfig):
-        model: str = Field("urchade/gliner_multi-v2.1", description="hub name or local folder")
-        labels: list[str] = Field(
-            default_factory=lambda: list(DEFAULT_LABELS), min_length=1, description="entity labels GLiNER looks for"
-        )
-        threshold: float = Field(0.5, ge=0.0, le=1.0, description="minimum span score")
-        batch_size: int = Field(8, ge=1, description="texts per GLiNER batch")
-        # GLiNER itself reads at most its max_len (384 for v2.1) words of each text (and max_chars).
-        device: str = Field("cpu", description="torch device, e.g. 'cpu' or 'cuda'")
+        model: str = "urchade/gliner_multi-v2.1"
+        """A Hugging Face hub name or a local folder saved with GLiNER.save_pretrained (tried
+        first as a folder, then in the HF cache, then on the hub unless offline)."""
+        labels: list[str] = Field(default_factory=lambda: list(DEFAULT_LABELS), min_length=1)
+        """Entity labels GLiNER looks for, in plain words (at least one); the default is the
+        POC's nine spaCy labels in words."""
+        threshold: float = Field(0.5, ge=0.0, le=1.0)
+        """Minimum span score (0 to 1) for an entity to be kept."""
+        batch_size: int = Field(8, ge=1)
+        """Texts per GLiNER inference batch. GLiNER itself reads at most its max_len (384 for
+        v2.1) words of each text, within max_chars."""
+        device: str = "cpu"
+        """The torch device the model runs on, e.g. "cpu", "cuda" or "cuda:1"."""
 
     config: Config
     _model: Any  # a gliner.GLiNER, set by warm_up

@@ -87,14 +87,18 @@ class ComparisonReporter(BaseComponent[object, object]):
 
     class Config(ComponentConfig):
         test: Literal["permutation", "ttest"] = "permutation"
-        """The paired significance test between each config and the first."""
+        """The paired significance test of each config against the first, over the queries:
+        "permutation" (paired randomisation, two-sided) or "ttest" (paired t-test)."""
         n_resamples: int = Field(10000, ge=100)
-        """Random sign flips of the permutation test."""
+        """Resamples (random swaps within each query's pair) of the permutation test, >= 100;
+        more gives steadier p-values, slower. Ignored by "ttest"."""
         seed: int = 0
-        """Seed of the permutation test, so p-values repeat."""
+        """Random seed of the permutation test, so p-values repeat from run to run."""
         chart: bool = True
-        """Also write metrics.png."""
-        alpha: float = Field(0.05, gt=0, lt=1, description="p below this is marked significant")
+        """true: also write metrics.png, bars per metric and config, one panel per query set
+        (needs matplotlib)."""
+        alpha: float = Field(0.05, gt=0, lt=1)
+        """Significance level (between 0 and 1): a p-value below it marks the difference significant."""
 
     config: Config
 

@@ -68,11 +68,13 @@ class IRMetricsEvaluator(BaseComponent[object, object]):
 
     class Config(ComponentConfig):
         chunk_k: int = Field(5, ge=1)
-        """Chunks in the POC's chunk view (Hit@1, Hit@k, MRR)."""
+        """Chunks retrieved for the POC's chunk view (Hit@1, Hit@k and MRR over the top chunk_k)."""
         doc_k: int = Field(100, ge=1)
-        """Chunks retrieved for the doc view, turned into a doc ranking by first occurrence."""
+        """Chunks retrieved for the doc view (at least chunk_k are), turned into a doc ranking
+        by first occurrence; the doc measures see at most this many docs."""
         measures: list[str] = ["nDCG@10", "R@100", "RR@10"]
-        """ir-measures names scored on the doc ranking."""
+        """ir-measures names scored on the doc ranking, e.g. "nDCG@10", "R@100", "RR@10", "P@5",
+        "AP"; each becomes a metric of the report."""
 
     config: Config
 

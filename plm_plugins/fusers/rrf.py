@@ -27,13 +27,15 @@ class Profile(ComponentConfig):
     """One set of fusion settings."""
 
     k: float = Field(60.0, gt=0, le=1e9, allow_inf_nan=False)
-    """The RRF constant added to every rank (the POC: 60, or 10 when expanded)."""
+    """The RRF constant added to every rank (at least 1e-6): higher evens out the top ranks'
+    contributions. The POC: 60, or 10 when expanded."""
     weights: dict[str, Annotated[float, Field(ge=0, le=1e9, allow_inf_nan=False)]] = Field(
         default_factory=lambda: {"dense": 1.0, "bm25": 1.0}
     )
-    """Source label (the retriever's table name) -> weight."""
+    """Source label (the retriever's table name, e.g. bm25) -> weight (>= 0) its 1/(k + rank)
+    terms are multiplied by; it must name exactly the hybrid stage's retrievers."""
     candidates_factor: int = Field(10, ge=1, le=10_000)
-    """Candidates per source = min(wanted hits x this, number of chunks)."""
+    """Candidates asked of each source = min(wanted hits x this, number of chunks)."""
 
     @field_validator("k")
     @classmethod
@@ -50,9 +52,9 @@ class RRFFuser(Fuser):
 
     class Config(ComponentConfig):
         order: list[str] = Field(default_factory=lambda: ["dense", "bm25"])
-        """Sources are added to the score map in this order. The POC added semantic results
-        first, then BM25; with many exact ties (identical generated pages) this order decides
-        the final ranking, so it is part of the algorithm."""
+        """Source labels in the order they are added to the score map (unlisted ones after).
+        The POC added semantic results first, then BM25; with many exact ties (identical
+        generated pages) this order decides the final ranking, so it is part of the algorithm."""
         rank_base: int = Field(0, ge=0)
         """Added to the 0-based rank: 0 is the POC (1/(k+0) for the top hit); 1 is the
         textbook RRF with 1-based ranks."""
@@ -62,9 +64,10 @@ class RRFFuser(Fuser):
             default_factory=lambda: Profile(k=10, weights={"dense": 0.3, "bm25": 3.0}, candidates_factor=20)
         )
         """Settings for queries whose expander names "expanded" (the dictionary expander does
-        when a trigger fired); None: those get `default` too."""
+        when a trigger fired); None (from Python: TOML has no null) sends them to `default`."""
         profiles: dict[str, Profile] = Field(default_factory=dict)
-        """More named profiles, for expanders or rewriters that name other ones."""
+        """More named profiles (name -> a table like `default`), for expanders or rewriters
+        that name other ones."""
 
     config: Config
 

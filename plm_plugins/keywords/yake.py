@@ -29,12 +29,21 @@ class YakeKeywordExtractor(ChunkTransform):
     cache_fields = ("keywords",)
 
     class Config(TextPrepConfig):
-        lan: str = Field("en", description="YAKE stopword language")
-        n: int = Field(2, ge=1, le=6, description="longest keyword, in words")
-        top: int = Field(10, ge=1, description="keywords kept per chunk")
-        dedup_lim: float = Field(0.9, ge=0.0, le=1.0, description="similarity above which a candidate is dropped")
-        dedup_func: Literal["seqm", "jaro", "levs"] = Field("seqm", description="YAKE's similarity for deduplication")
-        window_size: int = Field(1, ge=1, description="co-occurrence window")
+        lan: str = "en"
+        """YAKE's stopword language: a two-letter code such as "en", "de" or "pt"; one YAKE has
+        no list for falls back to its language-neutral list."""
+        n: int = Field(2, ge=1, le=6)
+        """Longest keyword, in words (1 to 6)."""
+        top: int = Field(10, ge=1)
+        """Keywords kept per chunk, best first (fewer when the text has fewer candidates)."""
+        dedup_lim: float = Field(0.9, ge=0.0, le=1.0)
+        """Similarity (0 to 1) to a better keyword above which a candidate is dropped; 1 turns
+        deduplication off."""
+        dedup_func: Literal["seqm", "jaro", "levs"] = "seqm"
+        """How deduplication measures similarity: "seqm" (YAKE's sequence matcher), "jaro"
+        (Jaro-Winkler) or "levs" (Levenshtein ratio)."""
+        window_size: int = Field(1, ge=1)
+        """Co-occurrence window, in words on each side, that YAKE scores a term's context with."""
 
     config: Config
     _extractor: Any  # a yake.KeywordExtractor, set by warm_up

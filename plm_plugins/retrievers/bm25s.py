@@ -50,20 +50,21 @@ class BM25Retriever(Retriever):
         """The BM25 variant: rank_bm25_okapi is the POC's rank_bm25.BM25Okapi, bit for bit; the
         others are bm25s's own."""
         k1: float = Field(1.5, ge=0)
-        """Term-frequency saturation: higher lets repeated words count longer."""
+        """Term-frequency saturation (>= 0, usually 1.2 to 2): higher lets repeated words count
+        longer; 0 ignores term frequency."""
         b: float = Field(0.75, ge=0, le=1)
-        """Length normalisation: 0 ignores chunk length, 1 normalises fully."""
+        """Length normalisation (0 to 1): 0 ignores chunk length, 1 normalises fully."""
         delta: float = Field(0.5, ge=0)
-        """The lower bound added to term scores (bm25l and bm25+ only)."""
+        """The lower bound added to term scores (bm25l and bm25+ only; ignored by the others)."""
         epsilon: float = Field(0.25, ge=0)
-        """rank_bm25_okapi only: negative IDFs become epsilon x the mean IDF."""
+        """rank_bm25_okapi only: negative IDFs (terms in more than half of the chunks) become
+        epsilon x the mean IDF."""
         dtype: Literal["float64", "float32"] = "float64"
         """Score precision: float64 is what rank_bm25 summed in (bit-identical scores);
         float32 halves the index but its rounding can reorder near-ties."""
         drop_zero_scores: bool | None = None
-        """Leave out chunks that share no word with the query. None (default): yes, except
-        with method = "rank_bm25_okapi", the POC's scoring, whose zero-score candidates
-        still earned RRF points."""
+        """true: leave out chunks that share no word with the query; unset: true, except with
+        method = "rank_bm25_okapi", the POC's scoring, whose zero-score candidates still earned RRF points."""
 
     config: Config
 

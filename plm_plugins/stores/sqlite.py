@@ -155,9 +155,11 @@ class SQLiteStore(Store):
 
     class Config(ComponentConfig):
         filename: str = Field("plm.sqlite", pattern=r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,99}$")
-        """The database file inside the index folder (a plain name: it never leaves the folder)."""
+        """The database file's name inside the index folder: letters, digits, '.', '_' and '-'
+        (no path, so it never leaves the folder)."""
         busy_timeout_ms: int = Field(30_000, ge=0, le=3_600_000)
-        """How long a writer waits for another writer's lock before giving up with an error."""
+        """Milliseconds (0 to 3,600,000) a writer waits for another writer's lock before giving
+        up with an error; 0 fails at once."""
 
     config: Config
 
