@@ -10,14 +10,22 @@ Offsets are those of the section a chunk came from: `start_char` is where its fi
 section (or the document) starts and `end_char` where its last section ends. The pieces
 of one split section therefore share a span, and a chunk's text is not always a slice of
 the document (headings are re-rendered, paragraphs re-joined, "(continued)" added).
+
+Any file is chunked in time and output linear in its size: one pass per stage, folds
+joined once, repeated titles capped. The POC let a chunk grow past `max_words` when one
+paragraph was longer (with the sentence carried before it) and when short pieces were
+folded into a full chunk; poc_needle's reference depends on both, so by default they are
+kept, behind guards the corpus never reaches (`OVERSIZE_FACTOR`, `_keeps_overlap`,
+`_folds`, `_bounded`). With `strict_max_words` no chunk ever exceeds `max_words`.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
+from itertools import pairwise
 from typing import TYPE_CHECKING
 
 from pydantic import Field, model_validator
@@ -72,27 +80,53 @@ def last_sentences(paragraph: str, n: int) -> str:
     return paragraph[breaks[-n].end() :] if len(breaks) >= n else paragraph
 
 
-# Without strict_max_words, the POC's overshoots are kept (poc_needle has an 8,474-word
-# table paragraph and 15 folds past max_words, which the reference depends on) but
-# bounded: nothing grows past this many times max_words (the POC's largest chunk is
-# 8,481 words, 10.6x), whether by one huge paragraph or by folding many tiny pieces.
+# The POC kept a paragraph of any size whole (poc_needle has a generated HTML block of
+# 8,474 words, and its largest chunk has 8,481, 10.6x max_words). Without strict_max_words
+# that quirk is kept, but a paragraph is cut at word boundaries past this many times
+# max_words, and so is any chunk (`_bounded`): one giant paragraph (a minified file, a
+# dump) no longer becomes one giant chunk.
 OVERSIZE_FACTOR = 16
+# A title is a whole line of any length, and it is copied into the heading_path of every
+# chunk under it and into each "(continued)" heading: copies are cut to this many
+# characters so that output stays linear in the input. poc_needle's longest title has
+# 575; the section's own text keeps its heading line whole.
+MAX_TITLE_CHARS = 1_000
 _WORD = re.compile(r"\S+")
 
 
-def split_words(text: str, limit: int) -> list[str]:
-    """`text` cut at word boundaries into pieces of at most `limit` words, in order.
+def word_starts(text: str) -> list[int]:
+    """Where each word that `word_count` counts starts: a code span ends a word, as the
+    space that replaces it does."""
+    starts: list[int] = []
+    pos = 0
+    for span in CODE_SPAN.finditer(text):
+        starts.extend(w.start() for w in _WORD.finditer(text, pos, span.start()))
+        pos = span.end()
+    starts.extend(w.start() for w in _WORD.finditer(text, pos))
+    return starts
 
-    Words are counted as `word_count` counts them only for text without code spans; a
-    paragraph that is one code span has no words and is never cut.
+
+def split_words(text: str, limit: int) -> list[str]:
+    """`text` cut before every `limit`-th word into pieces of at most `limit` words each.
+
+    Cuts fall outside code spans, so each piece counts alone exactly the words it holds
+    in `text`; a text that is one code span has no words and is never cut.
     """
     if limit <= 0 or word_count(text) <= limit:
         return [text]
-    starts = [m.start() for m in _WORD.finditer(text)]
-    return [
-        text[starts[i] : starts[i + limit] if i + limit < len(starts) else len(text)].strip()
-        for i in range(0, len(starts), limit)
-    ]
+    cuts = [0, *word_starts(text)[limit::limit], len(text)]
+    return [text[a:b].strip() for a, b in pairwise(cuts)]
+
+
+def continued_heading(level: int, title: str, max_title_words: int) -> str:
+    """The heading of each packed piece after a section's first, as the POC wrote it.
+
+    Level 0 (the intro, or a document without headings) still gets its zero hashes, as in
+    the POC: " Introduction (continued)". Only the title's first `max_title_words` words
+    are repeated (a guard: the POC repeated the whole line).
+    """
+    title = split_words(title, max_title_words)[0] if max_title_words else ""
+    return f"{'#' * level} {title} (continued)\n\n"
 
 
 @dataclass
@@ -107,6 +141,7 @@ class _Piece:
     title: str = ""
     part: int | None = None
     extra: list[str] | None = None  # texts folded in by the final pass, joined once at the end
+    cut: int | None = None  # numbers the pieces of a chunk that `_bounded` had to cut
 
 
 class MarkdownSemanticChunker(Chunker):
@@ -134,9 +169,18 @@ class MarkdownSemanticChunker(Chunker):
                     f"need min_words <= target_words <= max_words, got {self.min_words}, "
                     f"{self.target_words}, {self.max_words}"
                 )
+            # A "# (continued)" heading is two words; a piece needs room for it and a word.
+            if self.strict_max_words and self.max_words < 3:
+                raise ValueError(f"strict_max_words needs max_words >= 3, got {self.max_words}")
             return self
 
     config: Config
+
+    @property
+    def _ceiling(self) -> int:
+        """No chunk has more words than this: max_words, or the POC's bounded overshoot."""
+        cfg = self.config
+        return cfg.max_words if cfg.strict_max_words else cfg.max_words * OVERSIZE_FACTOR
 
     def run(self, data: list[Document]) -> list[Chunk]:
         return [chunk for doc in data for chunk in self.chunk_document(doc)]
@@ -144,7 +188,7 @@ class MarkdownSemanticChunker(Chunker):
     def chunk_document(self, doc: Document) -> list[Chunk]:
         if not doc.text.strip():
             return []  # nothing to retrieve; the POC never met an empty page
-        pieces = self._final_merge(self._split(self._merge_tiny(self._sections(doc.text))))
+        pieces = self._bounded(self._final_merge(self._split(self._merge_tiny(self._sections(doc.text)))))
         metadata = {**doc.metadata, "title": doc.title}
         # The doc id, not the absolute path: the id must survive moving the corpus folder.
         source = doc.id
@@ -152,6 +196,7 @@ class MarkdownSemanticChunker(Chunker):
         for i, p in enumerate(pieces):
             # Pieces of one split section share a span; the part number keeps their ids apart.
             key = f"{source}:{p.start}:{p.end}" + ("" if p.part is None else f":{p.part}")
+            key += "" if p.cut is None else f"/{p.cut}"
             chunks.append(
                 Chunk(
                     id=f"{doc.id}_mdsem_{i}",
@@ -178,17 +223,19 @@ class MarkdownSemanticChunker(Chunker):
         stack: list[tuple[int, str]] = []
         for i, m in enumerate(headings):
             end = headings[i + 1].start() if i + 1 < len(headings) else len(text)
-            level, title = len(m.group(1)), m.group(2).strip()
+            hashes, title = m.group(1), m.group(2).strip()
+            level, short = len(hashes), title[:MAX_TITLE_CHARS].rstrip()
             while stack and stack[-1][0] >= level:
                 stack.pop()
-            stack.append((level, title))
+            stack.append((level, short))
             body = text[m.end() : end].strip()
             path = tuple(t for _, t in stack)
-            sections.append(_Piece(f"{m.group(1)} {title}\n\n{body}", m.start(), end, path, level, title))
+            sections.append(_Piece(f"{hashes} {title}\n\n{body}", m.start(), end, path, level, short))
         return sections
 
     def _merge_tiny(self, sections: list[_Piece]) -> list[_Piece]:
-        # One pairwise pass: the merged section is not re-checked, even if still tiny.
+        # One pairwise pass: the merged section is not re-checked, even if still tiny. A
+        # merged section over max_words is packed like any long one, so no guard is needed.
         merged: list[_Piece] = []
         i = 0
         while i < len(sections):
@@ -212,22 +259,30 @@ class MarkdownSemanticChunker(Chunker):
         """A long section as pieces of about target_words words, each after the first
         starting with a "(continued)" heading and the previous piece's last sentence."""
         cfg = self.config
-        # Level 0 is the intro: the POC still wrote its (zero) hashes, hence " Introduction".
-        prefix = f"{'#' * section.level} {section.title} (continued)\n\n"
+        # A title may be as long as its line: only as many words are repeated as leave room
+        # for a target-sized body within max_words (the "2" is the hashes and "(continued)"),
+        # and at least a quarter of max_words. The POC's titles (81 words at most) are whole.
+        title_words = max(cfg.max_words - cfg.target_words - 2, cfg.max_words // 4)
+        prefix = continued_heading(section.level, section.title, title_words)
+        # Body sizes in words: `fit` keeps a piece and its heading within max_words, `room`
+        # is the most any body holds (fit when strict).
+        fit = max(1, cfg.max_words - word_count(prefix))
+        room = max(fit, self._ceiling - word_count(prefix))
         bodies: list[str] = []
         buffer: list[str] = []
-        words = 0
-        # Strict: a piece plus its "(continued)" heading fits max_words.
-        limit = max(1, cfg.max_words - word_count(prefix)) if cfg.strict_max_words else cfg.max_words * OVERSIZE_FACTOR
-        for para in (piece for p in paragraphs(section.text) for piece in split_words(p, limit)):
+        words = 0  # kept as the buffer grows, never re-counted
+        for para in (piece for p in paragraphs(section.text) for piece in split_words(p, room)):
             para_words = word_count(para)
+            # The POC packs up to target_words; a piece after the first also leaves room for
+            # its heading (never binding in the POC's settings, only when target is near max).
+            budget = cfg.target_words if not bodies else min(cfg.target_words, fit)
             # Only the buffer's words so far are compared: the carried sentence counts, and a
-            # piece may end up over target (one huge paragraph, or overlap + paragraph).
-            if buffer and words + para_words > cfg.target_words:
+            # piece may end up over budget (one big paragraph, or overlap + paragraph).
+            if buffer and words + para_words > budget:
                 bodies.append("\n\n".join(buffer))
                 carried = last_sentences(buffer[-1], cfg.overlap_sentences)
                 words = word_count(carried)
-                if words + para_words > limit:  # a "sentence" with no break is a whole paragraph
+                if not self._keeps_overlap(words, para_words, fit, room):
                     carried, words = "", 0
                 buffer = [carried] if carried else []
             buffer.append(para)
@@ -240,34 +295,69 @@ class MarkdownSemanticChunker(Chunker):
             for part, body in enumerate(bodies)
         ]
 
+    @staticmethod
+    def _keeps_overlap(carried_words: int, para_words: int, fit: int, room: int) -> bool:
+        """Whether the carried sentence(s) may start the next piece, before a paragraph.
+
+        The POC always carried them. Guard: the overlap never pushes a piece past max_words
+        (a "sentence" with no break is a whole paragraph, and may be as long as one), except
+        before a paragraph that alone is over it (a POC quirk: poc_needle has six, e.g. 20
+        carried words before an 839-word paragraph), and then only within `room`.
+        """
+        total = carried_words + para_words
+        return total <= fit or (para_words > fit and total <= room)
+
     def _final_merge(self, pieces: list[_Piece]) -> list[_Piece]:
         """Fold each chunk under min_words into the one before (the first is never folded
-        back). Texts are collected and joined once, so this stays linear however many tiny
-        pieces a file has; a fold that would take a chunk past max_words (without strict:
-        past OVERSIZE_FACTOR x max_words, which the POC never reached) starts a new chunk
-        instead, so folds cannot cascade into one huge chunk."""
-        cfg = self.config
+        back). Texts are collected and joined once at the end, so this stays linear however
+        many tiny pieces a file has."""
         kept: list[_Piece] = []
-        kept_words = 0
+        kept_words = folded_words = 0  # of kept[-1]: in all, and how many came from folds
         for p in pieces:
             words = word_count(p.text)
-            if kept and words < cfg.min_words:
-                limit = cfg.max_words if cfg.strict_max_words else cfg.max_words * OVERSIZE_FACTOR
-                room = kept_words + words <= limit
-                if room:
-                    prev = kept[-1]
-                    prev.extra = prev.extra if prev.extra is not None else []
-                    prev.extra.append(p.text)
-                    prev.end = p.end
-                    kept_words += words
-                    continue
-            kept.append(p)
-            kept_words = words
+            if kept and words < self.config.min_words and self._folds(kept_words, folded_words, words):
+                prev = kept[-1]
+                prev.extra = prev.extra if prev.extra is not None else []
+                prev.extra.append(p.text)
+                prev.end = p.end
+                kept_words += words
+                folded_words += words
+            else:
+                kept.append(p)
+                kept_words, folded_words = words, 0
         for p in kept:
             if p.extra:
                 p.text = "\n\n".join([p.text, *p.extra])
                 p.extra = None
         return kept
+
+    def _folds(self, kept_words: int, folded_words: int, words: int) -> bool:
+        """Whether a short chunk of `words` words is folded into the kept chunk before it
+        (`kept_words` words so far, `folded_words` of them from earlier folds).
+
+        The POC always folded, so a run of tiny pieces (a file of bare headings) cascaded
+        into one chunk of any size. A fold within max_words is still always made; one past
+        it only while the folds into that chunk total at most target_words, and never when
+        strict. poc_needle has 15 folds past max_words (reaching 912 words, with at most 171
+        folded in), which its reference depends on; a long run of tiny pieces now fills a
+        chunk to about max_words and starts the next one.
+        """
+        cfg = self.config
+        total = kept_words + words
+        if total <= cfg.max_words:
+            return True
+        return not cfg.strict_max_words and folded_words + words <= cfg.target_words and total <= self._ceiling
+
+    def _bounded(self, pieces: list[_Piece]) -> list[_Piece]:
+        """Last guard: a chunk over the ceiling (max_words when strict), counted on its final
+        text, is cut at word boundaries. The stages above count words piece by piece, as the POC did, and a join
+        can re-pair an unclosed ``` (a `# comment` line splits a code block across
+        sections) so that code counts as words; poc_needle never reaches this."""
+        out: list[_Piece] = []
+        for p in pieces:
+            texts = split_words(p.text, self._ceiling)
+            out.extend([p] if len(texts) == 1 else (replace(p, text=t, cut=i) for i, t in enumerate(texts)))
+        return out
 
 
 @hookimpl
