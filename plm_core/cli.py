@@ -186,7 +186,7 @@ def query(
     ] = None,
 ) -> None:
     """Query an index built by `plm ingest` or `plm run`."""
-    from plm_core.filters import parse_filter_args
+    from plm_core.cli_values import parse_filter_args
 
     filters = parse_filter_args(filter_ or [])  # bad syntax fails before the index is opened
     job = open_job(config, set_, dataset, index)

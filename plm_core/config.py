@@ -23,8 +23,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from plm_core.cli_values import parse_cli_value
 from plm_core.errors import ConfigError, PlmUserError
-from plm_core.filters import parse_cli_value
 from plm_core.interfaces import Embedder, Store
 from plm_core.registry import Registry
 

@@ -51,11 +51,6 @@ Predicate = Callable[[Mapping[str, Any]], bool]
 
 RANGE_OPS = ("gt", "gte", "lt", "lte")
 OPS = ("eq", "ne", "in", *RANGE_OPS)
-_CLI_OPS = {">=": "gte", "<=": "lte", "!=": "ne", "==": "eq", "=": "eq", ">": "gt", "<": "lt"}
-_CLI_ARG = re.compile(r"^\s*([^=<>!\s]+)\s*(>=|<=|!=|==|=|>|<)\s*(.*?)\s*$", re.DOTALL)
-_CLI_HELP = "e.g. --filter team=storage, --filter tags=db,backup, --filter 'version>=2', --filter 'updated<2024-06-01'"
-_INT = re.compile(r"^[-+]?\d+$")
-_FLOAT = re.compile(r"^[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?$")
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _DATETIME = re.compile(r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}")
 _MISSING = object()
@@ -345,76 +340,3 @@ def filter_key(filters: Mapping[str, Any] | None) -> str:
         for key, ops in normalize_filters(filters).items()
     }
     return json.dumps(spec, sort_keys=True, separators=(",", ":"))
-
-
-# ---------------------------------------------------------------------- CLI
-def parse_cli_value(raw: str) -> Any:
-    """A CLI value: int, float, true/false, else a string; quotes force a string ('"007"')."""
-    value = raw.strip()
-    if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
-        return value[1:-1]
-    lowered = value.lower()
-    if lowered in ("true", "false"):
-        return lowered == "true"
-    if _INT.match(value):
-        return int(value)
-    if _FLOAT.match(value):
-        return float(value)
-    return value
-
-
-def _split_values(raw: str) -> list[str]:
-    """Comma-separated items; a comma inside quotes belongs to its item."""
-    items, current, quote = [], "", ""
-    for ch in raw:
-        if quote:
-            current += ch
-            if ch == quote:
-                quote = ""
-        elif ch in "\"'" and not current.strip():
-            quote, current = ch, current + ch
-        elif ch == ",":
-            items.append(current)
-            current = ""
-        else:
-            current += ch
-    items.append(current)
-    return items
-
-
-def parse_filter_args(args: Sequence[str]) -> dict[str, Any]:
-    """`--filter` arguments -> a filter spec; conditions on one key combine (AND).
-
-    `key=value` equality, `key=a,b,c` one of, `key!=v`, `key>v`, `key>=v`, `key<v`,
-    `key<=v`. `["year>=2020", "year<2024"]` gives {"year": {"gte": 2020, "lt": 2024}}.
-    """
-    ops_by_key: dict[str, dict[str, Any]] = {}
-    for arg in args:
-        match = _CLI_ARG.match(arg)
-        if match is None:
-            raise PlmUserError(f"bad filter {arg!r}: expected KEY=VALUE or KEY>=VALUE (also >, <, <=, !=); {_CLI_HELP}")
-        key, symbol, raw = match.groups()
-        if not raw:
-            raise PlmUserError(f"bad filter {arg!r}: no value after {symbol!r}; {_CLI_HELP}")
-        if raw[0] in "=<>!":
-            raise PlmUserError(f"bad filter {arg!r}: the value starts with an operator ({raw!r}); {_CLI_HELP}")
-        op = _CLI_OPS[symbol]
-        items = _split_values(raw)
-        if len(items) > 1:
-            if op != "eq":
-                raise PlmUserError(f"bad filter {arg!r}: a comma list (one of) only works with '='; {_CLI_HELP}")
-            if any(not item.strip() for item in items):
-                raise PlmUserError(f"bad filter {arg!r}: empty item in the list; {_CLI_HELP}")
-            op, operand = "in", [parse_cli_value(item) for item in items]
-        else:
-            operand = parse_cli_value(raw)
-        ops = ops_by_key.setdefault(key, {})
-        if op in ops:
-            raise PlmUserError(
-                f"bad filter {arg!r}: {key!r} already has a {op!r} condition ({ops[op]!r}); "
-                f"to accept several values write {key}=a,b"
-            )
-        ops[op] = operand
-    spec: dict[str, Any] = {k: (ops["eq"] if list(ops) == ["eq"] else ops) for k, ops in ops_by_key.items()}
-    normalize_filters(spec)  # bad bounds (`version>=abc`) fail here, naming the key
-    return spec

@@ -7,8 +7,9 @@ from typing import Any
 
 import pytest
 
+from plm_core.cli_values import parse_filter_args
 from plm_core.errors import PlmUserError
-from plm_core.filters import compile_filters, filter_key, parse_filter_args
+from plm_core.filters import compile_filters, filter_key
 
 
 def _matches(filters: dict[str, Any], meta: dict[str, Any]) -> bool:
