@@ -67,9 +67,10 @@ def test_time_and_output_grow_linearly(name: str) -> None:
     text = make(1_000_000)
     runs = [_chunk(text) for _ in range(2)]  # the better of two: a noisy neighbour is not the chunker
     large, chunks = min(runs, key=lambda run: run[0])
-    # 8x the input: linear work takes ~8x, a quadratic step ~64x. The margin is for a noisy
-    # shared machine; the slack is for shapes that take milliseconds.
-    assert large < 16 * small + 0.1, (name, small, large)
+    # 8x the input: linear work takes ~8x, a quadratic step ~64x. The 32x bound is for a
+    # loaded shared machine (18x was seen beside another test run); the slack is for shapes
+    # that take milliseconds.
+    assert large < 32 * small + 0.2, (name, small, large)
     # The old code copied a long heading line into every piece of its section.
     output = sum(len(c.text) + sum(map(len, c.heading_path)) for c in chunks)
     assert output < 2 * len(text) + 10_000, name
