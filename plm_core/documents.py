@@ -66,7 +66,7 @@ def _short(value: str) -> str:
     return repr(value[:60]) + ("..." if len(value) > 60 else "")
 
 
-def _utf8(value: Any, what: str) -> str:
+def check_text(value: Any, what: str) -> str:
     """`value` itself when it is a string that can be written as UTF-8 (no lone surrogates)."""
     if not isinstance(value, str):
         raise DocumentError(f"{what} must be a string, got {_kind(value)}")
@@ -88,7 +88,7 @@ def _check_metadata(value: Any, where: str, depth: int = 0) -> None:
     if value is None or isinstance(value, bool):
         return
     if isinstance(value, str):
-        _utf8(value, where)
+        check_text(value, where)
     elif isinstance(value, int):
         if abs(value) > MAX_METADATA_INT:
             raise DocumentError(f"{where} is an integer beyond 64 bits; store it as a string")
@@ -99,7 +99,7 @@ def _check_metadata(value: Any, where: str, depth: int = 0) -> None:
         for key, item in value.items():
             if not isinstance(key, str):
                 raise DocumentError(f"{where} has a key of type {_kind(key)}; metadata keys must be strings")
-            _utf8(key, f"a key in {where}")
+            check_text(key, f"a key in {where}")
             _check_metadata(item, f"{where}.{key}", depth + 1)
     elif isinstance(value, (list, tuple)):
         for i, item in enumerate(value):
@@ -118,7 +118,7 @@ def check_id(doc_id: Any) -> None:
     if not isinstance(doc_id, str) or not doc_id.strip():
         got = _short(doc_id) if isinstance(doc_id, str) else _kind(doc_id)
         raise DocumentError(f"document id must be a non-empty string, got {got}; give every document an id")
-    _utf8(doc_id, f"document id {_short(doc_id)}")
+    check_text(doc_id, f"document id {_short(doc_id)}")
     if len(doc_id) > MAX_ID_CHARS:
         raise DocumentError(f"document id {_short(doc_id)} has {len(doc_id)} characters, over {MAX_ID_CHARS}")
     if _CONTROL.search(doc_id):
@@ -134,9 +134,9 @@ def check_document(doc: Document) -> None:
         raise DocumentError(f"expected a Document, got {_kind(doc)}")
     check_id(doc.id)
     where = f"document {_short(doc.id)}"
-    _utf8(doc.title, f"{where}: title")
-    _utf8(doc.path, f"{where}: path")
-    _utf8(doc.text, f"{where}: text")
+    check_text(doc.title, f"{where}: title")
+    check_text(doc.path, f"{where}: path")
+    check_text(doc.text, f"{where}: text")
     if is_blank(doc.text):
         raise DocumentError(f"{where}: text is {'empty' if not doc.text else 'blank'}: nothing to index; add text")
     if not isinstance(doc.metadata, Mapping):

@@ -18,6 +18,7 @@ from typing import Any
 
 from plm_core.component import BaseComponent, ComponentConfig
 from plm_core.corpus import CorpusSnapshot, CorpusVersion
+from plm_core.documents import check_text
 from plm_core.errors import PipelineError, PlmUserError, StaleIndexError, StoreError
 from plm_core.filters import filter_key
 from plm_core.interfaces import Embedder, Index, RankingStage, Retriever, Store
@@ -118,18 +119,11 @@ class SingleRetrieval(BaseComponent[ExpandedQuery, Ranking]):
 
 def check_query(text: Any, k: Any) -> None:
     """Validate what a caller passes before anything runs: one clear error each."""
-    if not isinstance(text, str):
-        raise PlmUserError(f"the query must be a string, got {type(text).__name__}")
+    check_text(text, "the query")  # a string, valid Unicode: the check documents pass too
     if not text.strip():
         raise PlmUserError("the query is empty: give some words to search for")
     if len(text) > MAX_QUERY_CHARS:
         raise PlmUserError(f"the query has {len(text):,} characters; at most {MAX_QUERY_CHARS:,} are allowed")
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as err:
-        raise PlmUserError(
-            f"the query holds text that is not valid Unicode (at character {err.start}): pass valid UTF-8"
-        ) from None
     if isinstance(k, bool) or not isinstance(k, int):  # True, nan, "5", 2.0: say so, do not coerce
         raise PlmUserError(f"k must be a whole number from 1 to {MAX_K}, got {k!r}")
     if not 1 <= k <= MAX_K:
