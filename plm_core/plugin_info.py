@@ -161,7 +161,7 @@ def describe_fields(config_cls: type[BaseModel], prefix: str = "", defaults: Any
         shown = REQUIRED if required else TABLE if isinstance(value, BaseModel) else toml_text(value)
         keys.append(
             FieldInfo(
-                prefix + name,
+                prefix + (field.alias or name),  # the key a config file uses
                 type_text(tp),
                 shown,
                 " ".join((field.description or "").split()),

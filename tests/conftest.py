@@ -83,3 +83,72 @@ def _settings():  # type: ignore[no-untyped-def]
     from plm_core.settings import Settings
 
     return Settings(progress=False, offline=True)
+
+
+# ------------------------------------------------------------------ Postgres
+@pytest.fixture(scope="session")
+def pg_server():  # type: ignore[no-untyped-def]
+    """A real Postgres 16 + pgvector (the `pgserver` wheel) in a temp folder for the session,
+    stopped afterwards; the tests that use it skip with the reason where it cannot start."""
+    import shutil
+    import warnings
+
+    try:
+        import pgserver
+    except ImportError as err:
+        pytest.skip(f"pgserver is not installed ({err}): pip install 'plm[postgres]'")
+    folder = tempfile.mkdtemp(prefix="plm-pg-")  # short: the socket path must fit in 107 bytes
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            server = pgserver.get_server(folder, cleanup_mode="stop")
+    except Exception as err:  # noqa: BLE001 - any start failure is a skip with its reason
+        shutil.rmtree(folder, ignore_errors=True)
+        pytest.skip(f"the pgserver Postgres cannot start here: {err}")
+    yield server
+    server.cleanup()
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def new_pg_database(server) -> str:  # type: ignore[no-untyped-def]
+    """A new, empty database on `server`; returns its DSN."""
+    import uuid
+
+    import psycopg
+
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(server.get_uri(), autocommit=True) as admin:
+        admin.execute(f"CREATE DATABASE {name}")
+    return str(server.get_uri(name))
+
+
+@pytest.fixture(scope="session")
+def pg_new_database(pg_server):  # type: ignore[no-untyped-def]
+    """A function () -> DSN of a new, empty database (for module-scoped fixtures)."""
+    return lambda: new_pg_database(pg_server)
+
+
+@pytest.fixture
+def pg_dsn(pg_server):  # type: ignore[no-untyped-def]
+    """A DSN to a new, empty database on the session's server."""
+    return new_pg_database(pg_server)
+
+
+def _store_table_for(kind: str, request: pytest.FixtureRequest) -> str:
+    """A config's [store] table for `kind` ("sqlite" or "postgres", in a new database)."""
+    if kind == "sqlite":
+        return '[store]\nuse = "sqlite"\n'
+    dsn = new_pg_database(request.getfixturevalue("pg_server"))
+    return f'[store]\nuse = "postgres"\ndsn = "{dsn}"\n'
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def store_table(request: pytest.FixtureRequest) -> str:
+    """The [store] table of a config, once per store: a test using it runs on both."""
+    return _store_table_for(request.param, request)
+
+
+@pytest.fixture(scope="session")
+def store_table_for():  # type: ignore[no-untyped-def]
+    """The function (kind, request) -> [store] table, for module-scoped fixtures."""
+    return _store_table_for

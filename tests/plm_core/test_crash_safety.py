@@ -24,6 +24,7 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -81,11 +82,15 @@ def write_corpus(folder: Path, version: int) -> None:
         (folder / f"doc{i:02d}.md").write_text(doc_text(i, version))
 
 
-@pytest.fixture(scope="module")
-def setup(tmp_path_factory: pytest.TempPathFactory, minilm_path: str) -> dict:
-    root = tmp_path_factory.mktemp("crash")
+@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+def setup(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, minilm_path: str, store_table_for: Any
+) -> dict:
+    """The same guarantees on both stores: one module-wide config per store."""
+    root = tmp_path_factory.mktemp(f"crash-{request.param}")
     config = root / "job.toml"
-    config.write_text(CONFIG.format(model=minilm_path))
+    table = store_table_for(request.param, request)
+    config.write_text(CONFIG.format(model=minilm_path).replace('[store]\nuse = "sqlite"\n', table))
     env = {
         **os.environ,
         "HF_HUB_OFFLINE": "1",
@@ -94,7 +99,8 @@ def setup(tmp_path_factory: pytest.TempPathFactory, minilm_path: str) -> dict:
         "PLM_CACHE": "0",  # every run embeds for real, so kills land in real work
         "PLM_DATA_DIR": str(root / "data"),
     }
-    return {"root": root, "config": config, "env": env}
+    dsn = table.split('dsn = "')[1].split('"')[0] if request.param == "postgres" else None
+    return {"root": root, "config": config, "env": env, "dsn": dsn}
 
 
 def ingest_cmd(setup: dict, corpus: Path, index: Path) -> list[str]:
@@ -108,8 +114,14 @@ def run_ingest(setup: dict, corpus: Path, index: Path) -> dict:
     return json.loads(res.stdout)
 
 
-def store_version(index: Path) -> int:
+def store_version(setup: dict, index: Path) -> int:
     """The committed corpus counter, read without taking any lock a writer needs."""
+    if setup["dsn"]:
+        import psycopg
+
+        with psycopg.connect(setup["dsn"], autocommit=True) as conn:
+            row = conn.execute("SELECT value FROM plm.meta WHERE key='corpus_version'").fetchone()
+        return int(row[0]) if row else 0
     try:
         db = sqlite3.connect(f"file:{index / 'plm.sqlite'}?mode=ro", uri=True, timeout=5)
         try:
@@ -180,18 +192,18 @@ def test_sigkill_at_random_moments_leaves_the_store_consistent(setup: dict) -> N
     outcomes = []
     for version in range(1, 6):
         write_corpus(corpus, version)
-        start = store_version(index)
+        start = store_version(setup, index)
         # Wait for a random number of committed batches (0 .. all, the last meaning the
         # BM25 rebuild phase), then a random extra delay, then SIGKILL.
         target, delay = rng.randint(0, batches), rng.uniform(0, 0.4)
         proc = subprocess.Popen(ingest_cmd(setup, corpus, index), env=setup["env"], stdout=subprocess.DEVNULL)
         deadline = time.monotonic() + 120
-        while store_version(index) < start + target and proc.poll() is None and time.monotonic() < deadline:
+        while store_version(setup, index) < start + target and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.01)
         time.sleep(delay)
         proc.send_signal(signal.SIGKILL)
         proc.wait()
-        committed = store_version(index) - start
+        committed = store_version(setup, index) - start
         seen = check_invariants(setup, index, version - 1, version)
         outcomes.append((target, round(delay, 2), committed, seen[version]))
         report = run_ingest(setup, corpus, index)  # the next run completes the work

@@ -2,7 +2,9 @@
 migration of old stores, and the CLI around it.
 
 Most tests use a BM25-only config (no model, well under a second each); the vector
-counters are checked with MiniLM in one slow test.
+counters are checked with MiniLM in one slow test. Every test runs on both stores (SQLite
+and Postgres, through the `store_table` fixture) except those marked `sqlite_only`, which
+edit the SQLite file itself.
 """
 
 from __future__ import annotations
@@ -122,9 +124,22 @@ def write_corpus(folder: Path, docs: dict[str, str] = CORPUS) -> Path:
     return folder
 
 
+STORE = {"table": '[store]\nuse = "sqlite"\n'}
+
+
+@pytest.fixture(autouse=True)
+def _each_store(store_table: str, request: pytest.FixtureRequest) -> None:
+    """Run the test once per store: the same sync guarantees hold for both."""
+    table = store_table
+    if "postgres" in table and request.node.get_closest_marker("sqlite_only"):
+        pytest.skip("SQLite-specific: edits the SQLite file directly")
+    STORE["table"] = table
+
+
 def config(tmp_path: Path, text: str = FAST, name: str = "job.toml") -> Path:
+    """The config file, with the [store] table of the store this test runs on."""
     path = tmp_path / name
-    path.write_text(text)
+    path.write_text(text.replace('[store]\nuse = "sqlite"\n', STORE["table"]))
     return path
 
 
@@ -513,6 +528,7 @@ CREATE TABLE vectors (
 """
 
 
+@pytest.mark.sqlite_only
 def test_a_store_without_fingerprints_is_migrated_and_reprocessed_once(tmp_path: Path) -> None:
     docs, index, cfg = write_corpus(tmp_path / "docs"), tmp_path / "index", config(tmp_path)
     index.mkdir()
@@ -568,6 +584,7 @@ def test_cli_ingest_json_has_the_counters(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.sqlite_only
 def test_index_rebuild_repairs_damaged_vectors_and_bm25_files(tmp_path: Path) -> None:
     cfg = config(tmp_path, MINILM)
     index = tmp_path / "index"
@@ -618,8 +635,9 @@ def test_a_model_change_re_embeds_documents_the_sync_does_not_yield(tmp_path: Pa
     job.ingest([one])
     job.ingest([two])
     # As if everything had been embedded by another model with another dimension.
-    job.store.db.execute("UPDATE vectors SET model = 'old-model', dim = 8, vector = zeroblob(32)")
-    job.store.set_meta("model", "old-model")
+    ids = job.store.chunk_ids()
+    job.store.write_vectors(ids, np.ones((len(ids), 8), dtype=np.float32), "old-model")
+    assert job.store.get_meta("model") == "old-model" and job.store.stats()["dimension"] == 8
     report = make_job(cfg, index).ingest([one])  # beta's folder is not part of this sync
     assert report.updated == ["alpha"]
     assert any("re-embedded" in n for n in report.notes), report.notes

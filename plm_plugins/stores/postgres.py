@@ -1,0 +1,544 @@
+"""Postgres store: documents, chunks (metadata as jsonb, a generated tsvector) and pgvector
+vectors in one schema of one database, shared by many processes.
+
+The same contract and guarantees as the SQLite store: one transaction per batch (a crash
+leaves each document wholly old or wholly new), every change bumps the corpus version,
+writers take turns (a transaction-scoped advisory lock per schema), and a reader inside
+`snapshot()` sees one committed state (a REPEATABLE READ transaction) while others write.
+Several indexes share one database, one schema each (`schema`). The schema is created and
+upgraded idempotently when a writer opens it.
+
+    [store]
+    use = "postgres"
+    dsn = "postgresql://user@host/db"   # or PLM_DATABASE_URL in the environment
+    schema = "plm_docs"
+
+`filter_mask` compiles the filter spec to SQL (`pg_filters`); the `pgvector`,
+`pg_fulltext` and `pg_hybrid` retrievers search inside Postgres (`pg_search`).
+`plm pg start --data DIR` runs a local server from the `pgserver` wheel (Postgres 16 with
+pgvector) for users without one.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import json
+import os
+import re
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from pydantic import ConfigDict, Field
+
+from plm_core.component import ComponentConfig
+from plm_core.corpus import CorpusVersion, StoreProblem
+from plm_core.errors import MissingDependencyError, StoreError
+from plm_core.hookspecs import hookimpl
+from plm_core.interfaces import Store
+from plm_core.records import Chunk, Document
+
+IDENT = r"^[a-z_][a-z0-9_]{0,62}$"
+CHUNK_COLS = "id, doc_id, text, enriched, heading_path, start_char, end_char, stable_id, keywords, entities, metadata"
+C_CHUNK_COLS = ", ".join(f"c.{col.strip()}" for col in CHUNK_COLS.split(","))
+# Index order, as in every store: documents where first stored, then chunks in document order.
+CHUNKS_JOIN = "{s}.chunks c JOIN {s}.documents d ON d.id = c.doc_id"
+ORDER = "ORDER BY d.row, c.row"
+
+
+def schema_sql(s: str, fulltext: str) -> str:
+    """The tables of one index in schema `s` (identifiers checked by the config)."""
+    return f"""
+CREATE SCHEMA IF NOT EXISTS {s};
+CREATE TABLE IF NOT EXISTS {s}.meta (key text PRIMARY KEY, value text NOT NULL);
+CREATE TABLE IF NOT EXISTS {s}.documents (
+    row bigserial PRIMARY KEY, id text UNIQUE NOT NULL, title text, path text,
+    text text NOT NULL, metadata jsonb NOT NULL, fingerprint text);
+CREATE TABLE IF NOT EXISTS {s}.chunks (
+    row bigserial PRIMARY KEY, id text UNIQUE NOT NULL, stable_id text,
+    doc_id text NOT NULL REFERENCES {s}.documents(id) ON DELETE CASCADE,
+    text text NOT NULL, enriched text, heading_path jsonb NOT NULL, start_char integer,
+    end_char integer, keywords jsonb NOT NULL, entities jsonb NOT NULL, metadata jsonb NOT NULL,
+    model text, embedding vector,
+    tsv tsvector GENERATED ALWAYS AS (to_tsvector('{fulltext}'::regconfig, coalesce(enriched, text))) STORED);
+CREATE INDEX IF NOT EXISTS chunks_doc ON {s}.chunks (doc_id);
+CREATE INDEX IF NOT EXISTS chunks_tsv ON {s}.chunks USING gin (tsv);
+CREATE INDEX IF NOT EXISTS chunks_meta ON {s}.chunks USING gin (metadata jsonb_path_ops);
+"""
+
+
+def schema_version(fulltext: str) -> str:
+    """Changes when the tables, the SQL helpers or the text search configuration do: a store
+    opened by a writer with another one is upgraded (idempotent DDL, then this is recorded)."""
+    import hashlib
+
+    from plm_plugins.stores.pg_filters import SQL_FUNCTIONS
+
+    return hashlib.sha1((schema_sql("s", fulltext) + SQL_FUNCTIONS + RRF_SQL).encode()).hexdigest()[:16]
+
+
+RRF_SQL = "RETURNS double precision LANGUAGE sql IMMUTABLE PARALLEL SAFE AS 'SELECT 1.0 / (k + rank)'"
+
+
+def redact(dsn: str) -> str:
+    """The DSN without its password, for messages."""
+    dsn = re.sub(r"(://[^:/@]*):[^@]*@", r"\1:***@", dsn)
+    return re.sub(r"(password=)\S+", r"\1***", dsn)
+
+
+def _chunk_from_row(r: Sequence[Any]) -> Chunk:
+    return Chunk(
+        id=r[0],
+        doc_id=r[1],
+        text=r[2],
+        enriched=r[3],
+        heading_path=tuple(r[4]),
+        start_char=r[5],
+        end_char=r[6],
+        stable_id=r[7] or "",
+        keywords=tuple(r[8]),
+        entities={k: tuple(v) for k, v in r[9].items()},
+        metadata=r[10],
+    )
+
+
+def _guarded(method: Callable[..., Any]) -> Callable[..., Any]:
+    """A database error from a public method becomes one StoreError line (which server,
+    what to do), not a psycopg traceback; a caller's bug (a duplicate id) keeps its own."""
+
+    @functools.wraps(method)
+    def call(self: PostgresStore, *args: Any, **kwargs: Any) -> Any:
+        import psycopg
+
+        try:
+            return method(self, *args, **kwargs)
+        except (psycopg.errors.IntegrityError, psycopg.ProgrammingError):
+            raise
+        except psycopg.Error as err:
+            raise StoreError(self._explain(err)) from None
+
+    return call
+
+
+def _guard_public_methods(cls: type) -> type:
+    for name, value in list(vars(cls).items()):
+        if inspect.isfunction(value) and not name.startswith("_") and name not in ("snapshot", "open"):
+            setattr(cls, name, _guarded(value))
+    return cls
+
+
+@_guard_public_methods
+class PostgresStore(Store):
+    """One schema per index in a Postgres database with the pgvector extension."""
+
+    name = "postgres"
+
+    class Config(ComponentConfig):
+        model_config = ConfigDict(serialize_by_alias=True)  # `schema` in files, dumps and docs
+
+        dsn: str = ""
+        """A libpq connection string or URL; empty: the PLM_DATABASE_URL environment variable."""
+        schema_name: str = Field("plm", alias="schema", pattern=IDENT)
+        """The schema holding this index's tables (lower-case letters, digits, '_'): one per
+        index, so several indexes share one database."""
+        fulltext_config: str = Field("english", pattern=IDENT)
+        """The text search configuration of the chunks' tsvector (what `pg_fulltext` searches),
+        e.g. "english", "simple", "german"; changing it regenerates the column."""
+        hnsw: bool = True
+        """Keep an HNSW index (cosine) on the vectors for `pgvector`'s approximate search."""
+        hnsw_m: int = Field(16, ge=2, le=100)
+        """HNSW graph degree (pgvector's `m`)."""
+        hnsw_ef_construction: int = Field(64, ge=4, le=1000)
+        """HNSW build-time candidate list (pgvector's `ef_construction`)."""
+        lock_timeout_ms: int = Field(30_000, ge=0, le=3_600_000)
+        """Milliseconds a writer waits for another writer before giving up with an error."""
+
+    config: Config
+    _conn: Any = None
+
+    # ------------------------------------------------------------------ connection
+    @property
+    def schema(self) -> str:
+        return self.config.schema_name
+
+    @property
+    def conn(self) -> Any:
+        if self._conn is None:
+            raise StoreError("the store is not open")
+        return self._conn
+
+    def dsn(self) -> str:
+        dsn = self.config.dsn or os.environ.get("PLM_DATABASE_URL", "")
+        if not dsn:
+            raise StoreError(
+                "the postgres store needs a database: set [store] dsn in the config or PLM_DATABASE_URL "
+                "(e.g. postgresql://user@localhost/plm; `plm pg start --data DIR` runs a local server)"
+            )
+        return dsn
+
+    def _explain(self, err: Exception) -> str:
+        where = f"schema {self.schema} at {redact(self.config.dsn or os.environ.get('PLM_DATABASE_URL', ''))}"
+        text = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        if "lock timeout" in text or "canceling statement due to lock" in text:
+            return (
+                f"the store ({where}) is locked by another writer for longer than lock_timeout_ms = "
+                f"{self.config.lock_timeout_ms}: wait for it to finish, or raise [store] lock_timeout_ms"
+            )
+        return f"postgres store ({where}): {text}"
+
+    def open(self, location: str | Path, create: bool = True) -> None:
+        """Connect and (with `create`) create or upgrade the schema. `location` (the index
+        folder, where derived indexes such as BM25 builds live) is not where data goes."""
+        try:
+            import psycopg
+            from pgvector.psycopg import register_vector
+        except ImportError:
+            raise MissingDependencyError("the postgres store (psycopg, pgvector)", "postgres") from None
+        self.location = location
+        try:
+            conn = psycopg.connect(self.dsn(), autocommit=True, connect_timeout=10)
+        except psycopg.Error as err:
+            raise StoreError(
+                f"cannot connect to Postgres at {redact(self.dsn())}: {str(err).strip().splitlines()[-1]} "
+                "(is the server running? `plm pg start --data DIR` starts a local one)"
+            ) from None
+        try:
+            conn.execute(f"SET lock_timeout = {int(self.config.lock_timeout_ms)}")
+            state = self._state(conn)
+            if state == "missing" and not create:
+                raise StoreError(
+                    f"no index in schema {self.schema} at {redact(self.dsn())}: run `plm ingest` (or `plm run`) "
+                    "with this config first"
+                )
+            if state != "ready":  # created, or upgraded in place (idempotent), by whoever opens it first
+                self._prepare(conn)
+            register_vector(conn)
+            conn.execute(f"SET search_path = {self.schema}, public")
+        except psycopg.Error as err:
+            conn.close()
+            raise StoreError(self._explain(err)) from None
+        except BaseException:
+            conn.close()
+            raise
+        self._conn = conn
+
+    def _state(self, conn: Any) -> str:
+        """ "missing" (no index here), "stale" (made by another plm or text search
+        configuration: upgrade it) or "ready"."""
+        row = conn.execute(
+            "SELECT to_regclass(%s) IS NOT NULL AND to_regclass(%s) IS NOT NULL",
+            (f"{self.schema}.meta", f"{self.schema}.chunks"),
+        ).fetchone()
+        if not row[0]:
+            return "missing"
+        meta = dict(conn.execute(f"SELECT key, value FROM {self.schema}.meta").fetchall())
+        if "store_uid" not in meta:
+            return "missing"
+        return "ready" if meta.get("schema_version") == schema_version(self.config.fulltext_config) else "stale"
+
+    def _prepare(self, conn: Any) -> None:
+        """Create the extension, schema, tables and SQL helpers; regenerate the tsvector
+        when the text search configuration changed. Two processes doing it at once take turns."""
+        from plm_plugins.stores.pg_filters import SQL_FUNCTIONS
+
+        s, fulltext = self.schema, self.config.fulltext_config
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(hashtext('plm-schema'))")
+            conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+            conn.execute(schema_sql(s, fulltext))
+            conn.execute(f"SET LOCAL search_path = {s}, public")
+            conn.execute(SQL_FUNCTIONS)
+            conn.execute(f"CREATE OR REPLACE FUNCTION {s}.rrf_score(rank bigint, k integer) {RRF_SQL}")
+            stored = conn.execute(f"SELECT value FROM {s}.meta WHERE key = 'fulltext_config'").fetchone()
+            if stored is not None and stored[0] != fulltext:
+                conn.execute(f"ALTER TABLE {s}.chunks DROP COLUMN tsv")
+                conn.execute(
+                    f"ALTER TABLE {s}.chunks ADD COLUMN tsv tsvector GENERATED ALWAYS AS "
+                    f"(to_tsvector('{fulltext}'::regconfig, coalesce(enriched, text))) STORED"
+                )
+                conn.execute(f"CREATE INDEX IF NOT EXISTS chunks_tsv ON {s}.chunks USING gin (tsv)")
+            conn.execute(f"INSERT INTO {s}.meta VALUES ('store_uid', %s) ON CONFLICT DO NOTHING", (uuid.uuid4().hex,))
+            conn.execute(
+                f"INSERT INTO {s}.meta VALUES ('fulltext_config', %s) ON CONFLICT (key) DO UPDATE SET value = "
+                "excluded.value",
+                (fulltext,),
+            )
+            conn.execute(
+                f"INSERT INTO {s}.meta VALUES ('schema_version', %s) ON CONFLICT (key) DO UPDATE SET value = "
+                "excluded.value",
+                (schema_version(fulltext),),
+            )
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def _q(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        return self.conn.execute(sql.replace("{s}", self.schema), params)
+
+    # ------------------------------------------------------------------ transactions
+    @contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """Every read inside sees one committed state (a REPEATABLE READ transaction)."""
+        import psycopg
+
+        if self.conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+            yield
+            return
+        try:
+            self.conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+        except psycopg.Error as err:
+            raise StoreError(self._explain(err)) from None
+        try:
+            yield
+        finally:
+            failed = self.conn.info.transaction_status == psycopg.pq.TransactionStatus.INERROR
+            self.conn.execute("ROLLBACK" if failed else "COMMIT")
+
+    @contextmanager
+    def _tx(self) -> Iterator[None]:
+        """A write transaction; writers of one schema take turns (advisory lock)."""
+        with self.conn.transaction():
+            self._q("SELECT pg_advisory_xact_lock(hashtext('plm-write:{s}'))")
+            yield
+
+    def _bump_version(self) -> None:
+        self._q(
+            "INSERT INTO {s}.meta VALUES ('corpus_version', '1') ON CONFLICT (key) DO UPDATE SET "
+            "value = ({s}.meta.value::bigint + 1)::text"
+        )
+        self.set_meta("version_nonce", uuid.uuid4().hex[:12])
+
+    def get_meta(self, key: str) -> str | None:
+        row = self._q("SELECT value FROM {s}.meta WHERE key = %s", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def set_meta(self, key: str, value: str) -> None:
+        self._q(
+            "INSERT INTO {s}.meta VALUES (%s, %s) ON CONFLICT (key) DO UPDATE SET value = excluded.value", (key, value)
+        )
+
+    def version(self) -> CorpusVersion:
+        rows = dict(
+            self._q("SELECT key, value FROM {s}.meta WHERE key IN ('store_uid', 'version_nonce', 'corpus_version')")
+        )
+        return CorpusVersion(
+            str(rows.get("store_uid", "")), int(rows.get("corpus_version") or 0), str(rows.get("version_nonce", ""))
+        )
+
+    # ------------------------------------------------------------------ writes
+    def clear(self) -> None:
+        with self._tx():
+            self._q("DELETE FROM {s}.chunks")
+            self._q("DELETE FROM {s}.documents")
+            self._bump_version()
+
+    def replace_documents(
+        self,
+        documents: Sequence[Document],
+        chunks: Sequence[Chunk],
+        matrix: Any = None,
+        model: str | None = None,
+        fingerprints: Sequence[str] | None = None,
+    ) -> None:
+        """Store these documents with exactly these chunks (and vectors, row i for chunks[i]),
+        replacing whatever their ids held, in one transaction."""
+        from psycopg.types.json import Jsonb
+
+        doc_rows = [
+            (d.id, d.title, d.path, d.text, Jsonb(json.loads(json.dumps(dict(d.metadata), default=str))), fp)
+            for d, fp in zip(documents, fingerprints or [""] * len(documents), strict=True)
+        ]
+        if not documents:
+            return  # nothing changes, so the corpus version must not either
+        vectors = self._vector_rows(chunks, matrix, model) if matrix is not None else [None] * len(chunks)
+        chunk_rows = [
+            (
+                c.id,
+                c.doc_id,
+                c.text,
+                c.enriched,
+                Jsonb(list(c.heading_path)),
+                c.start_char,
+                c.end_char,
+                c.stable_id,
+                Jsonb(list(c.keywords)),
+                Jsonb({k: list(v) for k, v in c.entities.items()}),
+                Jsonb(json.loads(json.dumps(dict(c.metadata), default=str))),
+                model if vector is not None else None,
+                vector,
+            )
+            for c, vector in zip(chunks, vectors, strict=True)
+        ]
+        with self._tx(), self.conn.cursor() as cur:
+            # Upsert keeps an updated document's row, so its place in index order.
+            cur.executemany(
+                f"INSERT INTO {self.schema}.documents (id, title, path, text, metadata, fingerprint) "
+                "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (id) DO UPDATE SET title = excluded.title, "
+                "path = excluded.path, text = excluded.text, metadata = excluded.metadata, "
+                "fingerprint = excluded.fingerprint",
+                doc_rows,
+            )
+            cur.execute(f"DELETE FROM {self.schema}.chunks WHERE doc_id = ANY(%s)", ([d.id for d in documents],))
+            cur.executemany(
+                f"INSERT INTO {self.schema}.chunks ({CHUNK_COLS}, model, embedding) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                chunk_rows,
+            )
+            if matrix is not None and len(chunks):
+                self._vectors_written(model or "", len(vectors[0]))  # type: ignore[arg-type]
+            self._bump_version()
+
+    def delete_documents(self, doc_ids: Sequence[str]) -> list[str]:
+        """Remove documents with their chunks and vectors (one transaction); returns the ids found."""
+        wanted = list(dict.fromkeys(doc_ids))
+        with self._tx():
+            found = {r[0] for r in self._q("DELETE FROM {s}.documents WHERE id = ANY(%s) RETURNING id", (wanted,))}
+            if found:
+                self._bump_version()
+        return [i for i in wanted if i in found]
+
+    def _vector_rows(self, chunks: Sequence[Any], matrix: Any, model: str | None) -> list[Any]:
+        import numpy as np
+
+        mat = np.ascontiguousarray(matrix, dtype=np.float32)
+        if mat.ndim != 2 or mat.shape[0] != len(chunks):
+            raise ValueError(f"vectors shape {mat.shape} does not match {len(chunks)} chunk ids")
+        if not model:
+            raise ValueError("vectors need the name of the model that made them")
+        return list(mat)
+
+    def _vectors_written(self, model: str, dim: int) -> None:
+        """Record the model and dimension; the first vectors of a dimension get the HNSW
+        index (a partial index per dimension, so a model change never breaks inserts)."""
+        self.set_meta("model", model)
+        self.set_meta("dimension", str(dim))
+        if self.config.hnsw:
+            self._q(
+                f"CREATE INDEX IF NOT EXISTS chunks_hnsw_{dim} ON {self.schema}.chunks USING hnsw "
+                f"((embedding::vector({dim})) vector_cosine_ops) WITH (m = {self.config.hnsw_m}, "
+                f"ef_construction = {self.config.hnsw_ef_construction}) WHERE vector_dims(embedding) = {dim}"
+            )
+
+    def write_vectors(
+        self, chunk_ids: Sequence[str], matrix: Any, model: str, texts: Sequence[str] | None = None
+    ) -> int:
+        """Vectors for stored chunks; with `texts`, rows whose chunk now holds another text
+        (replaced meanwhile by another process) are skipped. Returns the rows written."""
+        vectors = self._vector_rows(chunk_ids, matrix, model)
+        expected: Sequence[str | None] = texts if texts is not None else [None] * len(vectors)
+        rows = list(zip(chunk_ids, vectors, expected, strict=True))
+        with self._tx(), self.conn.cursor() as cur:
+            if texts is not None:
+                current = self._index_texts(chunk_ids)
+                rows = [r for r in rows if current.get(r[0]) == r[2]]
+            cur.executemany(
+                f"UPDATE {self.schema}.chunks SET model = %s, embedding = %s WHERE id = %s",
+                [(model, v, cid) for cid, v, _ in rows],
+            )
+            if rows:
+                self._vectors_written(model, len(vectors[0]))
+                self._bump_version()
+        return len(rows)
+
+    def _index_texts(self, chunk_ids: Sequence[str]) -> dict[str, str]:
+        sql = "SELECT id, coalesce(enriched, text) FROM {s}.chunks WHERE id = ANY(%s)"
+        return dict(self._q(sql, (list(chunk_ids),)).fetchall())
+
+    # ------------------------------------------------------------------ reads
+    def doc_fingerprints(self) -> dict[str, str]:
+        return {r[0]: r[1] or "" for r in self._q("SELECT id, fingerprint FROM {s}.documents ORDER BY row")}
+
+    def doc_paths(self) -> dict[str, str]:
+        return {r[0]: r[1] or "" for r in self._q("SELECT id, path FROM {s}.documents ORDER BY row")}
+
+    def chunks(self) -> list[Chunk]:
+        return [_chunk_from_row(r) for r in self._q(f"SELECT {C_CHUNK_COLS} FROM {CHUNKS_JOIN} {ORDER}")]
+
+    def chunk_ids(self) -> list[str]:
+        return [r[0] for r in self._q(f"SELECT c.id FROM {CHUNKS_JOIN} {ORDER}")]
+
+    def get_chunks(self, chunk_ids: Sequence[str]) -> dict[str, Chunk]:
+        sql = f"SELECT {CHUNK_COLS} FROM {self.schema}.chunks WHERE id = ANY(%s)"
+        return {r[0]: _chunk_from_row(r) for r in self._q(sql, (list(chunk_ids),))}
+
+    def chunk_metadata(self) -> list[dict[str, Any]]:
+        return [r[0] for r in self._q(f"SELECT c.metadata FROM {CHUNKS_JOIN} {ORDER}")]
+
+    def filter_mask(self, filters: Any) -> Any:
+        """The filter spec compiled to SQL and evaluated in Postgres, one boolean per row."""
+        import numpy as np
+
+        from plm_plugins.stores.pg_filters import compile_sql
+
+        where, params = compile_sql(filters, "c.metadata")
+        rows = self._q(f"SELECT coalesce({where}, false) FROM {CHUNKS_JOIN} {ORDER}", params).fetchall()
+        return np.fromiter((bool(r[0]) for r in rows), dtype=bool, count=len(rows))
+
+    def chunks_needing_vectors(self, model: str) -> list[Chunk]:
+        """Chunks whose vector is missing, of another dimension than recorded, or from another model."""
+        sql = (
+            f"SELECT {C_CHUNK_COLS} FROM {CHUNKS_JOIN} WHERE c.embedding IS NULL OR c.model IS DISTINCT FROM %s "
+            "OR vector_dims(c.embedding) != "
+            f"coalesce((SELECT value::int FROM {self.schema}.meta WHERE key = 'dimension'), 0) {ORDER}"
+        )
+        return [_chunk_from_row(r) for r in self._q(sql, (model,))]
+
+    def vectors(self) -> tuple[list[str], Any, str | None]:
+        import numpy as np
+
+        rows = self._q(f"SELECT c.id, c.embedding FROM {CHUNKS_JOIN} WHERE c.embedding IS NOT NULL {ORDER}").fetchall()
+        if not rows:
+            return [], None, None
+        arrays = [np.asarray(r[1].to_numpy() if hasattr(r[1], "to_numpy") else r[1], dtype=np.float32) for r in rows]
+        if len({a.shape[0] for a in arrays}) != 1:
+            raise StoreError(f"{self._explain(Exception('vectors of several dimensions'))}; run `plm index rebuild`")
+        matrix = np.stack(arrays)
+        return [r[0] for r in rows], matrix, self.get_meta("model")
+
+    def vector_count(self) -> int:
+        return int(self._q("SELECT count(*) FROM {s}.chunks WHERE embedding IS NOT NULL").fetchone()[0])
+
+    def consistency_problems(self) -> list[StoreProblem]:
+        problems = []
+        one = lambda sql: int(self._q(sql).fetchone()[0])  # noqa: E731
+        if (vectors := self.vector_count()) and (n := one("SELECT count(*) FROM {s}.chunks WHERE embedding IS NULL")):
+            problems.append(
+                StoreProblem(StoreProblem.MISSING_VECTORS, n, f"{n} chunks have no vector (and {vectors} do)")
+            )
+        if (n := one("SELECT count(DISTINCT model) FROM {s}.chunks WHERE embedding IS NOT NULL")) > 1:
+            problems.append(StoreProblem(StoreProblem.MIXED_MODELS, n, f"vectors from {n} different models"))
+        return problems
+
+    def stats(self) -> dict[str, Any]:
+        one = lambda sql: int(self._q(sql).fetchone()[0] or 0)  # noqa: E731
+        size = one(
+            "SELECT sum(pg_total_relation_size(c.oid)) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = '{s}' AND c.relkind = 'r'"
+        )
+        return {
+            "documents": one("SELECT count(*) FROM {s}.documents"),
+            "chunks": one("SELECT count(*) FROM {s}.chunks"),
+            "vectors": self.vector_count(),
+            "model": self.get_meta("model"),
+            "dimension": int(self.get_meta("dimension") or 0),
+            "corpus_version": int(self.get_meta("corpus_version") or 0),
+            "bytes": size,
+            "location": f"{redact(self.dsn())} schema {self.schema}",
+        }
+
+
+@hookimpl
+def plm_register_components(registry: Any) -> None:
+    registry.add(PostgresStore)
+
+
+@hookimpl
+def plm_register_commands(app: Any) -> None:
+    from plm_plugins.stores.pg_server import pg_app
+
+    app.add_typer(pg_app, name="pg")
