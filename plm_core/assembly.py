@@ -75,11 +75,14 @@ class Assembler:
                 kwargs[key] = self.build(nested)
         return cls(spec.config, label=spec.label.rsplit(".", 1)[-1], **kwargs)
 
-    def assemble(self, cache: ContentCache | None) -> Assembly:
+    def assemble(self, cache: ContentCache | None, embedder: Embedder | None = None) -> Assembly:
+        """Build every component; `embedder`, when given, is used instead of building the
+        config's (a service shares one loaded model between its jobs)."""
         cfg = self.config
         store: Store = self.build(cfg.store)
-        embedder = None
-        if cfg.embedder is not None:
+        if cfg.embedder is None:
+            embedder = None
+        elif embedder is None:
             embedder = self.build(cfg.embedder)
         self.resources.update(embedder=embedder, corpus=CorpusView(store, self.location))
         loader, transform = self._index_side(cache)

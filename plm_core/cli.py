@@ -166,10 +166,50 @@ def _print_sync(report: Any, job: Job) -> None:
     print_timings("ingest", report.timings)
 
 
+def query_payload(text: str, ranking: Any, timings: dict[str, float], filters: Any) -> dict[str, Any]:
+    """A query's result as JSON data: what `plm query --json` prints and `plm serve` returns."""
+    return {
+        "query": text,
+        "expanded": ranking.query.text,
+        "fired": list(ranking.query.fired),
+        "filters": filters,
+        "hits": [h.as_dict() for h in ranking.hits],
+        "timings_ms": {s: round(1000 * t, 3) for s, t in timings.items()},
+    }
+
+
+def print_query_result(payload: dict[str, Any]) -> None:
+    """The hit list `plm query` prints, from the JSON data (local or from a server)."""
+    if payload.get("fired"):
+        out.print(f"expanded ({', '.join(payload['fired'])}): {payload['expanded']}", highlight=False)
+    # A list, not a table: ids and heading paths are long and must not be cut.
+    for h in payload["hits"]:
+        srcs = " ".join(f"{s}#{v['rank']}" for s, v in h["sources"].items())
+        title = str(h["metadata"].get("title", ""))
+        shown = f"  {escape(title)}" if title and title != h["doc_id"] else ""
+        out.print(
+            f"[bold]{h['rank']}.[/bold] {h['score']:.4f}  [cyan]{escape(h['doc_id'])}[/cyan]{shown}  ({srcs})",
+            highlight=False,
+        )
+        if h["heading_path"]:
+            out.print("   " + " > ".join(h["heading_path"]), markup=False, highlight=False)
+        out.print("   " + " ".join(h["text"].split())[:200], markup=False, highlight=False)
+    if not payload["hits"]:
+        filters = payload.get("filters")
+        why = f" matches the filters {json.dumps(filters, default=str)}" if filters else " matches the query"
+        out.print(f"no match: no chunk{why}", highlight=False, markup=False)
+
+
+ServerOpt = Annotated[
+    str | None,
+    typer.Option("--server", help="Ask a running `plm serve` at this URL (default: PLM_SERVER) instead of an index."),
+]
+
+
 @app.command()
 def query(
     text: str,
-    config: ConfigOpt,
+    config: Annotated[Path | None, typer.Option("--config", "-c", help="Job config (TOML).")] = None,
     k: Annotated[int, typer.Option("-k", help="Hits to return.")] = 5,
     set_: SetOpt = None,
     dataset: DatasetOpt = None,
@@ -184,44 +224,49 @@ def query(
             "a string: id='\"007\"'.",
         ),
     ] = None,
+    server: ServerOpt = None,
 ) -> None:
-    """Query an index built by `plm ingest` or `plm run`."""
+    """Query an index built by `plm ingest` or `plm run`, or a running `plm serve` (--server)."""
+    from plm_core import remote
     from plm_core.cli_values import parse_filter_args
 
     filters = parse_filter_args(filter_ or [])  # bad syntax fails before the index is opened
-    job = open_job(config, set_, dataset, index)
-    ranking, timings = job.search(text, k=k, filters=filters or None)
+    url = remote.server_url(server) if config is None or server else None
+    if url:
+        payload = remote.call(url, "POST", "/query", {"text": text, "k": k, "filters": filters or None})
+        payload.pop("corpus_version", None)
+    else:
+        if config is None:
+            raise typer.BadParameter("give the job config, or --server URL (or PLM_SERVER)", param_hint="'--config'")
+        job = open_job(config, set_, dataset, index)
+        ranking, timings = job.search(text, k=k, filters=filters or None)
+        payload = query_payload(text, ranking, timings, filters)
     if as_json:
-        print(
-            json.dumps(
-                {
-                    "query": text,
-                    "expanded": ranking.query.text,
-                    "filters": filters,
-                    "hits": [h.as_dict() for h in ranking.hits],
-                    "timings_ms": {s: round(1000 * t, 3) for s, t in timings.items()},
-                },
-                indent=1,
-                default=str,
-            )
+        print(json.dumps(payload, indent=1, default=str))
+    else:
+        print_query_result(payload)
+
+
+@app.command()
+def status(
+    server: ServerOpt = None, as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False
+) -> None:
+    """What a running `plm serve` holds and does (for a local index: `plm index stats`)."""
+    from plm_core import remote
+
+    url = remote.server_url(server)
+    if not url:
+        raise PlmUserError(
+            "plm status asks a running server: pass --server URL or set PLM_SERVER (for a local index: "
+            "plm index stats --config FILE)"
         )
+    payload = remote.call(url, "GET", "/status")
+    if as_json:
+        print(json.dumps(payload, indent=1, default=str))
         return
-    if ranking.query.fired:
-        out.print(f"expanded ({', '.join(ranking.query.fired)}): {ranking.query.text}", highlight=False)
-    # A list, not a table: ids and heading paths are long and must not be cut.
-    for h in ranking.hits:
-        srcs = " ".join(f"{s}#{r}" for s, (r, _) in h.sources.items())
-        title = str(h.metadata.get("title", ""))
-        shown = f"  {escape(title)}" if title and title != h.doc_id else ""
-        out.print(
-            f"[bold]{h.rank}.[/bold] {h.score:.4f}  [cyan]{escape(h.doc_id)}[/cyan]{shown}  ({srcs})", highlight=False
-        )
-        if h.heading_path:
-            out.print("   " + " > ".join(h.heading_path), markup=False, highlight=False)
-        out.print("   " + " ".join(h.text.split())[:200], markup=False, highlight=False)
-    if not ranking.hits:
-        why = f" matches the filters {json.dumps(filters, default=str)}" if filters else " matches the query"
-        out.print(f"no match: no chunk{why}", highlight=False, markup=False)
+    for key, value in payload.items():
+        shown = json.dumps(value, default=str) if isinstance(value, (dict, list)) else value
+        out.print(f"{key:>16}: {shown}", highlight=False, markup=False)
 
 
 @index_app.command("stats")

@@ -17,6 +17,7 @@ from plm_core.assembly import Assembler
 from plm_core.cache import CachedEmbedder, ContentCache, open_cache
 from plm_core.config import JobConfig, load_job
 from plm_core.errors import PlmUserError
+from plm_core.interfaces import Embedder
 from plm_core.records import Hit, Query, Ranking
 from plm_core.registry import Registry, default_registry
 from plm_core.search import Searcher
@@ -34,13 +35,15 @@ class Job:
         index_dir: Path,
         settings: Settings | None = None,
         registry: Registry | None = None,
+        embedder: Embedder | None = None,
     ) -> None:
+        """`embedder`: an already loaded one to share (see `Assembler.assemble`)."""
         self.config = config
         self.settings = settings or load_settings()
         self.registry = registry or default_registry()
         self.index_dir = Path(index_dir)
         self.cache: ContentCache | None = open_cache(self.settings.data_dir) if self.settings.cache else None
-        parts = Assembler(config, self.registry, self.settings, self.index_dir).assemble(self.cache)
+        parts = Assembler(config, self.registry, self.settings, self.index_dir).assemble(self.cache, embedder)
         self.store, self.embedder, self.loader = parts.store, parts.embedder, parts.loader
         self.transform, self.query_stages = parts.transform, parts.query_stages
         cached_embedder = CachedEmbedder(self.embedder, self.cache) if self.embedder is not None else None
@@ -95,11 +98,15 @@ class Job:
         reading the content cache."""
         return self._sync(as_sources(sources), force=force, prune=prune)
 
-    def sync(self, changed: Iterable[Source] | Source = (), deleted: Sequence[str] = ()) -> IngestReport:
+    def sync(
+        self, changed: Iterable[Source] | Source = (), deleted: Sequence[str] = (), prune: bool = False
+    ) -> IngestReport:
         """For callers that already know what changed (a folder watcher): process these
         files or records (unchanged ones are still skipped) and delete these document ids,
-        touching nothing else; one index refresh at the end."""
-        return self._sync(as_sources(changed), deleted=list(deleted))
+        touching nothing else; one index refresh at the end. With `prune`, documents a
+        changed file used to yield and no longer does (a record removed from a JSON file)
+        are deleted too (see `ingest`)."""
+        return self._sync(as_sources(changed), prune=prune, deleted=list(deleted))
 
     def _sync(
         self, items: list[Source], force: bool = False, prune: bool = False, deleted: Sequence[str] = ()
@@ -125,7 +132,7 @@ class Job:
         if prune:
             self.syncer.prune(items, set(todo.fingerprints), report)
         if deleted:
-            report.deleted = self.store.delete_documents(list(deleted))
+            report.deleted += [d for d in self.store.delete_documents(list(deleted)) if d not in report.deleted]
         elif items and not prune:
             note_other_sources(self.store.doc_paths(), items, report)
         self.syncer.complete_vectors(report, read_cache=not force)

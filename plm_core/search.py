@@ -194,6 +194,11 @@ class Searcher:
                 ix.build(snap, None)
         self._warm_for(snap)
 
+    def warm(self) -> None:
+        """Load every index for the store's current version now (inside `store.snapshot()`),
+        so that no query has to: a service warms a new generation before swapping it in."""
+        self._load()
+
     def depth(self, k: int) -> int:
         """How many candidates retrieval passes on: the most any later ranking stage wants."""
         return max([k, *(s.depth(k) for s in self.ranking_stages)])

@@ -82,7 +82,7 @@ def _config(tmp_path: Path, text: str, name: str = "job.toml") -> Path:
 BROKEN = {
     "a fuser in the store slot": (
         BASE.replace('[store]\nuse = "sqlite"', '[store]\nuse = "rrf"'),
-        "not a store; use one of: sqlite",
+        "not a store; use one of: postgres, sqlite",
     ),
     "a keyword extractor in the chunker slot": (
         BASE.replace('use = "markdown_semantic"', 'use = "yake"'),
