@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from plm_core.component import ComponentConfig
 from plm_core.corpus import CorpusSnapshot, CorpusVersion
@@ -32,7 +32,9 @@ class DenseRetriever(Retriever):
     embedder: Embedder | None
 
     class Config(ComponentConfig):
-        pass
+        score: Literal["cosine", "unit"] = "cosine"
+        """The score hits carry: "cosine" (in [-1, 1]) or "unit", (1 + cosine) / 2 in [0, 1]
+        (for people reading scores, e.g. papers); the ranking is the same."""
 
     def check(self) -> None:
         require_embedder(self, "needs chunk and query vectors")
@@ -92,6 +94,8 @@ class DenseRetriever(Retriever):
     def search(self, query: ExpandedQuery, n: int, allowed: Any = None) -> list[ScoredChunk]:
         # Exact scores for every chunk, then the POC's tie order (see ranking.top_n).
         scores = self.scores(query)
+        if self.config.score == "unit":
+            scores = (1.0 + scores.astype("float64")) / 2.0  # float64: close scores stay distinct
         return top_n(scores, n, self._chunk_ids, self.label, allowed)
 
 
