@@ -84,6 +84,13 @@ class Embedder(BaseComponent[list[str], Any]):
         """The model actually loaded (after resolving preferences); warms up if needed."""
 
     @property
+    def expected_model_name(self) -> str:
+        """The name `model_name` will have, found without loading the model where the embedder
+        can: opening an index checks its vectors against it, and a service or a cold query
+        should not wait for the weights before they are needed. Default: `model_name`."""
+        return self.model_name
+
+    @property
     def model_version(self) -> str:
         """Where the loaded weights live and when they changed ("" if unknown): part of the
         cache keys, so a model retrained in place never serves another model's vectors."""

@@ -143,6 +143,7 @@ class Searcher:
         self.indexes: list[Any] = [c for s in stages for c in s.components() if isinstance(c, Index)]
         self.ranking_stages = [s for s in stages if isinstance(s, RankingStage)]
         self.version: CorpusVersion | None = None  # the version the indexes are warm for
+        self.checked_model: str | None = None  # the model name the loaded vectors were checked against
         self.empty = False
 
     @property
@@ -151,7 +152,8 @@ class Searcher:
 
     def snapshot(self) -> CorpusSnapshot:
         """The store's current state (call inside `store.snapshot()`)."""
-        model = self.embedder.model_name if self.embedder is not None and self.uses_vectors else None
+        model = self.embedder.expected_model_name if self.embedder is not None and self.uses_vectors else None
+        self.checked_model = model
         return CorpusSnapshot(self.store, self.index_dir, model)
 
     def indexes_current(self, version: CorpusVersion) -> bool:
@@ -220,6 +222,11 @@ class Searcher:
                     raise err.cause from None
                 raise
         ranking = result.output
+        if self.checked_model and self.embedder is not None and self.embedder.model_name != self.checked_model:
+            raise StoreError(  # the model found first failed to load and another one answered
+                f"the vectors at {self.index_dir} were checked against {self.checked_model!r} but the embedder loaded "
+                f"{self.embedder.model_name!r}: fix the model named first in [embedder], or run `plm ingest --force`"
+            )
         if len(ranking.hits) > query.k:
             ranking = Ranking(query=ranking.query, hits=ranking.hits[: query.k], fusion=ranking.fusion)
         return ranking, dict(result.timings)

@@ -117,6 +117,24 @@ class SentenceTransformerEmbedder(Embedder):
         return self._name
 
     @property
+    def expected_model_name(self) -> str:
+        """The first candidate found (locally, or on the hub when online) without loading its
+        weights or importing torch; `model_name` once loaded. If that candidate then fails to
+        load and another is used, the search refuses the vectors (see `Searcher.search`)."""
+        if self._warm:
+            return self._name
+        if getattr(self, "_expected", None) is None:
+            settings = self._settings()
+            self._expected, _ = models.locate(
+                self.candidates,
+                models.hub_offline(settings.offline),
+                lambda n, p: None,
+                f"embedder {self.label!r}",
+                FIX_HINT,
+            )
+        return str(self._expected)
+
+    @property
     def model_path(self) -> Path:
         """The folder the model was loaded from."""
         self.ensure_warm()
