@@ -73,6 +73,8 @@ class PostgresRetriever(Retriever):
 
     def build(self, snapshot: CorpusSnapshot, index_dir: Path | None) -> None:
         self.load(snapshot, index_dir or Path("."))
+        if index_dir is not None and self.uses_vectors:  # after an ingest (queries never write)
+            self.store.ensure_hnsw(self.dim)
 
     def is_current(self, version: CorpusVersion, index_dir: Path) -> bool:
         return True

@@ -413,16 +413,26 @@ class PostgresStore(Store):
         return list(mat)
 
     def _vectors_written(self, model: str, dim: int) -> None:
-        """Record the model and dimension; the first vectors of a dimension get the HNSW
-        index (a partial index per dimension, so a model change never breaks inserts)."""
+        """Record the model and dimension of the vectors just written."""
         self.set_meta("model", model)
         self.set_meta("dimension", str(dim))
-        if self.config.hnsw:
-            self._q(
-                f"CREATE INDEX IF NOT EXISTS chunks_hnsw_{dim} ON {self.schema}.chunks USING hnsw "
-                f"((embedding::vector({dim})) vector_cosine_ops) WITH (m = {self.config.hnsw_m}, "
-                f"ef_construction = {self.config.hnsw_ef_construction}) WHERE vector_dims(embedding) = {dim}"
-            )
+
+    def ensure_hnsw(self, dim: int) -> None:
+        """The HNSW index (cosine) for vectors of `dim`, created if missing: a partial index
+        per dimension, so a model change never breaks inserts. The ANN retrievers call it
+        when their index is built after an ingest: a first ingest inserts rows without an
+        index and builds the graph once (much faster than growing it row by row); later
+        syncs keep it current as they insert."""
+        if not self.config.hnsw or dim <= 0:
+            return
+        name = f"chunks_hnsw_{int(dim)}"
+        if self._q("SELECT to_regclass(%s) IS NOT NULL", (f"{self.schema}.{name}",)).fetchone()[0]:
+            return
+        self._q(
+            f"CREATE INDEX IF NOT EXISTS {name} ON {{s}}.chunks USING hnsw "
+            f"((embedding::vector({int(dim)})) vector_cosine_ops) WITH (m = {self.config.hnsw_m}, "
+            f"ef_construction = {self.config.hnsw_ef_construction}) WHERE vector_dims(embedding) = {int(dim)}"
+        )
 
     def write_vectors(
         self, chunk_ids: Sequence[str], matrix: Any, model: str, texts: Sequence[str] | None = None

@@ -90,7 +90,32 @@ def loaded(pg_new_database: Any, tmp_path_factory: pytest.TempPathFactory) -> tu
         chunks.append(Chunk(id=f"d{i}_0", doc_id=f"d{i}", text=text, metadata={"group": i % 10, "n": i}))
     job.store.replace_documents(docs, chunks, job.embedder.embed([c.text for c in chunks]), "hash-16")
     job.close()
+    ann = job_for(dsn, folder, 'use = "pgvector"')
+    assert not hnsw_index(ann)
+    ann.rebuild_indexes()  # what an ingest ends with: the ANN retriever builds the HNSW index
+    assert hnsw_index(ann) == ["chunks_hnsw_16"]
+    ann.close()
     return dsn, folder
+
+
+def hnsw_index(job: Job) -> list[str]:
+    sql = "SELECT indexname FROM pg_indexes WHERE schemaname = 'plm' AND indexdef LIKE '%hnsw%'"
+    return [r[0] for r in job.store.conn.execute(sql)]
+
+
+def test_approximate_search_uses_the_hnsw_index_and_exact_search_does_not(loaded: tuple[str, Path]) -> None:
+    from plm_plugins.retrievers.pg_search import dense_sql
+
+    dsn, folder = loaded
+    job = job_for(dsn, folder, 'use = "pgvector"')
+    vector = "[" + ",".join(["0.25"] * DIM) + "]"
+    plan = lambda exact: " ".join(  # noqa: E731
+        r[0]
+        for r in job.store.conn.execute(
+            "EXPLAIN " + dense_sql(exact, DIM, "TRUE").replace("{s}", "plm"), [vector, vector, 10]
+        )
+    )
+    assert "chunks_hnsw_16" in plan(False) and "chunks_hnsw_16" not in plan(True)
 
 
 QUERIES = [" ".join(WORDS[i : i + 2]) for i in range(0, 10)] + ["backup restore quota", "secret", "item17 token"]
