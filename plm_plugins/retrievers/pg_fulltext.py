@@ -38,7 +38,7 @@ class PgFulltextRetriever(PostgresRetriever):
             return []
         tsq, tsq_params = tsquery_sql(self.config, self.store.config.fulltext_config, query.text)
         where, params = filter_sql(query)
-        sql = f"WITH q AS (SELECT {tsq} AS tsq) " + keyword_sql(self.config, where)
+        sql = f"WITH q AS MATERIALIZED (SELECT {tsq} AS tsq) " + keyword_sql(self.config, where)
         return self.run_sql(sql, [*tsq_params, *params, n])
 
 

@@ -66,7 +66,7 @@ class PgHybridRetriever(PostgresRetriever):
     def _sql(self, exact: bool, where: str) -> str:
         ranked = "SELECT id, row_number() OVER (ORDER BY score DESC) AS rank FROM ({}) AS t(id, score)"
         return (
-            "WITH q AS (SELECT {tsq} AS tsq), "
+            "WITH q AS MATERIALIZED (SELECT {tsq} AS tsq), "  # once per query, also in prepared plans
             f"dense AS ({ranked.format(dense_sql(exact, self.dim, where))}), "
             f"keyword AS ({ranked.format(keyword_sql(self.config, where))}) "
             "SELECT id, sum(score) AS score FROM ("

@@ -71,13 +71,20 @@ class PostgresRetriever(Retriever):
         if self.uses_vectors:
             require_embedder(self, "embeds the query")
 
+    @property
+    def wants_hnsw(self) -> bool:
+        return self.uses_vectors and not getattr(self.config, "exact", True)
+
     def build(self, snapshot: CorpusSnapshot, index_dir: Path | None) -> None:
         self.load(snapshot, index_dir or Path("."))
-        if index_dir is not None and self.uses_vectors:  # after an ingest (queries never write)
+        if index_dir is not None and self.wants_hnsw:  # after an ingest (queries never write)
             self.store.ensure_hnsw(self.dim)
 
     def is_current(self, version: CorpusVersion, index_dir: Path) -> bool:
-        return True
+        """True unless an approximate search lacks its HNSW index (an ingest then builds it)."""
+        if not self.wants_hnsw:
+            return True
+        return bool(self.store.has_hnsw(int(self.store.get_meta("dimension") or 0)))
 
     def load(self, snapshot: CorpusSnapshot, index_dir: Path) -> None:
         if not self.uses_vectors:

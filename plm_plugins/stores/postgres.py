@@ -207,6 +207,7 @@ class PostgresStore(Store):
             ) from None
         try:
             conn.execute(f"SET lock_timeout = {int(self.config.lock_timeout_ms)}")
+            conn.execute("SET client_min_messages = warning")  # not a NOTICE per stop-word-only tsquery
             state = self._state(conn)
             if state == "missing" and not create:
                 raise StoreError(
@@ -417,6 +418,13 @@ class PostgresStore(Store):
         self.set_meta("model", model)
         self.set_meta("dimension", str(dim))
 
+    def has_hnsw(self, dim: int) -> bool:
+        """The HNSW index for `dim` exists, or none is wanted (`hnsw = false`, no vectors)."""
+        if not self.config.hnsw or dim <= 0:
+            return True
+        name = f"{self.schema}.chunks_hnsw_{int(dim)}"
+        return bool(self._q("SELECT to_regclass(%s) IS NOT NULL", (name,)).fetchone()[0])
+
     def ensure_hnsw(self, dim: int) -> None:
         """The HNSW index (cosine) for vectors of `dim`, created if missing: a partial index
         per dimension, so a model change never breaks inserts. The ANN retrievers call it
@@ -425,9 +433,9 @@ class PostgresStore(Store):
         syncs keep it current as they insert."""
         if not self.config.hnsw or dim <= 0:
             return
-        name = f"chunks_hnsw_{int(dim)}"
-        if self._q("SELECT to_regclass(%s) IS NOT NULL", (f"{self.schema}.{name}",)).fetchone()[0]:
+        if self.has_hnsw(dim):
             return
+        name = f"chunks_hnsw_{int(dim)}"
         self._q(
             f"CREATE INDEX IF NOT EXISTS {name} ON {{s}}.chunks USING hnsw "
             f"((embedding::vector({int(dim)})) vector_cosine_ops) WITH (m = {self.config.hnsw_m}, "

@@ -16,11 +16,11 @@ from plm_core.config import load_job
 from plm_core.errors import ConfigError
 from plm_core.interfaces import Embedder
 from plm_core.job import Job
-from plm_core.records import Chunk, Document
 from plm_core.registry import Registry
 from plm_core.settings import Settings
 
 pytest.importorskip("psycopg")
+from plm_plugins.chunkers.markdown_semantic import MarkdownSemanticChunker  # noqa: E402
 from plm_plugins.embedders.embed_query import QueryEmbedder  # noqa: E402
 from plm_plugins.retrievers.dense import DenseRetriever  # noqa: E402
 from plm_plugins.retrievers.pg_fulltext import PgFulltextRetriever  # noqa: E402
@@ -60,6 +60,7 @@ def job_for(dsn: str, folder: Path, retrieve: str) -> Job:
     for cls in (
         PostgresStore,
         SQLiteStore,
+        MarkdownSemanticChunker,
         HashEmbedder,
         QueryEmbedder,
         DenseRetriever,
@@ -71,6 +72,7 @@ def job_for(dsn: str, folder: Path, retrieve: str) -> Job:
     path = folder / f"job-{abs(hash(retrieve))}.toml"
     path.write_text(
         f'[job]\nname = "pg"\n[store]\nuse = "postgres"\ndsn = "{dsn}"\n[embedder]\nuse = "hash_vectors"\n'
+        '[index.chunk]\nuse = "markdown_semantic"\n'
         f'[query.embed]\nuse = "embed_query"\n[query.retrieve]\n{retrieve}\n'
     )
     job = Job(load_job(path, registry), folder / "index", Settings(progress=False, cache=False), registry)
@@ -79,21 +81,30 @@ def job_for(dsn: str, folder: Path, retrieve: str) -> Job:
 
 @pytest.fixture(scope="module")
 def loaded(pg_new_database: Any, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path]:
-    """A Postgres store of N_DOCS one-chunk documents with hash vectors and metadata."""
+    """A Postgres store of N_DOCS one-chunk documents with hash vectors and metadata, made
+    by a real ingest with the ANN retriever in the config (which builds the HNSW index)."""
     dsn, folder = pg_new_database(), tmp_path_factory.mktemp("pg-retrievers")
-    job = job_for(dsn, folder, 'use = "dense"')
     rng = np.random.default_rng(7)
-    docs, chunks = [], []
-    for i in range(N_DOCS):
-        text = " ".join(rng.choice(WORDS, size=6)) + f" item{i}"
-        docs.append(Document(id=f"d{i}", text=text))
-        chunks.append(Chunk(id=f"d{i}_0", doc_id=f"d{i}", text=text, metadata={"group": i % 10, "n": i}))
-    job.store.replace_documents(docs, chunks, job.embedder.embed([c.text for c in chunks]), "hash-16")
-    job.close()
+    records = [
+        {
+            "id": f"d{i}",
+            "text": " ".join(rng.choice(WORDS, size=6)) + f" item{i}",
+            "metadata": {"group": i % 10, "n": i},
+        }
+        for i in range(N_DOCS)
+    ]
+    exact = job_for(dsn, folder, 'use = "pgvector"\nexact = true')
+    exact.ingest(records[:10])
+    assert not hnsw_index(exact)  # an exact-only config never builds one
+    exact.close()
     ann = job_for(dsn, folder, 'use = "pgvector"')
-    assert not hnsw_index(ann)
-    ann.rebuild_indexes()  # what an ingest ends with: the ANN retriever builds the HNSW index
-    assert hnsw_index(ann) == ["chunks_hnsw_16"]
+    assert not ann.open().searcher.indexes_current(ann.store.version())  # no HNSW index yet: not current
+    report = ann.ingest(records)
+    assert len(report.added) == N_DOCS - 10 and hnsw_index(ann) == ["chunks_hnsw_16"]
+    assert ann.searcher.indexes_current(ann.store.version()) and ann.store.chunk_ids()[:2] == [
+        "d0_mdsem_0",
+        "d1_mdsem_0",
+    ]
     ann.close()
     return dsn, folder
 
@@ -129,8 +140,9 @@ def test_pgvector_exact_equals_dense_on_the_same_vectors(loaded: tuple[str, Path
     dsn, folder = loaded
     dense, exact = job_for(dsn, folder, 'use = "dense"'), job_for(dsn, folder, 'use = "pgvector"\nexact = true')
     for text in QUERIES:
-        for filters in (None, {"group": 3}, {"n": {"lt": 40}, "group": {"in": [1, 2]}}):
+        for filters, rows in ((None, 600), ({"group": 3}, 60), ({"n": {"lt": 40}, "group": {"in": [1, 2]}}, 8)):
             want, got = ranked(dense, text, 10, filters), ranked(exact, text, 10, filters)
+            assert len(want) == min(10, rows)
             assert [c for c, _ in got] == [c for c, _ in want], (text, filters)
             assert np.allclose([s for _, s in got], [s for _, s in want], atol=1e-5)
 
@@ -145,7 +157,7 @@ def test_pgvector_hnsw_recall_and_k_hits_under_tight_filters(loaded: tuple[str, 
     tight = {"n": {"in": [5, 77, 301, 450, 599]}}  # 5 of 600 rows
     for job in (ann, ann_unguarded):  # the guard, and the fallback when HNSW returns too few
         assert sorted(c for c, _ in ranked(job, "pod node", 10, tight)) == sorted(
-            f"d{i}_0" for i in (5, 77, 301, 450, 599)
+            f"d{i}_mdsem_0" for i in (5, 77, 301, 450, 599)
         )
         assert len(ranked(job, "pod node", 10, {"group": 4})) == 10  # 60 rows match: k hits
 
