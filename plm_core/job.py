@@ -131,8 +131,10 @@ class Job:
         self.syncer.run(todo, report, read_cache=not force)
         if prune:
             self.syncer.prune(items, set(todo.fingerprints), report)
+        # An id stored again by this sync (a file renamed between folders) is not deleted.
+        deleted = [d for d in deleted if d not in todo.fingerprints]
         if deleted:
-            report.deleted += [d for d in self.store.delete_documents(list(deleted)) if d not in report.deleted]
+            report.deleted += [d for d in self.store.delete_documents(deleted) if d not in report.deleted]
         elif items and not prune:
             note_other_sources(self.store.doc_paths(), items, report)
         self.syncer.complete_vectors(report, read_cache=not force)

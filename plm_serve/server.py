@@ -1,0 +1,320 @@
+"""`plm serve`: the HTTP service (FastAPI under uvicorn), warm, over one index.
+
+    plm serve --config FILE [--index DIR] [--host 127.0.0.1] [--port 8000] [--watch DIR...]
+
+Endpoints (JSON; the schema is at /openapi.json, docs at /docs):
+- `POST /query` {text, k, filters} and `GET /query?q=...&k=...`: hits as `plm query --json`
+  prints them, with per-stage timings.
+- `GET /health` (the process is up), `GET /ready` (an index is loaded: 503 until then).
+- `GET /status`: counts, corpus version, model, config, sizes, last sync, watcher state.
+- `POST /documents` (records as the JSON loader takes them) and `DELETE /documents/{id}`:
+  the same sync path as `plm ingest`, one writer at a time; the response comes once the
+  change is searchable.
+- `GET /metrics`: Prometheus text (requests, latency, corpus version, syncs).
+
+A user error is a 4xx with `{"error": "..."}`; nothing a client sends yields a 500. With
+PLM_API_KEY set, every endpoint but /health needs `Authorization: Bearer <key>`. Request
+bodies are limited (`--max-body-mb`); CORS is off unless `--cors-origin` is given.
+"""
+
+# No `from __future__ import annotations`: FastAPI reads the endpoints' annotations, which
+# name classes imported inside create_app (FastAPI loads only when serving).
+import hmac
+import json
+import logging
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from pydantic import BaseModel, ConfigDict, Field
+
+from plm_core.errors import PlmUserError
+from plm_core.records import Query
+from plm_core.search import MAX_K, MAX_QUERY_CHARS
+from plm_serve.service import NotReady, Service
+
+log = logging.getLogger("plm.serve")
+access = logging.getLogger("plm.serve.access")
+MAX_DOCUMENTS = 10_000  # records in one POST /documents
+
+
+class QueryRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    text: str = Field(min_length=1, max_length=MAX_QUERY_CHARS, description="What to search for.")
+    k: int = Field(5, ge=1, le=MAX_K, description="How many hits to return.")
+    filters: dict[str, Any] | None = Field(None, description="Metadata filters, as plm_core/filters.py defines them.")
+
+
+class HitSource(BaseModel):
+    rank: int
+    score: float
+
+
+class HitModel(BaseModel):
+    rank: int
+    chunk_id: str
+    doc_id: str
+    title: str
+    score: float
+    heading_path: list[str]
+    sources: dict[str, HitSource]
+    metadata: dict[str, Any]
+    text: str
+
+
+class QueryResponse(BaseModel):
+    query: str
+    expanded: str
+    fired: list[str]
+    filters: dict[str, Any] | None
+    hits: list[HitModel]
+    timings_ms: dict[str, float]
+    corpus_version: str
+
+
+class ErrorResponse(BaseModel):
+    error: str
+
+
+class DocumentsRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    records: list[dict[str, Any]] = Field(
+        min_length=1, max_length=MAX_DOCUMENTS, description="Records as the json_records loader reads them."
+    )
+
+
+class SyncResponse(BaseModel):
+    added: list[str]
+    updated: list[str]
+    deleted: list[str]
+    unchanged: int
+    failed: list[dict[str, str]]
+    seconds: float
+    corpus_version: int
+
+
+ERRORS: dict[int | str, dict[str, Any]] = {
+    code: {"model": ErrorResponse} for code in (400, 401, 404, 409, 413, 422, 503)
+}
+
+
+def query_payload(text: str, ranking: Any, timings: dict[str, float], filters: Any, version: str) -> dict[str, Any]:
+    from plm_core.cli import query_payload as local_payload
+
+    return {**local_payload(text, ranking, timings, filters), "corpus_version": version}
+
+
+def create_app(
+    service: Service, api_key: str | None = None, cors_origins: tuple[str, ...] = (), max_body_mb: float = 10.0
+) -> Any:
+    """The FastAPI app over a started `Service`."""
+    from fastapi import FastAPI, Request
+    from fastapi import Query as QueryParam
+    from fastapi.exceptions import RequestValidationError
+    from fastapi.responses import JSONResponse, PlainTextResponse
+    from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+    app = FastAPI(title="plm", version=_version(), description=__doc__.split("\n\n")[0] if __doc__ else "")
+    registry = CollectorRegistry()
+    requests_total = Counter("plm_requests_total", "HTTP requests", ["path", "status"], registry=registry)
+    latency = Histogram("plm_request_seconds", "HTTP request latency", ["path"], registry=registry)
+    version_gauge = Gauge("plm_corpus_version", "Corpus version being served", registry=registry)
+    syncs = Counter("plm_syncs_total", "Syncs applied by this process", ["kind"], registry=registry)
+    synced_docs = Counter("plm_synced_documents_total", "Documents changed by syncs", ["change"], registry=registry)
+    service.on_reload = lambda v: version_gauge.set(v.counter if v is not None else 0)
+    if service.generation is not None and service.generation.version is not None:
+        version_gauge.set(service.generation.version.counter)
+    limit = int(max_body_mb * 1024 * 1024)
+
+    def error(status: int, message: str) -> JSONResponse:
+        return JSONResponse({"error": message}, status_code=status)
+
+    @app.middleware("http")
+    async def guard(request: Request, call_next: Any) -> Any:
+        start = time.perf_counter()
+        response = await _guarded(request, call_next)
+        elapsed = time.perf_counter() - start
+        route = request.scope.get("route")
+        path = getattr(route, "path", "(unmatched)")
+        requests_total.labels(path, str(response.status_code)).inc()
+        latency.labels(path).observe(elapsed)
+        access.info(
+            json.dumps(
+                {
+                    "method": request.method,
+                    "path": request.url.path,
+                    "status": response.status_code,
+                    "ms": round(1000 * elapsed, 2),
+                    "client": request.client.host if request.client else None,
+                }
+            )
+        )
+        return response
+
+    async def _guarded(request: Request, call_next: Any) -> Any:
+        if api_key and request.url.path != "/health":
+            given = request.headers.get("authorization", "")
+            expected = f"Bearer {api_key}"
+            if not hmac.compare_digest(given.encode(), expected.encode()):
+                return error(401, "missing or wrong API key: send `Authorization: Bearer <PLM_API_KEY>`")
+        length = request.headers.get("content-length")
+        if length is not None and (not length.isdigit() or int(length) > limit):
+            return error(413, f"the request body is larger than {max_body_mb:g} MB")
+        if request.method in ("POST", "PUT", "PATCH"):
+            body = await request.body()  # chunked bodies have no length header: count them
+            if len(body) > limit:
+                return error(413, f"the request body is larger than {max_body_mb:g} MB")
+        return await call_next(request)
+
+    if cors_origins:
+        from fastapi.middleware.cors import CORSMiddleware
+
+        app.add_middleware(CORSMiddleware, allow_origins=list(cors_origins), allow_methods=["*"], allow_headers=["*"])
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e.get('loc', ()) if p != 'body') or 'body'}: {e.get('msg')}"
+            for e in exc.errors()[:5]
+        )
+        return error(422, f"invalid request: {problems}")
+
+    @app.exception_handler(NotReady)
+    async def not_ready(request: Request, exc: NotReady) -> JSONResponse:
+        return error(503, str(exc))
+
+    @app.exception_handler(PlmUserError)
+    async def user_error(request: Request, exc: PlmUserError) -> JSONResponse:
+        return error(400, str(exc))
+
+    def run_query(text: str, k: int, filters: dict[str, Any] | None) -> dict[str, Any]:
+        generation = service.generation
+        ranking, timings = service.search(Query(text=text, k=k, filters=filters))
+        return query_payload(text, ranking, timings, filters, str(generation.version if generation else ""))
+
+    @app.post("/query", response_model=QueryResponse, responses=ERRORS)
+    def post_query(body: QueryRequest) -> dict[str, Any]:
+        """Search: the top `k` hits for `text`, within `filters`."""
+        return run_query(body.text, body.k, body.filters)
+
+    @app.get("/query", response_model=QueryResponse, responses=ERRORS)
+    def get_query(
+        q: Annotated[str, QueryParam(min_length=1, max_length=MAX_QUERY_CHARS, description="What to search for.")],
+        k: Annotated[int, QueryParam(ge=1, le=MAX_K, description="How many hits to return.")] = 5,
+    ) -> dict[str, Any]:
+        """Search without a body, for quick use: `/query?q=...&k=5`."""
+        return run_query(q, k, None)
+
+    @app.get("/health")
+    def health() -> dict[str, str]:
+        """Liveness: the process is up (no key needed)."""
+        return {"status": "ok"}
+
+    @app.get("/ready", responses=ERRORS)
+    def ready() -> Any:
+        """Readiness: an index is loaded and not empty (503 until then)."""
+        generation = service.generation
+        if generation is None or generation.empty:
+            return error(503, service.load_error or "no documents indexed yet")
+        return {"ready": True, "corpus_version": str(generation.version)}
+
+    @app.get("/status", responses=ERRORS)
+    def status() -> dict[str, Any]:
+        """Documents, chunks, corpus version, model, config, sizes, last sync, watcher."""
+        return service.status()
+
+    def sync_response(report: Any, kind: str) -> dict[str, Any]:
+        syncs.labels(kind).inc()
+        for change in ("added", "updated", "deleted"):
+            synced_docs.labels(change).inc(len(getattr(report, change)))
+        return {
+            "added": report.added,
+            "updated": report.updated,
+            "deleted": report.deleted,
+            "unchanged": report.unchanged,
+            "failed": [{"path": f.path, "doc_id": f.doc_id or "", "error": f.error} for f in report.failed],
+            "seconds": round(report.seconds, 3),
+            "corpus_version": int(service.status()["corpus_version"] or 0),
+        }
+
+    @app.post("/documents", response_model=SyncResponse, responses=ERRORS)
+    def post_documents(body: DocumentsRequest) -> dict[str, Any]:
+        """Add or update documents (records with at least `id` and `text`); unchanged ones are skipped."""
+        return sync_response(service.apply(lambda job: job.sync(body.records)), "documents")
+
+    @app.delete("/documents/{doc_id}", response_model=SyncResponse, responses=ERRORS)
+    def delete_document(doc_id: str) -> Any:
+        """Remove a document with its chunks and vectors (404 if unknown)."""
+        report = service.apply(lambda job: job.sync(deleted=[doc_id]))
+        if not report.deleted:
+            return error(404, f"no document with id {doc_id!r}")
+        return sync_response(report, "delete")
+
+    @app.get("/metrics", response_class=PlainTextResponse)
+    def metrics() -> Any:
+        """Prometheus metrics."""
+        return PlainTextResponse(generate_latest(registry).decode(), media_type="text/plain; version=0.0.4")
+
+    return app
+
+
+def _version() -> str:
+    from plm_core import __version__
+
+    return str(__version__)
+
+
+def serve_command(
+    config: Annotated[Path, typer.Option("--config", "-c", help="Job config (TOML).")],
+    index: Annotated[Path | None, typer.Option("--index", help="Index folder (default: PLM_DATA_DIR/<job>).")] = None,
+    set_: Annotated[list[str] | None, typer.Option("--set", help="Override a config value.")] = None,
+    host: Annotated[str, typer.Option(help="Address to bind (127.0.0.1: this machine only).")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on.", min=0, max=65535)] = 8000,
+    watch: Annotated[
+        list[Path] | None, typer.Option("--watch", help="Keep the index in sync with this folder (repeat).")
+    ] = None,
+    readers: Annotated[int, typer.Option(help="Queries answered at once (each holds its own indexes).", min=1)] = 1,
+    cors_origin: Annotated[list[str] | None, typer.Option("--cors-origin", help="Allow browser calls from.")] = None,
+    max_body_mb: Annotated[float, typer.Option(help="Largest request body accepted.", min=0.001)] = 10.0,
+) -> None:
+    """Serve queries over HTTP, warm (model and indexes loaded once); PLM_API_KEY requires a key."""
+    import uvicorn
+
+    from plm_core.cli import open_job
+
+    writer = open_job(config, set_, None, index)
+    service = Service(writer, readers=readers)
+    service.start()
+    stop = threading.Event()
+    watcher_thread = None
+    if watch:
+        from plm_serve.watcher import job_watcher
+
+        # Catch-up, then batches, each applied through the service's single writer.
+        service.watcher = job_watcher(writer, watch, locked=service.apply, log=lambda line: log.info("watch: %s", line))
+        watcher_thread = threading.Thread(target=service.watcher.run, args=(stop,), name="plm-watcher", daemon=True)
+        watcher_thread.start()
+    api_key = os.environ.get("PLM_API_KEY") or None
+    app = create_app(service, api_key=api_key, cors_origins=tuple(cors_origin or ()), max_body_mb=max_body_mb)
+    logging.getLogger("plm.serve").setLevel(logging.INFO)
+    access.setLevel(logging.INFO)
+    print(f"plm serve: {writer.config.job.name} on http://{host}:{port} (index {writer.index_dir})", flush=True)
+    # uvicorn handles SIGTERM/SIGINT (stop accepting, let in-flight requests finish), then
+    # re-raises the signal with the handlers it found: these make that a normal exit, after
+    # the watcher's batch and the service are closed below.
+    previous = {sig: signal.signal(sig, lambda *_: None) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False, timeout_graceful_shutdown=30)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        stop.set()
+        if watcher_thread is not None:
+            watcher_thread.join(timeout=60)  # the batch in progress commits first
+        service.stop()

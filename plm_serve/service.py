@@ -1,0 +1,225 @@
+"""The state behind `plm serve`: warm read generations, one writer, a background reloader.
+
+- A `Generation` is one committed corpus version, warm: jobs whose store connections are
+  pinned to that state (an open read snapshot: SQLite WAL or a Postgres REPEATABLE READ
+  transaction) with every index loaded for it. A query takes a reader of the current
+  generation, so it always sees one whole version, and never loads or rebuilds anything.
+- One writer job (its own connection) applies syncs from `POST /documents`, `DELETE` and
+  the watcher, one at a time (`write_lock`).
+- The reloader thread notices new versions (this process's syncs at once, another
+  process's within `poll_s`), builds and warms a new generation in the background, swaps
+  it in whole, and closes the old one when its in-flight queries are done.
+- One model is loaded once and shared by every job.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+from contextlib import ExitStack
+from typing import Any
+
+from plm_core.corpus import CorpusVersion
+from plm_core.errors import PlmUserError
+from plm_core.job import Job
+from plm_core.records import Query
+from plm_core.sync import IngestReport
+
+log = logging.getLogger("plm.serve")
+
+
+class NotReady(PlmUserError):
+    """The index is empty or not loaded yet (HTTP 503)."""
+
+
+class Reader:
+    """One job pinned to one committed state, indexes loaded."""
+
+    def __init__(self, job: Job) -> None:
+        self.job, self.stack = job, ExitStack()
+        try:
+            job.open(create=False)
+            self.stack.enter_context(job.store.snapshot())
+            job.searcher.warm()
+        except BaseException:
+            self.close()
+            raise
+        self.version: CorpusVersion | None = job.searcher.version
+        self.empty = job.searcher.empty
+
+    def close(self) -> None:
+        try:
+            self.stack.close()
+        finally:
+            self.job.close()
+
+
+class Generation:
+    """`readers` readers of one version; a query borrows one (at most that many at once)."""
+
+    def __init__(self, make_job: Callable[[], Job], readers: int) -> None:
+        built: list[Reader] = []
+        try:
+            for _ in range(readers):
+                built.append(Reader(make_job()))
+        except BaseException:
+            for reader in built:
+                reader.close()
+            raise
+        self.version, self.empty, self.n = built[0].version, built[0].empty, len(built)
+        self.idle: queue.Queue[Reader] = queue.Queue()
+        for reader in built:
+            self.idle.put(reader)
+
+    def search(self, query: Query, timeout: float = 60.0) -> Any:
+        try:
+            reader = self.idle.get(timeout=timeout)
+        except queue.Empty:
+            raise NotReady(f"the server is busy: no reader was free within {timeout:.0f}s") from None
+        try:
+            return reader.job.search(query)
+        finally:
+            self.idle.put(reader)
+
+    def close(self) -> None:
+        """Close every reader once its in-flight query (if any) is done."""
+        for _ in range(self.n):
+            self.idle.get().close()
+
+
+class Service:
+    """Everything `plm serve` holds; see the module docstring."""
+
+    def __init__(self, writer: Job, readers: int = 1, poll_s: float = 1.0) -> None:
+        """`writer`: the job syncs go through; readers are built like it, sharing its model."""
+        self.writer, self.readers, self.poll_s = writer, readers, poll_s
+        self.write_lock = threading.Lock()
+        self.generation: Generation | None = None
+        self.last_sync: dict[str, Any] | None = None
+        self.load_error: str | None = None
+        self.watcher: Any = None
+        self.started = time.time()
+        self._wake, self._stop = threading.Event(), threading.Event()
+        self._swapped = threading.Condition()
+        self._thread: threading.Thread | None = None
+        self.on_reload: Callable[[CorpusVersion | None], None] = lambda version: None
+
+    # ------------------------------------------------------------------ life cycle
+    def start(self) -> None:
+        """Load the model and the current version (if any), then watch for new ones."""
+        if self.writer.embedder is not None:
+            self.writer.embedder.ensure_warm()
+        self.writer.open(create=True)
+        self._reload()
+        self._thread = threading.Thread(target=self._reloader, name="plm-reloader", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+        with self.write_lock:  # a sync in progress commits its batch first
+            if self.generation is not None:
+                self.generation.close()
+                self.generation = None
+            self.writer.close()
+
+    def _job(self) -> Job:
+        return Job(
+            self.writer.config, self.writer.index_dir, self.writer.settings, self.writer.registry, self.writer.embedder
+        )
+
+    def _reloader(self) -> None:
+        while not self._stop.is_set():
+            self._wake.wait(self.poll_s)
+            self._wake.clear()
+            if not self._stop.is_set():
+                self._reload()
+
+    def _reload(self) -> None:
+        """Swap in a generation for the store's current version when it moved."""
+        try:
+            with self.write_lock:
+                version = self.writer.store.version()
+            current = self.generation
+            if current is not None and current.version == version:
+                return
+            fresh = Generation(self._job, self.readers)
+            self.generation, self.load_error = fresh, None
+            log.info("serving corpus version %s", fresh.version)
+            self.on_reload(fresh.version)
+            if current is not None:
+                current.close()
+        except PlmUserError as err:  # e.g. an index being written for the first time
+            self.load_error = str(err)
+            log.warning("could not load the index: %s", err)
+        finally:
+            with self._swapped:
+                self._swapped.notify_all()
+
+    def refresh(self, timeout: float = 60.0) -> None:
+        """Ask the reloader for the newest version and wait until it has been swapped in
+        (so a client sees its own writes); queries keep being answered meanwhile."""
+        with self.write_lock:
+            target = self.writer.store.version()
+        deadline = time.monotonic() + timeout
+        with self._swapped:
+            while self.generation is None or self.generation.version != target:
+                self._wake.set()
+                left = deadline - time.monotonic()
+                if left <= 0 or self._thread is None:
+                    break
+                self._swapped.wait(min(left, 1.0))
+
+    # ------------------------------------------------------------------ work
+    def search(self, query: Query) -> Any:
+        generation = self.generation
+        if generation is None:
+            raise NotReady(self.load_error or "the index is not loaded yet: add documents or run `plm ingest`")
+        if generation.empty:
+            raise NotReady("the index is empty: POST /documents or run `plm ingest` with this config")
+        return generation.search(query)
+
+    def apply(self, work: Callable[[Job], IngestReport]) -> IngestReport:
+        """Run one sync with the writer (one at a time), record it, and swap in the result."""
+        with self.write_lock:
+            started = time.time()
+            report = work(self.writer)
+            self.last_sync = {
+                "time": started,
+                "seconds": round(report.seconds, 3),
+                "added": len(report.added),
+                "updated": len(report.updated),
+                "deleted": len(report.deleted),
+                "failed": [{"path": f.path, "doc_id": f.doc_id, "error": f.error} for f in report.failed][:20],
+            }
+        self.refresh()
+        return report
+
+    def status(self) -> dict[str, Any]:
+        with self.write_lock:
+            stats = self.writer.store.stats()
+        generation = self.generation
+        return {
+            "config": self.writer.config.job.name,
+            "config_path": str(self.writer.config.path),
+            "index_dir": str(self.writer.index_dir),
+            "ready": generation is not None and not generation.empty,
+            "serving_version": str(generation.version) if generation else None,
+            "documents": stats.get("documents"),
+            "chunks": stats.get("chunks"),
+            "vectors": stats.get("vectors"),
+            "model": stats.get("model"),
+            "corpus_version": stats.get("corpus_version"),
+            "store_bytes": stats.get("bytes"),
+            "index_dir_bytes": sum(p.stat().st_size for p in self.writer.index_dir.rglob("*") if p.is_file()),
+            "readers": self.readers,
+            "uptime_s": round(time.time() - self.started, 1),
+            "last_sync": self.last_sync,
+            "load_error": self.load_error,
+            "watcher": self.watcher.state() if self.watcher is not None else None,
+        }

@@ -1,0 +1,318 @@
+"""`plm watch DIR... --config FILE`: keep an index in sync with folders as files change.
+
+`FolderWatcher` watches folders recursively (watchfiles) and hands each batch of changes
+to an `apply(changed, removed)` callable, so that `plm watch` and `plm serve --watch`
+(which passes an apply holding its own lock) share it:
+
+- Once the watch is in place it runs one catch-up sync per folder (`catch_up`; for `plm
+  watch`, `ingest(folder, prune=True)`): edits made while nothing watched are picked up,
+  and none made during the catch-up is missed.
+- Events are collected until the folders are quiet for `debounce_ms` (or `max_wait_ms`
+  under constant churn); then only the files named by events are synced, never a rescan,
+  at most `max_batch` per sync: a branch switch touching 1,000 files is a few syncs.
+- A file is read once it has stopped changing: size and mtime as last seen, and its mtime
+  or our first sight of them `settle_ms` old; until then it waits, so a file written in
+  parts is stored in its final form. Scratch files (`.#foo`, `foo~`, `#foo#`, `*.swp`,
+  `*.tmp`, vim's `4913`, `.DS_Store`, anything hidden such as `.git/`) are ignored, and so
+  is every file the loader would not read (`loader_filter`, see `loader_filter_for`).
+- A rename removes the old path and adds the new one; a removed folder removes what was
+  stored from files under it; new subfolders are followed, one moved in is read whole.
+  Removals are synced first, on their own: a file moved to another folder keeps its
+  document id, deleted from the old place before it is stored from the new one.
+- Each sync logs one summary line, plus `failed: PATH: reason` per file it could not read
+  (as `plm ingest`); neither bad files nor an exception from `apply` stop the watcher.
+  `run(stop)` returns once `stop` is set, after the sync in progress (the catch-up
+  included); changes still pending then are found by the next start's catch-up.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import stat
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from contextlib import suppress
+from datetime import datetime, timezone
+from fnmatch import fnmatchcase
+from functools import partial
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from plm_core.cli import ConfigOpt, IndexOpt, SetOpt, open_job, out
+from plm_core.errors import PlmUserError
+from plm_core.job import Job
+from plm_core.sync import IngestReport
+from plm_serve.syncing import sync_paths
+
+Apply = Callable[[list[Path], list[Path]], IngestReport]
+Locked = Callable[[Callable[[Job], IngestReport]], IngestReport]  # runs one sync, e.g. under a lock
+logger = logging.getLogger(__name__)
+_SCRATCH_SUFFIXES = (".swp", ".swx", ".swo", ".tmp", ".part", ".crdownload")
+
+
+def scratch(name: str) -> bool:
+    """An editor or OS scratch file, or a hidden file or folder: never indexed."""
+    return (
+        name.startswith(".")  # .#foo locks, .DS_Store, .git/, .foo.md.swp
+        or name.endswith("~")
+        or (name.startswith("#") and name.endswith("#"))
+        or name.lower().endswith(_SCRATCH_SUFFIXES)
+        or name == "4913"  # vim's probe for whether it may write in the folder
+    )
+
+
+def under(path: Path, folder: Path) -> bool:
+    return path == folder or folder in path.parents
+
+
+def glob_filter(pattern: str, roots: Sequence[Path]) -> Callable[[Path], bool]:
+    """Whether a path is one `root.glob(pattern)` yields for one of the roots (`**`: any depth)."""
+    parts = tuple(p for p in pattern.replace("\\", "/").split("/") if p not in ("", "."))
+
+    def match(names: tuple[str, ...], pat: tuple[str, ...]) -> bool:
+        if not pat:
+            return not names
+        if pat[0] == "**":
+            return any(match(names[i:], pat[1:]) for i in range(len(names) + 1))
+        return bool(names) and fnmatchcase(names[0], pat[0]) and match(names[1:], pat[1:])
+
+    def accepts(path: Path) -> bool:
+        return any(match(path.relative_to(r).parts, parts) for r in roots if under(path, r))
+
+    return accepts
+
+
+def loader_filter_for(loader: Any, roots: Sequence[Path]) -> Callable[[Path], bool] | None:
+    """Which files the loader reads: its own `accepts(path)` when it has one, else its
+    config's glob `pattern` (markdown_dir: `*.md`, top level only, unless `**/*.md`), else
+    None (every file that is not scratch)."""
+    accepts = getattr(loader, "accepts", None)
+    if callable(accepts):
+        return accepts  # type: ignore[no-any-return]
+    pattern = getattr(getattr(loader, "config", None), "pattern", None)
+    return glob_filter(pattern, roots) if isinstance(pattern, str) else None
+
+
+class FolderWatcher:
+    def __init__(
+        self,
+        dirs: Iterable[str | Path],
+        apply: Apply,
+        *,
+        catch_up: Callable[[list[Path]], IngestReport] | None = None,
+        debounce_ms: int = 300,
+        settle_ms: int = 250,
+        max_wait_ms: int = 2000,
+        max_batch: int = 500,
+        loader_filter: Callable[[Path], bool] | None = None,
+        log: Callable[[str], None] = print,
+    ) -> None:
+        self.dirs = [Path(os.path.abspath(d)) for d in dirs]
+        self.apply, self.catch_up, self.log = apply, catch_up, log
+        self.debounce_ms, self.settle_ms, self.max_wait_ms = debounce_ms, settle_ms, max_wait_ms
+        self.max_batch = max_batch
+        self.accepts = loader_filter or (lambda path: True)
+        # file -> ((size, mtime_ns), monotonic time first seen so); None until stat'ed
+        self._pending: dict[Path, tuple[tuple[int, int], float] | None] = {}
+        self._sent: dict[Path, tuple[int, int]] = {}  # file synced -> its (size, mtime_ns) then
+        self._dirs: set[Path] = set()  # folders holding synced files: their removal matters
+        self._lock = threading.Lock()
+        self._state: dict[str, Any] = dict(running=False, caught_up=False, batches=0, last_batch=None)
+        self._state.update(failed_files=0, last_error=None)
+
+    def state(self) -> dict[str, Any]:
+        """For a /status endpoint: folders, running, caught up, batches so far, the last batch
+        (when, files changed and removed, its counts and failures), pending files, last error."""
+        with self._lock:
+            return {"dirs": [str(d) for d in self.dirs], **self._state, "pending": len(self._pending)}
+
+    def run(self, stop: threading.Event) -> None:
+        """Catch up, then watch until `stop` is set; the batch in progress is finished first."""
+        from watchfiles import watch
+
+        self._set(running=True)
+        try:
+            for n, changes in enumerate(
+                watch(
+                    *self.dirs,
+                    watch_filter=lambda _change, path: self._relevant(Path(path)),
+                    step=self.debounce_ms,  # quiet this long: a batch
+                    debounce=self.max_wait_ms,  # or this long under constant churn
+                    stop_event=stop,
+                    rust_timeout=max(self.debounce_ms, self.settle_ms // 2),  # re-check unsettled files
+                    yield_on_timeout=True,
+                    raise_interrupt=False,
+                )
+            ):
+                if n == 0:  # the watch is in place: nothing changed from now on can be missed
+                    self._catch_up(stop)
+                self._pending.update((Path(path), None) for _change, path in changes)
+                while not stop.is_set() and any(batch := self._ready()):
+                    self._batch(*batch)
+        finally:
+            self._set(running=False)
+
+    def _set(self, **values: Any) -> None:
+        with self._lock:
+            self._state.update(values)
+
+    def _catch_up(self, stop: threading.Event) -> None:
+        for root in self.dirs:
+            for path in self._files(root):  # what the catch-up syncs
+                with suppress(OSError):
+                    st = os.stat(path)
+                    self._sent[path] = (st.st_size, st.st_mtime_ns)
+                    self._remember(path)
+            if self.catch_up is not None and not stop.is_set():
+                self._call(f"catch-up {root}", partial(self.catch_up, [root]))
+        self._set(caught_up=True)
+
+    def _relevant(self, path: Path) -> bool:
+        root = next((r for r in self.dirs if under(path, r)), None)
+        return root is not None and not any(map(scratch, path.relative_to(root).parts))
+
+    def _files(self, folder: Path) -> Iterable[Path]:
+        for where, subdirs, names in os.walk(folder):
+            subdirs[:] = [d for d in subdirs if not scratch(d)]
+            yield from (p for n in names if not scratch(n) and self.accepts(p := Path(where) / n))
+
+    def _remember(self, path: Path) -> None:
+        for folder in path.parents:
+            if folder in self._dirs or not any(under(folder, r) for r in self.dirs):
+                break
+            self._dirs.add(folder)
+
+    def _ready(self) -> tuple[list[Path], list[Path]]:
+        """Up to `max_batch` files that settled or are gone; the rest stay pending."""
+        now, wall = time.monotonic(), time.time()
+        changed: list[Path] = []
+        removed: list[Path] = []
+        for path, seen in list(self._pending.items()):
+            if len(changed) + len(removed) >= self.max_batch:
+                break
+            try:
+                st: os.stat_result | None = os.stat(path)
+            except (FileNotFoundError, NotADirectoryError):
+                del self._pending[path]
+                if self._sent.pop(path, None) is not None:  # else never synced: nothing to delete
+                    removed.append(path)
+                elif path in self._dirs:
+                    removed.append(path)
+                    self._dirs = {d for d in self._dirs if not under(d, path)}
+                    self._sent = {f: sig for f, sig in self._sent.items() if path not in f.parents}
+                continue
+            except OSError:  # unreadable: the loader says why
+                st = None
+            if st is not None and stat.S_ISDIR(st.st_mode):  # made or moved in: read what it holds
+                del self._pending[path]
+                self._pending.update((p, None) for p in self._files(path) if p not in self._pending)
+                continue
+            if not self.accepts(path):
+                del self._pending[path]
+                continue
+            sig: tuple[int, int] | None = None
+            if st is not None:
+                sig = (st.st_size, st.st_mtime_ns)
+                if seen is None or seen[0] != sig:
+                    seen = self._pending[path] = (sig, now)
+                if 1000 * max(wall - st.st_mtime, now - seen[1]) < self.settle_ms:
+                    continue  # maybe still being written
+            del self._pending[path]
+            if sig is None or self._sent.get(path) != sig:  # else a late event for a version synced
+                self._sent[path] = sig or (-1, -1)
+                changed.append(path)
+                self._remember(path)
+        return sorted(changed), sorted(removed)
+
+    def _batch(self, changed: list[Path], removed: list[Path]) -> None:
+        """Removals first, as their own sync (see the module docstring), then changes."""
+        for files, gone in (([], removed), (changed, [])):
+            if files or gone:
+                with self._lock:
+                    self._state["batches"] += 1
+                    head = f"batch {self._state['batches']}: {len(files)} changed, {len(gone)} removed"
+                self._call(head, partial(self.apply, files, gone), {"changed": len(files), "removed": len(gone)})
+
+    def _call(self, head: str, work: Callable[[], IngestReport], batch: dict[str, Any] | None = None) -> None:
+        """Run one sync and log it; an exception is logged and the watcher goes on."""
+        try:
+            report = work()
+        except Exception as exc:  # the watcher outlives any one batch
+            reason = str(exc) if isinstance(exc, PlmUserError) else f"{type(exc).__name__}: {exc}"
+            if not isinstance(exc, PlmUserError):  # a bug keeps its traceback, in the log
+                logger.warning("%s failed", head, exc_info=True)
+            self.log(f"error: {head}: {reason}")
+            self._set(last_error=reason)
+            return
+        self.log(f"{head}; {report.summary()}")
+        for line in [*(f"failed: {f.path}: {f.error}" for f in report.failed), *report.notes]:
+            self.log(line)
+        with self._lock:
+            self._state["failed_files"] += len(report.failed)
+            if batch is not None:
+                counts = {k: len(getattr(report, k)) for k in ("added", "updated", "deleted")}
+                failed = [f"{f.path}: {f.error}" for f in report.failed]
+                at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+                self._state["last_batch"] = {"at": at, **batch, **counts, "failed": failed, "seconds": report.seconds}
+
+
+def job_watcher(job: Job, dirs: Iterable[str | Path], locked: Locked | None = None, **options: Any) -> FolderWatcher:
+    """A FolderWatcher keeping `job`'s index in sync: `sync_paths` per batch, a catch-up
+    `ingest(folder, prune=True)`, only the files the job's loader reads. `locked(work)` runs
+    each sync, e.g. under a server's write lock (default: directly)."""
+    run = locked or (lambda work: work(job))
+    roots = [Path(os.path.abspath(d)) for d in dirs]
+    return FolderWatcher(
+        roots,
+        lambda c, r: run(lambda j: sync_paths(j, c, r)),
+        catch_up=lambda d: run(lambda j: j.ingest(d, prune=True)),
+        loader_filter=loader_filter_for(job.loader, roots),
+        **options,
+    )
+
+
+def watch_command(
+    dirs: Annotated[
+        list[Path], typer.Argument(help="Folders to keep indexed (watched recursively).", exists=True, file_okay=False)
+    ],
+    config: ConfigOpt,
+    set_: SetOpt = None,
+    index: IndexOpt = None,
+    debounce_ms: Annotated[
+        int, typer.Option("--debounce-ms", min=10, help="Sync once the folders have been quiet this long (ms).")
+    ] = 300,
+) -> None:
+    """Keep an index in sync with folders: one catch-up sync (as `plm ingest DIR --prune`),
+    then the files saved, renamed or deleted, in batches, as it happens. Ctrl-C or SIGTERM
+    stops it after the batch in progress."""
+    job = open_job(config, set_, None, index)
+    if not job.config.index:
+        raise PlmUserError(f"{config} has no [index] stages: plm watch needs a loader and a chunker")
+
+    def log(line: str) -> None:
+        out.print(f"{time.strftime('%H:%M:%S')} {line}", highlight=False, markup=False)
+
+    watcher = job_watcher(job, dirs, debounce_ms=debounce_ms, log=log)
+    stop = threading.Event()
+    caught: list[str] = []
+
+    def on_signal(signum: int, _frame: object) -> None:
+        if stop.is_set():  # a second Ctrl-C stops at once (each stored batch is one transaction)
+            raise KeyboardInterrupt
+        caught.append(signal.Signals(signum).name)
+        stop.set()
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    log(f"watching {', '.join(map(str, watcher.dirs))} into {job.index_dir}")
+    try:
+        watcher.run(stop)
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        job.close()
+    log(f"{caught[0] if caught else 'stop'}: stopped after the batch in progress")

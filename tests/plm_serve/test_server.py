@@ -1,0 +1,310 @@
+"""`plm serve` as a real process on 127.0.0.1, started and stopped by the tests: queries,
+documents, status, metrics, errors, the API key, another process's sync, SIGTERM, the
+`--server` client, and schemathesis over the OpenAPI schema."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+httpx = pytest.importorskip("httpx")
+pytest.importorskip("fastapi")
+pytest.importorskip("bm25s")
+
+REPO = Path(__file__).resolve().parents[2]
+CONFIG = """
+[job]
+name = "serve_test"
+[store]
+use = "sqlite"
+[index.load]
+use = "markdown_dir"
+[index.chunk]
+use = "markdown_semantic"
+target_words = 40
+min_words = 10
+max_words = 60
+[query.retrieve]
+use = "bm25s"
+tokenizer = "bm25s_stem"
+"""
+DOCS = {
+    "alpha": "---\nteam: storage\n---\n# Alpha\n\n## Backup\n\nNightly backups of the alpha volume run at two.\n",
+    "beta": "---\nteam: identity\n---\n# Beta\n\n## Tokens\n\nBeta tokens expire after one hour of use.\n",
+    "gamma": "---\nteam: storage\n---\n# Gamma\n\n## Mirrors\n\nGamma mirrors replicate the archive weekly.\n",
+}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def plm(*args: str, env: dict[str, str], timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    cmd = [sys.executable, "-m", "plm_core.cli", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout, cwd=REPO)
+
+
+class Server:
+    def __init__(self, root: Path, extra_env: dict[str, str] | None = None, args: tuple[str, ...] = ()) -> None:
+        self.root, self.port, self.args = root, free_port(), args
+        self.url = f"http://127.0.0.1:{self.port}"
+        env = {k: v for k, v in os.environ.items() if k not in ("PLM_API_KEY", "PLM_SERVER")}
+        self.env = {**env, "PLM_DATA_DIR": str(root / "data"), "PLM_PROGRESS": "0", **(extra_env or {})}
+        self.config = root / "serve.toml"
+        self.log = root / f"serve-{self.port}.log"
+
+    def start(self) -> Server:
+        cmd = [sys.executable, "-m", "plm_core.cli", "serve", "--config", str(self.config), "--port", str(self.port)]
+        cmd += list(self.args)
+        self.proc = subprocess.Popen(cmd, env=self.env, stdout=self.log.open("w"), stderr=subprocess.STDOUT, cwd=REPO)
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            assert self.proc.poll() is None, self.log.read_text()[-3000:]
+            try:
+                if httpx.get(self.url + "/health", timeout=1).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        raise AssertionError("plm serve did not start:\n" + self.log.read_text()[-3000:])
+
+    def stop(self) -> int:
+        self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout=60)
+
+
+def make_root(tmp: Path) -> Path:
+    docs = tmp / "docs"
+    docs.mkdir(parents=True)
+    for name, text in DOCS.items():
+        (docs / f"{name}.md").write_text(text)
+    (tmp / "serve.toml").write_text(CONFIG)
+    return tmp
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    root = make_root(tmp_path_factory.mktemp("serve"))
+    srv = Server(root)
+    res = plm("ingest", str(root / "docs"), "--config", str(srv.config), env=srv.env)
+    assert res.returncode == 0, res.stderr
+    srv.start()
+    yield srv
+    assert srv.stop() == 0, srv.log.read_text()[-3000:]
+
+
+def test_query_matches_the_local_plm_query(server: Server) -> None:
+    local = plm("query", "alpha backups", "--config", str(server.config), "--json", env=server.env)
+    assert local.returncode == 0, local.stderr
+    want = json.loads(local.stdout)
+    posted = httpx.post(server.url + "/query", json={"text": "alpha backups", "k": 5}).json()
+    got = httpx.get(server.url + "/query", params={"q": "alpha backups"}).json()
+    for answer in (posted, got):
+        assert answer["hits"] == want["hits"] and answer["hits"][0]["doc_id"] == "alpha"
+        assert "retrieve" in answer["timings_ms"]
+    # The client prints exactly what the local command prints, with no model and no index.
+    env = {**server.env, "PLM_DATA_DIR": str(server.root / "elsewhere")}
+    for as_json in ((), ("--json",)):
+        remote = plm("query", "alpha backups", "--server", server.url, *as_json, env=env)
+        again = plm("query", "alpha backups", "--config", str(server.config), *as_json, env=server.env)
+        assert remote.returncode == 0, remote.stderr
+        if as_json:
+            assert json.loads(remote.stdout)["hits"] == json.loads(again.stdout)["hits"]
+        else:
+            assert remote.stdout == again.stdout
+    filtered = httpx.post(server.url + "/query", json={"text": "weekly", "filters": {"team": "identity"}}).json()
+    assert all(h["metadata"]["team"] == "identity" for h in filtered["hits"])
+
+
+def test_documents_are_added_searchable_at_once_and_deleted(server: Server) -> None:
+    record = {"id": "delta", "title": "Delta", "text": "The delta zeppelin hangar opens at dawn."}
+    added = httpx.post(server.url + "/documents", json={"records": [record]}, timeout=60)
+    assert added.status_code == 200 and added.json()["added"] == ["delta"]
+    hits = httpx.get(server.url + "/query", params={"q": "zeppelin hangar", "k": 1}).json()["hits"]
+    assert hits[0]["doc_id"] == "delta"  # searchable when the response comes
+    again = httpx.post(server.url + "/documents", json={"records": [record]}, timeout=60).json()
+    assert again["unchanged"] == 1 and again["added"] == []
+    gone = httpx.delete(server.url + "/documents/delta", timeout=60)
+    assert gone.status_code == 200 and gone.json()["deleted"] == ["delta"]
+    after = httpx.get(server.url + "/query", params={"q": "zeppelin"}).json()["hits"]
+    assert all(h["doc_id"] != "delta" for h in after)
+    missing = httpx.delete(server.url + "/documents/delta")
+    assert missing.status_code == 404 and "no document with id 'delta'" in missing.json()["error"]
+    status = httpx.get(server.url + "/status").json()
+    assert status["documents"] == 3 and status["ready"] and status["last_sync"]["deleted"] == 0
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body", "status", "message"),
+    [
+        ("POST", "/query", {"text": "", "k": 5}, 422, "text"),
+        ("POST", "/query", {"text": "x", "k": 0}, 422, "k"),
+        ("POST", "/query", {"text": "x", "k": 10_001}, 422, "k"),
+        ("POST", "/query", {"text": "x", "k": "5"}, 200, ""),
+        ("POST", "/query", {"text": "x", "filters": {"team": {"bad": 1}}}, 400, "unknown operator"),
+        ("POST", "/query", {"text": "   "}, 400, "the query is empty"),
+        ("POST", "/query", "not json", 422, "invalid request"),
+        ("POST", "/documents", {"records": []}, 422, "records"),
+        ("POST", "/documents", {"records": [{"text": "no id"}]}, 200, ""),
+        ("GET", "/query?q=x&k=zero", None, 422, "k"),
+        ("GET", "/nowhere", None, 404, ""),
+    ],
+)
+def test_bad_input_is_a_4xx_with_one_error_line(
+    server: Server, method: str, path: str, body: Any, status: int, message: str
+) -> None:
+    kwargs: dict[str, Any] = {"content": body} if isinstance(body, str) else {"json": body}
+    response = httpx.request(method, server.url + path, headers={"content-type": "application/json"}, **kwargs)
+    assert response.status_code == status, response.text
+    if status >= 400 and message:
+        assert message in response.json()["error"]
+
+
+def test_a_record_without_an_id_fails_alone(server: Server) -> None:
+    answer = httpx.post(server.url + "/documents", json={"records": [{"text": "no id"}]}, timeout=60).json()
+    assert answer["added"] == [] and len(answer["failed"]) == 1
+
+
+def test_the_body_size_is_limited(server: Server) -> None:
+    huge = {"text": "x" * (11 * 1024 * 1024)}
+    response = httpx.post(server.url + "/query", json=huge, timeout=60)
+    assert response.status_code == 413 and "larger than 10 MB" in response.json()["error"]
+
+
+def test_metrics_count_requests_and_show_the_version(server: Server) -> None:
+    httpx.get(server.url + "/query", params={"q": "tokens"})
+    text = httpx.get(server.url + "/metrics").text
+    assert 'plm_requests_total{path="/query",status="200"}' in text
+    assert "plm_request_seconds_bucket" in text and "plm_corpus_version" in text
+
+
+def test_another_process_syncing_is_picked_up_without_blocking_queries(server: Server) -> None:
+    (server.root / "docs" / "epsilon.md").write_text("# Epsilon\n\n## Quotas\n\nEpsilon quotas cap the kiwi uploads.\n")
+    results: list[int] = []
+    stop = threading.Event()
+
+    def query_loop() -> None:
+        while not stop.is_set():
+            results.append(httpx.get(server.url + "/query", params={"q": "kiwi uploads"}, timeout=30).status_code)
+
+    threading.Thread(target=query_loop, daemon=True).start()
+    res = plm("ingest", str(server.root / "docs"), "--config", str(server.config), env=server.env)
+    assert res.returncode == 0, res.stderr
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        hits = httpx.get(server.url + "/query", params={"q": "kiwi uploads", "k": 1}).json()["hits"]
+        if hits and hits[0]["doc_id"] == "epsilon":
+            break
+        time.sleep(0.2)
+    stop.set()
+    assert hits and hits[0]["doc_id"] == "epsilon"
+    assert results and set(results) == {200}
+
+
+def test_client_errors_are_one_line(server: Server, tmp_path: Path) -> None:
+    down = f"http://127.0.0.1:{free_port()}"
+    res = plm("query", "x", "--server", down, env=server.env)
+    assert res.returncode == 2 and res.stderr.count("\n") == 1 and "cannot reach a plm server" in res.stderr
+    res = plm("status", env={**server.env, "PLM_SERVER": server.url})
+    assert res.returncode == 0 and "documents" in res.stdout
+    res = plm("status", env={k: v for k, v in server.env.items() if k != "PLM_SERVER"})
+    assert res.returncode == 2 and "--server" in res.stderr
+    silent = socket.socket()  # accepts, never answers
+    silent.bind(("127.0.0.1", 0))
+    silent.listen()
+    try:
+        url = f"http://127.0.0.1:{silent.getsockname()[1]}"
+        res = plm("query", "x", "--server", url, env={**server.env, "PLM_SERVER_TIMEOUT": "1"})
+        assert res.returncode == 2 and "did not answer within 1s" in res.stderr, res.stderr
+    finally:
+        silent.close()
+
+
+def test_an_api_key_guards_everything_but_health(tmp_path: Path) -> None:
+    root = make_root(tmp_path)
+    srv = Server(root, {"PLM_API_KEY": "k3y"})
+    assert plm("ingest", str(root / "docs"), "--config", str(srv.config), env=srv.env).returncode == 0
+    srv.start()
+    try:
+        assert httpx.get(srv.url + "/health").status_code == 200
+        for path in ("/query?q=alpha", "/status", "/ready", "/metrics"):
+            assert httpx.get(srv.url + path).status_code == 401
+            assert httpx.get(srv.url + path, headers={"Authorization": "Bearer wrong"}).status_code == 401
+            assert httpx.get(srv.url + path, headers={"Authorization": "Bearer k3y"}).status_code == 200
+        res = plm("query", "alpha", "--server", srv.url, env={**srv.env, "PLM_API_KEY": "nope"})
+        assert res.returncode == 2 and "refused the request" in res.stderr and "check PLM_API_KEY" in res.stderr
+        assert plm("query", "alpha", "--server", srv.url, env=srv.env).returncode == 0
+    finally:
+        assert srv.stop() == 0
+
+
+def test_an_empty_index_is_not_ready_until_documents_arrive(tmp_path: Path) -> None:
+    root = make_root(tmp_path)
+    srv = Server(root).start()
+    try:
+        assert httpx.get(srv.url + "/ready").status_code == 503
+        assert httpx.get(srv.url + "/query", params={"q": "alpha"}).status_code == 503
+        record = {"id": "one", "text": "The only document talks about walruses."}
+        assert httpx.post(srv.url + "/documents", json={"records": [record]}, timeout=60).status_code == 200
+        assert httpx.get(srv.url + "/ready").status_code == 200
+        assert httpx.get(srv.url + "/query", params={"q": "walruses"}).json()["hits"][0]["doc_id"] == "one"
+    finally:
+        assert srv.stop() == 0
+
+
+def test_serve_watch_catches_up_then_follows_the_folder(tmp_path: Path) -> None:
+    root = make_root(tmp_path)
+    srv = Server(root, args=("--watch", str(root / "docs"))).start()
+    try:
+        deadline = time.monotonic() + 60
+        while httpx.get(srv.url + "/ready").status_code != 200 and time.monotonic() < deadline:
+            time.sleep(0.2)  # the catch-up ingests the folder (nothing was ingested before)
+        assert httpx.get(srv.url + "/query", params={"q": "alpha backups"}).json()["hits"][0]["doc_id"] == "alpha"
+        (root / "docs" / "zeta.md").write_text("# Zeta\n\n## Walrus\n\nZeta walruses migrate each spring.\n")
+        (root / "docs" / "beta.md").unlink()
+        found: list[str] = []
+        while time.monotonic() < deadline:
+            found = [h["doc_id"] for h in httpx.get(srv.url + "/query", params={"q": "walruses tokens"}).json()["hits"]]
+            if found[:1] == ["zeta"] and "beta" not in found:
+                break
+            time.sleep(0.2)
+        assert found[:1] == ["zeta"] and "beta" not in found
+        watcher = httpx.get(srv.url + "/status").json()["watcher"]
+        assert watcher["running"] and watcher["batches"] >= 1
+    finally:
+        assert srv.stop() == 0
+
+
+def test_no_input_yields_a_500_and_responses_match_the_schema(server: Server) -> None:
+    """schemathesis generates requests from /openapi.json for every operation; each response
+    must not be a 5xx and must match the documented status codes and bodies."""
+    schemathesis = pytest.importorskip("schemathesis")
+    from hypothesis import HealthCheck, given, settings
+    from schemathesis.specs.openapi.checks import positive_data_acceptance
+
+    # Excluded: "schema-valid data is accepted". Filters are free-form JSON whose meaning (known
+    # operators, key names) no JSON schema states; a bad one is rightly a 400 with its reason.
+
+    schema = schemathesis.openapi.from_url(server.url + "/openapi.json")
+    operations = [result.ok() for result in schema.get_all_operations()]
+    assert {op.path for op in operations} >= {"/query", "/documents", "/documents/{doc_id}", "/status", "/health"}
+    for operation in operations:
+
+        @given(case=operation.as_strategy())
+        @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+        def check(case: Any) -> None:
+            case.call_and_validate(base_url=server.url, excluded_checks=[positive_data_acceptance])
+
+        check()
