@@ -190,7 +190,7 @@ class Service:
             started = time.time()
             report = work(self.writer)
             self.last_sync = {
-                "time": started,
+                "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
                 "seconds": round(report.seconds, 3),
                 "added": len(report.added),
                 "updated": len(report.updated),

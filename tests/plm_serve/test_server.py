@@ -234,7 +234,7 @@ def test_client_errors_are_one_line(server: Server, tmp_path: Path) -> None:
 
 def test_an_api_key_guards_everything_but_health(tmp_path: Path) -> None:
     root = make_root(tmp_path)
-    srv = Server(root, {"PLM_API_KEY": "k3y"})
+    srv = Server(root, {"PLM_API_KEY": "k3y"}, args=("--readers", "2"))  # two queries at once
     assert plm("ingest", str(root / "docs"), "--config", str(srv.config), env=srv.env).returncode == 0
     srv.start()
     try:
