@@ -3,21 +3,21 @@
 score(chunk) = sum over sources of weight[source] / (k + rank + rank_base), rank 0-based.
 A query gets the profile its expander names (`ExpandedQuery.profile`): the dictionary
 expander names "expanded" when a trigger fired (the POC: BM25 weight 3.0, semantic 0.3,
-k 10, 20 candidates per wanted hit); an unnamed or unknown profile gets `default`.
+k 10, 20 candidates per wanted hit); an unnamed or unknown profile gets `default`. How a
+profile is chosen and checked is shared with `linear` (`plm_plugins.fusers.profiles`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Annotated
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from pydantic import Field, field_validator
 
 from plm_core.component import ComponentConfig
-from plm_core.errors import ConfigError
 from plm_core.hookspecs import hookimpl
-from plm_core.interfaces import Fuser
-from plm_core.records import ExpandedQuery, FusionConfig, ScoredChunk
+from plm_core.records import FusionConfig, ScoredChunk
+from plm_plugins.fusers.profiles import ProfiledFuser, Weight, equal_weights
 
 if TYPE_CHECKING:
     from plm_core.registry import Registry
@@ -29,9 +29,7 @@ class Profile(ComponentConfig):
     k: float = Field(60.0, gt=0, le=1e9, allow_inf_nan=False)
     """The RRF constant added to every rank (at least 1e-6): higher evens out the top ranks'
     contributions. The POC: 60, or 10 when expanded."""
-    weights: dict[str, Annotated[float, Field(ge=0, le=1e9, allow_inf_nan=False)]] = Field(
-        default_factory=lambda: {"dense": 1.0, "bm25": 1.0}
-    )
+    weights: dict[str, Weight] = Field(default_factory=equal_weights)
     """Source label (the retriever's table name, e.g. bm25) -> weight (>= 0) its 1/(k + rank)
     terms are multiplied by; it must name exactly the hybrid stage's retrievers."""
     candidates_factor: int = Field(10, ge=1, le=10_000)
@@ -45,7 +43,7 @@ class Profile(ComponentConfig):
         return value
 
 
-class RRFFuser(Fuser):
+class RRFFuser(ProfiledFuser):
     """Weighted RRF over the sources' rankings; ties keep insertion order."""
 
     name = "rrf"
@@ -71,49 +69,11 @@ class RRFFuser(Fuser):
 
     config: Config
 
-    def check_sources(self, names: Sequence[str]) -> None:
-        """Every retriever needs a weight in every profile, and nothing else may have one."""
-        label = self.label
-        for pname, profile in self._profiles().items():
-            missing = [n for n in names if n not in profile.weights]
-            extra = [n for n in profile.weights if n not in names]
-            if missing or extra:
-                raise ConfigError(
-                    f"fuser {label!r}, profile {pname!r}: weights {dict(profile.weights)} must name exactly "
-                    f"the retrievers {list(names)}"
-                    + (f"; missing {missing}" if missing else "")
-                    + (f"; unknown {extra}" if extra else "")
-                )
-        unknown = [n for n in self.config.order if n not in names]
-        if unknown:
-            raise ConfigError(f"fuser {label!r}: `order` names {unknown}, which are not retrievers {list(names)}")
-
-    def _profiles(self) -> dict[str, Profile]:
-        named = {"default": self.config.default, **self.config.profiles}
-        if self.config.expanded is not None:
-            named["expanded"] = self.config.expanded
-        return named
-
-    def settings_for(self, query: ExpandedQuery, n_chunks: int) -> FusionConfig:
-        name = query.profile if query.profile in self._profiles() else "default"
-        profile = self._profiles()[name]
-        return FusionConfig(
-            candidates=max(0, min(query.depth * profile.candidates_factor, n_chunks)),
-            weights=dict(profile.weights),
-            profile=name,
-            params={"k": profile.k},
-        )
+    def profile_params(self, profile: Any) -> dict[str, Any]:
+        return {"k": profile.k}
 
     def fuse(self, rankings: Mapping[str, list[ScoredChunk]], settings: FusionConfig) -> list[ScoredChunk]:
-        order = [s for s in self.config.order if s in rankings]
-        order += [s for s in rankings if s not in order]
-        missing = [s for s in order if s not in settings.weights]
-        if missing:
-            raise ConfigError(
-                f"fuser {self.label!r}: no weight for source(s) {missing} "
-                f"in profile {settings.profile!r} (weights: {dict(settings.weights)}); the keys of "
-                "`weights` must be the retrievers' table names"
-            )
+        order = self.source_order(rankings, settings)
         # A dict keeps first-insertion order; Python's sort is stable (also with
         # reverse=True), so equal scores stay in insertion order, as in the POC.
         scores: dict[str, float] = {}

@@ -36,6 +36,8 @@ class DenseRetriever(Retriever):
         """The score hits carry: "cosine" (in [-1, 1]) or "unit", (1 + cosine) / 2 in [0, 1]
         (for people reading scores, e.g. papers); the ranking is the same."""
 
+    config: Config
+
     def check(self) -> None:
         require_embedder(self, "needs chunk and query vectors")
 
