@@ -128,30 +128,65 @@ def _p(p: float) -> str:
     return "p<0.001" if p < 0.001 else f"p={p:.3f}"
 
 
+def _signed(x: float) -> str:
+    """+.123 / -.045: no leading zero, so an interval is as narrow as the other lines of a cell."""
+    digits = f"{abs(x):.3f}"
+    return ("-" if x < 0 and digits != "0.000" else "+") + (digits[1:] if digits.startswith("0.") else digits)
+
+
+# Short names of the corrections in the printed cells.
+_CORRECTED = {"holm": ("Holm", "Holm"), "bonferroni": ("Bonf", "Bonferroni")}
+
+
+def _cell(row: dict[str, Any], m: str, test: dict[str, Any]) -> str:
+    """value / delta / raw p / corrected p / 95% CI; * on the p that decides (the corrected one)."""
+    value = f"{row['values'][m]:.3f}"
+    short = _CORRECTED.get(test.get("correction", "none"), ("", ""))[0]
+    if row["delta"][m] is None:
+        return "\n".join([value, "-", "-", *(["-"] if short else []), "-"])
+    corrected = row.get("p_corrected", {}).get(m, row["p"][m])
+    star = "*" if row.get("significant", {}).get(m, corrected < test["alpha"]) else ""
+    lines = [value, f"{row['delta'][m]:+.3f}", _p(row["p"][m]) + ("" if short else star)]
+    if short:
+        lines.append(f"{short} {_p(corrected)}{star}")
+    ci = row.get("ci", {}).get(m)
+    lines.append("-" if ci is None else f"[{_signed(ci[0])},{_signed(ci[1])}]")
+    return "\n".join(lines)
+
+
 def print_comparison(comparison: dict[str, Any]) -> None:
     test, base = comparison["test"], comparison["baseline"]
     how = "paired permutation test" if test["name"] == "permutation" else "paired t-test"
+    short, name = _CORRECTED.get(test.get("correction", "none"), ("", ""))
+    alpha = test["alpha"]
+    compared = len(comparison["configs"]) - 1
+    if short:
+        verdict = f"{name}-corrected p over the {compared} config(s) vs {base}, per metric (* survives: < {alpha})"
+        rule = f"{name}, p<{alpha}"
+    else:
+        verdict = f"not corrected (* p<{alpha})"
+        rule = f"uncorrected p<{alpha}"
     width = max(len(c["label"]) for c in comparison["configs"])
     for s in comparison["sets"]:
         table = Table(
             title=f"query set {s['set']} ({s['queries']} queries)",
             box=box.SIMPLE_HEAD,
-            caption=f"cell: mean / delta vs {base} / {how} p-value (* p<{test['alpha']})",
+            caption=f"cell: mean / delta vs {base} / {how} p-value / {verdict} / 95% bootstrap CI of the delta",
         )
         table.add_column("config", no_wrap=True, min_width=min(width, 24))
         for m in s["metrics"]:
             table.add_column(m, justify="right", no_wrap=True)
         for row in s["rows"]:
-            cells = []
-            for m in s["metrics"]:
-                value = f"{row['values'][m]:.3f}"
-                if row["delta"][m] is None:
-                    cells.append(f"{value}\n-\n-")
-                else:
-                    star = "*" if row["p"][m] < test["alpha"] else ""
-                    cells.append(f"{value}\n{row['delta'][m]:+.3f}\n{_p(row['p'][m])}{star}")
-            table.add_row(row["config"], *cells, end_section=True)
+            table.add_row(row["config"], *(_cell(row, m, test) for m in s["metrics"]), end_section=True)
         out.print(table)
+        if compared:
+            kept = [
+                f"{row['config']} {m} {row['delta'][m]:+.3f}"
+                for row in s["rows"][1:]
+                for m in s["metrics"]
+                if row.get("significant", {}).get(m)
+            ]
+            out.print(f"survive ({rule}): " + ("; ".join(kept) if kept else "none"), highlight=False)
 
 
 def _ranks(run: dict[str, Any], metric: str) -> str:
@@ -198,12 +233,22 @@ def eval_command(
     top: Annotated[int, typer.Option(min=1, help="How many differing queries to show and report.")] = 10,
     metric: Annotated[str | None, typer.Option(help="Metric that ranks differing queries (default nDCG@10).")] = None,
     test: Annotated[str, typer.Option(help="Significance test: permutation or ttest.")] = "permutation",
+    correction: Annotated[
+        str,
+        typer.Option(
+            help="Multiple-testing correction per query set and metric, across the configs: holm, bonferroni, none."
+        ),
+    ] = "holm",
     resamples: Annotated[int, typer.Option(help="Permutation test resamples.")] = 10000,
-    seed: Annotated[int, typer.Option(help="Permutation test seed.")] = 0,
+    bootstrap: Annotated[
+        int, typer.Option(help="Bootstrap resamples for each delta's 95% confidence interval.")
+    ] = 10000,
+    seed: Annotated[int, typer.Option(help="Seed of the permutation test and the bootstrap.")] = 0,
     chart: Annotated[bool, typer.Option(help="Write metrics.png.")] = True,
     force: Annotated[bool, typer.Option(help="Re-ingest even when an index is unchanged.")] = False,
 ) -> None:
-    """Evaluate several configs on one dataset: metrics side by side with deltas and p-values."""
+    """Evaluate several configs on one dataset: metrics side by side with deltas, p-values
+    (raw and corrected for the configs compared) and bootstrap confidence intervals."""
     settings = load_settings()
     logging.basicConfig(level=settings.log_level)
     registry = default_registry()
@@ -212,7 +257,16 @@ def eval_command(
     if not config:
         raise PlmUserError("give at least one --config")
     name = load_job(config[0], registry, set_ or []).job.reporter  # the reporter is config, as all names are
-    reporter = _reporter(registry, name, test=test, n_resamples=resamples, seed=seed, chart=chart)
+    reporter = _reporter(
+        registry,
+        name,
+        test=test,
+        correction=correction,
+        n_resamples=resamples,
+        n_bootstrap=bootstrap,
+        seed=seed,
+        chart=chart,
+    )
     sets = [s.strip() for s in queries.split(",") if s.strip()] if queries else None
     runs = run_configs(
         config,

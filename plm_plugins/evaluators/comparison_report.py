@@ -2,23 +2,35 @@
 
 Input: what `plm_eval.runner.run_job` returns per config (its `sets[*].per_query` rows carry
 every metric per query, named like the aggregates). Output: one table row per config and
-metric with the delta vs the first config and a paired significance test over the queries,
-the queries where two configs differ most, and files (JSON, CSV, Markdown, PNG) written by
-`report_writers`. scipy and matplotlib are imported only when used.
+metric with the delta vs the first config, a paired significance test over the queries, the
+p-value after a multiple-testing correction and a paired bootstrap confidence interval of the
+delta (`significance`); the queries where two configs differ most; and files (JSON, CSV,
+Markdown, PNG) written by `report_writers`. scipy and matplotlib are imported only when used.
+
+The correction's family is one query set and one metric: the p-values of every config
+against the baseline there (m = configs - 1), as PyTerrier's `Experiment(correction=...)`
+corrects each measure's p-value column across the systems. Not across metrics: nDCG@10,
+RR@10 and MRR are views of the same rankings, strongly correlated, and a family over them
+would make a verdict depend on how many measures the evaluator happens to print. Not across
+query sets: each set is its own experiment (a tuning set, a test set), and adding one must
+not change another's verdict.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+import numpy as np
 from pydantic import Field
 
 from plm_core.component import BaseComponent, ComponentConfig
-from plm_core.errors import MissingDependencyError, PlmUserError
+from plm_core.errors import PlmUserError
 from plm_core.hookspecs import hookimpl
+from plm_plugins.evaluators.significance import CONFIDENCE, adjust_p_values, bootstrap_cis, paired_p_value
+
+__all__ = ["ComparisonReporter", "paired_p_value", "per_query_values"]
 
 if TYPE_CHECKING:
     from plm_core.registry import Registry
@@ -43,44 +55,9 @@ def per_query_values(set_result: Mapping[str, Any]) -> dict[str, dict[str, float
     return out
 
 
-def paired_p_value(
-    a: Sequence[float], b: Sequence[float], test: str = "permutation", n_resamples: int = 10000, seed: int = 0
-) -> float:
-    """Two-sided p-value that the mean of the paired differences a - b is zero."""
-    if len(a) != len(b):
-        raise ValueError(f"paired samples differ in length: {len(a)} vs {len(b)}")
-    diffs = [x - y for x, y in zip(a, b, strict=True)]
-    # Identical scores: no evidence of a difference. Both tests would otherwise return NaN
-    # (t-test: zero variance) or spend resamples to say the same.
-    if len(diffs) < 2 or all(abs(d) < 1e-12 for d in diffs):
-        return 1.0
-    try:
-        import numpy as np
-        from scipy import stats
-    except ImportError:
-        raise MissingDependencyError("scipy", "eval") from None
-    x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
-    if test == "ttest":
-        p = float(stats.ttest_rel(x, y).pvalue)
-    else:
-        # permutation_type="samples" swaps the two values within each query: the paired
-        # randomisation test IR papers use (Smucker et al. 2007).
-        res = stats.permutation_test(
-            (x, y),
-            lambda u, v, axis: np.mean(u - v, axis=axis),
-            permutation_type="samples",
-            vectorized=True,
-            n_resamples=n_resamples,
-            alternative="two-sided",
-            random_state=seed,
-        )
-        p = float(res.pvalue)
-    # A constant non-zero difference has zero variance: the t statistic is infinite.
-    return 0.0 if math.isnan(p) else min(1.0, p)
-
-
 class ComparisonReporter(BaseComponent[object, object]):
-    """Compares evaluation runs of several configs: deltas, p-values and report files."""
+    """Compares evaluation runs of several configs: deltas, p-values (raw and corrected), bootstrap
+    intervals and report files."""
 
     name = "comparison_report"
     family = "evaluators"
@@ -93,12 +70,22 @@ class ComparisonReporter(BaseComponent[object, object]):
         """Resamples (random swaps within each query's pair) of the permutation test, >= 100;
         more gives steadier p-values, slower. Ignored by "ttest"."""
         seed: int = 0
-        """Random seed of the permutation test, so p-values repeat from run to run."""
+        """Random seed of the permutation test and the bootstrap, so p-values and intervals
+        repeat from run to run."""
         chart: bool = True
         """true: also write metrics.png, bars per metric and config, one panel per query set
         (needs matplotlib)."""
         alpha: float = Field(0.05, gt=0, lt=1)
-        """Significance level (between 0 and 1): a p-value below it marks the difference significant."""
+        """Significance level (between 0 and 1): a corrected p-value below it marks the
+        difference significant (it survives the correction)."""
+        correction: Literal["holm", "bonferroni", "none"] = "holm"
+        """Multiple-testing correction of the p-values of the configs compared with the
+        baseline, per query set and metric: "holm" (step-down, controls the family-wise
+        error rate, never less powerful than Bonferroni), "bonferroni" (p x m, capped at 1)
+        or "none"."""
+        n_bootstrap: int = Field(10000, ge=100)
+        """Resamples of the paired bootstrap (queries drawn with replacement) that gives each
+        delta its 95% percentile confidence interval, >= 100; seeded by `seed`."""
 
     config: Config
 
@@ -127,6 +114,14 @@ class ComparisonReporter(BaseComponent[object, object]):
                 "alpha": self.config.alpha,
                 "paired_over": "queries",
                 "two_sided": True,
+                "correction": self.config.correction,
+                "correction_family": "per query set and metric: the configs compared with the baseline",
+                "bootstrap": {
+                    "n_resamples": self.config.n_bootstrap,
+                    "seed": self.config.seed,
+                    "confidence": CONFIDENCE,
+                    "method": "paired percentile bootstrap: queries drawn with replacement",
+                },
             },
             "configs": [_config_summary(label, run) for label, run in runs],
             "sets": sets,
@@ -139,20 +134,32 @@ class ComparisonReporter(BaseComponent[object, object]):
         values = {label: per_query_values(res) for label, res in results}
         qids = [str(r["query_id"]) for r in base["per_query"]]
         rows = []
-        for label, res in results:
+        diffs: list[list[float]] = []  # one column per (compared config, metric), for the bootstrap
+        for i, (label, res) in enumerate(results):
             if sorted(values[label][metrics[0]]) != sorted(qids):
                 raise PlmUserError(f"{label} and {base_label} were scored on different queries of set {name!r}")
-            row: dict[str, Any] = {"config": label, "values": {}, "delta": {}, "p": {}}
+            row: dict[str, Any] = {
+                "config": label,
+                "values": {},
+                "delta": {},
+                "p": {},
+                "p_corrected": {},
+                "significant": {},
+                "ci": {},
+            }
             for m in metrics:
                 row["values"][m] = float(res["metrics"][m])
-                if label == base_label:
-                    row["delta"][m] = row["p"][m] = None
+                if i == 0:
+                    for key in ("delta", "p", "p_corrected", "significant", "ci"):
+                        row[key][m] = None
                     continue
                 row["delta"][m] = row["values"][m] - float(base["metrics"][m])
                 a = [values[label][m][q] for q in qids]
                 b = [values[base_label][m][q] for q in qids]
                 row["p"][m] = paired_p_value(a, b, self.config.test, self.config.n_resamples, self.config.seed)
+                diffs.append([x - y for x, y in zip(a, b, strict=True)])
             rows.append(row)
+        self._correct_and_bound(rows[1:], metrics, diffs)
         per_query = []
         by_label = {label: {str(r["query_id"]): r for r in res["per_query"]} for label, res in results}
         for r in base["per_query"]:
@@ -164,6 +171,23 @@ class ComparisonReporter(BaseComponent[object, object]):
             }
             per_query.append(entry)
         return {"set": name, "queries": len(qids), "metrics": metrics, "rows": rows, "per_query": per_query}
+
+    def _correct_and_bound(
+        self, rows: Sequence[dict[str, Any]], metrics: Sequence[str], diffs: list[list[float]]
+    ) -> None:
+        """Fill the compared rows' corrected p-values, verdicts and bootstrap intervals.
+
+        `diffs` holds the per-query differences row by row, metric by metric."""
+        if not rows:
+            return
+        for m in metrics:
+            corrected = adjust_p_values([row["p"][m] for row in rows], self.config.correction)
+            for row, p in zip(rows, corrected, strict=True):
+                row["p_corrected"][m] = p
+                row["significant"][m] = p < self.config.alpha
+        bounds = bootstrap_cis(np.asarray(diffs, dtype=float).T, self.config.n_bootstrap, self.config.seed)
+        for j, (row, m) in enumerate((row, m) for row in rows for m in metrics):
+            row["ci"][m] = [float(bounds[j, 0]), float(bounds[j, 1])]
 
     def differing_queries(
         self, set_cmp: Mapping[str, Any], a: str, b: str, metric: str | None = None, top: int = 10

@@ -63,13 +63,46 @@ def format_p(p: float) -> str:
     return "p<0.001" if p < 0.001 else f"p={p:.3f}"
 
 
-def _cell(row: Mapping[str, Any], metric: str, alpha: float) -> str:
+# How a correction is named in the report; "none" has no corrected column.
+CORRECTION_NAMES = {"holm": "Holm", "bonferroni": "Bonferroni"}
+
+
+def format_ci(ci: Sequence[float]) -> str:
+    return f"[{ci[0]:+.3f}, {ci[1]:+.3f}]"
+
+
+def corrected_p(row: Mapping[str, Any], metric: str) -> float:
+    """The corrected p-value of a compared row (the raw one in comparisons made before corrections)."""
+    p = (row.get("p_corrected") or {}).get(metric)
+    return float(row["p"][metric] if p is None else p)
+
+
+def survives(row: Mapping[str, Any], metric: str, alpha: float) -> bool:
+    verdict = (row.get("significant") or {}).get(metric)
+    return bool(corrected_p(row, metric) < alpha if verdict is None else verdict)
+
+
+def survivors(set_cmp: Mapping[str, Any], alpha: float) -> list[str]:
+    """ "config metric +delta" for every difference that survives the correction, table order."""
+    return [
+        f"{row['config']} {m} {row['delta'][m]:+.3f}"
+        for row in set_cmp["rows"]
+        for m in set_cmp["metrics"]
+        if row["delta"][m] is not None and survives(row, m, alpha)
+    ]
+
+
+def _cell(row: Mapping[str, Any], metric: str, test: Mapping[str, Any]) -> str:
     value = f"{row['values'][metric]:.3f}"
     if row["delta"][metric] is None:
         return value
-    p = row["p"][metric]
-    star = "\\*" if p < alpha else ""
-    return f"{value} ({row['delta'][metric]:+.3f}, {format_p(p)}{star})"
+    star = "\\*" if survives(row, metric, test["alpha"]) else ""
+    name = CORRECTION_NAMES.get(test.get("correction", "none"))
+    p = format_p(row["p"][metric])
+    stats = f"{p}, {name} {format_p(corrected_p(row, metric))}{star}" if name else f"{p}{star}"
+    ci = (row.get("ci") or {}).get(metric)
+    interval = f", 95% CI {format_ci(ci)}" if ci is not None else ""
+    return f"{value} ({row['delta'][metric]:+.3f}, {stats}{interval})"
 
 
 def _md(text: Any) -> str:
@@ -93,21 +126,40 @@ def write_markdown(comparison: Mapping[str, Any], diffs: Mapping[str, Sequence[M
     test, configs = comparison["test"], comparison["configs"]
     base = comparison["baseline"]
     how = (
-        f"paired randomisation (permutation) test, {test['n_resamples']} resamples, seed {test['seed']}"
+        f"paired randomisation (permutation) test ({test['n_resamples']} resamples, seed {test['seed']})"
         if test["name"] == "permutation"
         else "paired t-test"
     )
     names = " vs ".join(f"`{c['label']}`" for c in configs)
+    name = CORRECTION_NAMES.get(test.get("correction", "none"))
+    boot = test.get("bootstrap")
+    parts = [f"the delta vs `{base}`", f"the two-sided p-value of a {how} over the queries' paired scores"]
+    if name:
+        parts.append(f"that p-value after {name}'s correction")
+    if boot:
+        parts.append("the delta's 95% confidence interval")
+    cell = "Each cell: mean over the queries; for the other configs, " + ", ".join(parts[:-1]) + f" and {parts[-1]}."
+    if name:
+        cell += (
+            f" \\* marks a difference that survives the correction (corrected p < {test['alpha']}). Correction "
+            f"family: per query set and metric, the {len(configs) - 1} config(s) compared with `{base}`, as "
+            "PyTerrier's Experiment corrects each measure across systems; metrics and query sets are not pooled, "
+            "so adding one changes no other's verdict."
+        )
+    else:
+        cell += f" \\* p < {test['alpha']}; p-values are not corrected for multiple comparisons (`--correction none`)."
+    if boot:
+        cell += (
+            f" 95% CI: paired percentile bootstrap of the delta, {boot['n_resamples']} resamples of the queries "
+            f"drawn with replacement, seed {boot['seed']}."
+        )
     lines = [
         f"# plm eval: {names}",
         "",
         f"Dataset: `{configs[0].get('dataset')}`. Baseline: `{base}`.",
         "",
-        f"Each cell: mean over the queries (delta vs `{base}`, two-sided p-value of a {how} "
-        "pairing each query's scores; "
-        f"\\* p < {test['alpha']}). p-values are not corrected for multiple comparisons. Doc view: nDCG@10, "
-        "R@100 (recall), RR@10 (MRR@10) via ir-measures on the doc ranking; chunk view (the POC's): Hit@1, "
-        "Hit@k and MRR over the top k chunks.",
+        cell + " Doc view: nDCG@10, R@100 (recall), RR@10 (MRR@10) via ir-measures on the doc ranking; chunk "
+        "view (the POC's): Hit@1, Hit@k and MRR over the top k chunks.",
         "",
     ]
     for s in comparison["sets"]:
@@ -118,9 +170,16 @@ def write_markdown(comparison: Mapping[str, Any], diffs: Mapping[str, Sequence[M
             "|---" * (len(s["metrics"]) + 1) + "|",
         ]
         for row in s["rows"]:
-            cells = " | ".join(_cell(row, m, test["alpha"]) for m in s["metrics"])
+            cells = " | ".join(_cell(row, m, test) for m in s["metrics"])
             lines.append(f"| `{row['config']}` | {cells} |")
         lines.append("")
+        if len(s["rows"]) > 1:
+            kept = survivors(s, test["alpha"])
+            rule = f"{name}'s correction, p < {test['alpha']}" if name else f"p < {test['alpha']}, uncorrected"
+            lines += [
+                f"Differences vs `{base}` that survive ({rule}): " + ("; ".join(kept) if kept else "none") + ".",
+                "",
+            ]
     lines += [
         "## Ingest and cache reuse",
         "",

@@ -62,10 +62,15 @@ def test_eval_prints_side_by_side_table_with_deltas_and_p_values(two_bm25) -> No
     for metric in ("R@100", "RR@10", "Hit@1", "Hit@5", "MRR"):
         assert metric in header
     stemmed = next(i for i, line in enumerate(lines) if line.split()[:1] == ["bm25_stemmed"])
-    # The cell under each metric: mean, then the delta vs the first config, then its p.
+    # The cell under each metric: mean, then the delta vs the first config, then its p, the
+    # Holm-corrected p and the 95% bootstrap interval of the delta.
     assert lines[stemmed + 1].split()[0][0] in "+-"
     assert lines[stemmed + 2].split()[0].startswith("p")
+    assert lines[stemmed + 3].split()[0] == "Holm"
+    assert lines[stemmed + 4].split()[0].startswith("[")
     assert "delta vs bm25_whitespace" in res.stdout and "permutation" in res.stdout
+    assert "Holm-corrected p" in res.stdout and "95% bootstrap CI" in res.stdout
+    assert "survive (Holm, p<0.05): " in res.stdout
 
 
 def test_eval_writes_json_csv_markdown_and_png(two_bm25) -> None:  # type: ignore[no-untyped-def]
@@ -79,11 +84,19 @@ def test_eval_writes_json_csv_markdown_and_png(two_bm25) -> None:  # type: ignor
     assert [r["config"] for r in rows] == ["bm25_whitespace", "bm25_stemmed"]
     assert rows[1]["delta"]["nDCG@10"] == pytest.approx(rows[1]["values"]["nDCG@10"] - rows[0]["values"]["nDCG@10"])
     assert all(0 <= p <= 1 for p in rows[1]["p"].values())
+    # One config compared with the baseline: Holm leaves its p-values as they are.
+    assert rows[1]["p_corrected"] == rows[1]["p"]
+    # The interval is of the mean per-query difference (per-query values are rounded to 6
+    # places), the delta a difference of the aggregates: they agree to well under 1e-5.
+    for m, (low, high) in rows[1]["ci"].items():
+        assert low - 1e-5 <= rows[1]["delta"][m] <= high + 1e-5, m
+    assert summary["test"]["correction"] == "holm" and summary["test"]["bootstrap"]["n_resamples"] == 10000
     per_query = json.loads((out / "per_query.json").read_text())["test"]
     assert len(per_query) == 30 and set(per_query[0]["configs"]) == {"bm25_whitespace", "bm25_stemmed"}
     assert len((out / "per_query.csv").read_text().strip().splitlines()) == 1 + 30 * 2
     md = (out / "report.md").read_text()
     assert "| `bm25_stemmed` |" in md and "Ingest and cache reuse" in md
+    assert "Holm's correction" in md and "95% CI [" in md and "that survive (Holm's correction" in md
 
 
 def test_eval_per_query_shows_where_configs_differ(two_bm25) -> None:  # type: ignore[no-untyped-def]
@@ -104,6 +117,12 @@ def test_eval_per_query_shows_where_configs_differ(two_bm25) -> None:  # type: i
 def test_per_query_needs_two_configs(tmp_path: Path) -> None:
     res = plm("eval", "--config", str(EXPERIMENTS / "bm25_whitespace.toml"), "--per-query", data_dir=tmp_path)
     assert res.returncode == 2 and "at least two --config" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_unknown_correction_is_refused_before_any_work(tmp_path: Path) -> None:
+    res = plm("eval", "--config", str(EXPERIMENTS / "bm25_whitespace.toml"), "--correction", "fdr", data_dir=tmp_path)
+    assert res.returncode == 2 and "'holm', 'bonferroni' or 'none'" in res.stderr and "Traceback" not in res.stderr
+    assert list(tmp_path.iterdir()) == []  # nothing ingested
 
 
 def test_config_without_dataset_asks_for_one(tmp_path: Path) -> None:
@@ -139,7 +158,8 @@ def test_second_config_reuses_shared_stage_from_cache(tmp_path: Path) -> None:
 
 def test_same_job_name_in_two_files_gets_two_index_folders(tmp_path: Path) -> None:
     a, b = tmp_path / "a", tmp_path / "b"
-    a.mkdir(), b.mkdir()
+    a.mkdir()
+    b.mkdir()
     src = (EXPERIMENTS / "bm25_whitespace.toml").read_text()
     paths = [a / "x.toml", b / "x.toml", a / "y.toml"]
     for p in paths:

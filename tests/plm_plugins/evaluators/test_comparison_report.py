@@ -11,6 +11,7 @@ import pytest
 from pydantic import ValidationError
 
 from plm_plugins.evaluators.comparison_report import ComparisonReporter, paired_p_value, per_query_values
+from plm_plugins.evaluators.significance import bootstrap_ci
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -134,8 +135,17 @@ def test_write_produces_every_file(tmp_path: Path) -> None:
         rows = list(csv.DictReader(fh))
     assert len(rows) == 6 and rows[0]["config"] == "base" and rows[0]["nDCG@10"] == "1.0"
     assert rows[4]["chunk_rank"] == "" and rows[4]["doc_rank"] == "40"  # q3 under base
+    row = summary["sets"][0]["rows"][1]
+    assert row["p_corrected"]["nDCG@10"] == row["p"]["nDCG@10"]  # one config compared: Holm changes nothing
+    assert row["significant"] == {"nDCG@10": False, "Hit@1": False, "MRR": False}
+    assert row["ci"]["nDCG@10"][0] <= row["delta"]["nDCG@10"] <= row["ci"]["nDCG@10"][1]
+    assert summary["test"]["correction"] == "holm" and summary["test"]["bootstrap"]["confidence"] == 0.95
     md = files["markdown"].read_text()
     assert "| `other` | 0.767 (+0.233, p=" in md
+    low, high = row["ci"]["nDCG@10"]
+    assert f"Holm p={row['p_corrected']['nDCG@10']:.3f}, 95% CI [{low:+.3f}, {high:+.3f}])" in md
+    assert "after Holm's correction" in md and "Correction family: per query set and metric" in md
+    assert "Differences vs `base` that survive (Holm's correction, p < 0.05): none." in md
     assert "keywords 0 computed / 3 cached" in md
     assert "differ most" in md
 
@@ -151,6 +161,89 @@ def test_config_is_validated() -> None:
         ComparisonReporter(n_resamples=10)
     with pytest.raises(ValidationError):
         ComparisonReporter(test="wilcoxon")
+    with pytest.raises(ValidationError):
+        ComparisonReporter(correction="fdr_bh")
+    with pytest.raises(ValidationError):
+        ComparisonReporter(n_bootstrap=10)
+
+
+# Three configs over 20 queries against one baseline: `strong` wins 19 queries by 0.2,
+# `weak` and `weak2` win 16 by 0.2 and lose 4 by 0.3 (paired t-test p ~ 0.042 each);
+# Hit@1 and MRR are the baseline's everywhere.
+_NDCG = [0.3 + 0.02 * (i % 10) for i in range(20)]
+
+
+def _shifted(diffs: list[float]) -> dict[str, Any]:
+    return _run({f"q{i}": _q(0, 0.5, n + d) for i, (n, d) in enumerate(zip(_NDCG, diffs, strict=True))})
+
+
+FAMILY = [
+    ("base", _shifted([0.0] * 20)),
+    ("strong", _shifted([0.2] * 19 + [-0.2])),
+    ("weak", _shifted([0.2] * 16 + [-0.3] * 4)),
+    ("weak2", _shifted([0.2] * 16 + [-0.3] * 4)),
+]
+
+
+def test_holm_corrects_each_metric_across_the_configs() -> None:
+    cmp = ComparisonReporter(test="ttest").compare(FAMILY)
+    rows = {r["config"]: r for r in cmp["sets"][0]["rows"]}
+    p = {c: rows[c]["p"]["nDCG@10"] for c in ("strong", "weak", "weak2")}
+    assert p["strong"] < 1e-6 and 0.025 < p["weak"] == p["weak2"] < 0.05
+    # Holm over m = 3: the smallest x3, the tied pair x2 then x1, lifted to x2 by the running max.
+    corrected = {c: rows[c]["p_corrected"]["nDCG@10"] for c in p}
+    assert corrected == pytest.approx({"strong": 3 * p["strong"], "weak": 2 * p["weak"], "weak2": 2 * p["weak"]})
+    # weak is significant before the correction, not after; strong survives it.
+    assert {c: rows[c]["significant"]["nDCG@10"] for c in p} == {"strong": True, "weak": False, "weak2": False}
+    # Each metric is its own family: identical Hit@1 and MRR give p = 1 whatever nDCG@10 did.
+    assert rows["weak"]["p_corrected"]["Hit@1"] == 1.0 and rows["weak"]["ci"]["MRR"] == [0.0, 0.0]
+    assert rows["base"]["p_corrected"]["nDCG@10"] is None and rows["base"]["ci"]["nDCG@10"] is None
+    assert cmp["test"]["correction"] == "holm"
+
+
+def test_bonferroni_and_no_correction() -> None:
+    bonf = ComparisonReporter(test="ttest", correction="bonferroni").compare(FAMILY)["sets"][0]["rows"]
+    p_strong, p_weak = bonf[1]["p"]["nDCG@10"], bonf[2]["p"]["nDCG@10"]
+    assert [r["p_corrected"]["nDCG@10"] for r in bonf[1:]] == pytest.approx([3 * p_strong, 3 * p_weak, 3 * p_weak])
+    none = ComparisonReporter(test="ttest", correction="none").compare(FAMILY)["sets"][0]["rows"]
+    assert [r["p_corrected"]["nDCG@10"] for r in none[1:]] == [p_strong, p_weak, p_weak]
+    assert [r["significant"]["nDCG@10"] for r in none[1:]] == [True, True, True]
+
+
+def test_each_delta_gets_its_paired_bootstrap_interval() -> None:
+    cmp = ComparisonReporter(test="ttest", n_bootstrap=2000, seed=4).compare(FAMILY)
+    rows = {r["config"]: r for r in cmp["sets"][0]["rows"]}
+    base = [_NDCG[i] for i in range(20)]
+    weak = [n + d for n, d in zip(_NDCG, [0.2] * 16 + [-0.3] * 4, strict=True)]
+    # The same interval as the one-pair function with the same seed: the reporter pairs by query.
+    assert rows["weak"]["ci"]["nDCG@10"] == pytest.approx(bootstrap_ci(weak, base, 2000, seed=4), abs=1e-12)
+    low, high = rows["strong"]["ci"]["nDCG@10"]
+    assert 0 < low <= rows["strong"]["delta"]["nDCG@10"] <= high <= 0.2 + 1e-9
+    assert cmp["test"]["bootstrap"] == {
+        "n_resamples": 2000,
+        "seed": 4,
+        "confidence": 0.95,
+        "method": "paired percentile bootstrap: queries drawn with replacement",
+    }
+    again = ComparisonReporter(test="ttest", n_bootstrap=2000, seed=4).compare(FAMILY)
+    assert again["sets"][0]["rows"] == cmp["sets"][0]["rows"]
+
+
+def test_report_marks_only_the_differences_that_survive(tmp_path: Path) -> None:
+    reporter = ComparisonReporter(test="ttest", chart=False)
+    md = reporter.write(reporter.compare(FAMILY), tmp_path)["markdown"].read_text()
+    strong = next(line for line in md.splitlines() if line.startswith("| `strong` |"))
+    weak = next(line for line in md.splitlines() if line.startswith("| `weak` |"))
+    assert "Holm p<0.001\\*, 95% CI [" in strong
+    assert "p=0.042, Holm p=0.084, 95% CI [" in weak and "\\*" not in weak
+    assert "survive (Holm's correction, p < 0.05): strong nDCG@10 +0.180." in md
+    assert "the 3 config(s) compared with `base`" in md
+    plain = ComparisonReporter(test="ttest", correction="none", chart=False)
+    md = plain.write(plain.compare(FAMILY), tmp_path / "none")["markdown"].read_text()
+    weak = next(line for line in md.splitlines() if line.startswith("| `weak` |"))
+    assert "(+0.100, p=0.042\\*, 95% CI [" in weak and "Holm" not in md
+    assert "not corrected for multiple comparisons" in md
+    assert "survive (p < 0.05, uncorrected): strong nDCG@10 +0.180; weak nDCG@10 +0.100; weak2 nDCG@10 +0.100." in md
 
 
 def test_registered_as_reporter() -> None:
