@@ -107,7 +107,7 @@ BROKEN = {
     ),
     "a retriever in the fuser slot": (
         BASE.replace('[query.retrieve.fuser]\nuse = "rrf"', '[query.retrieve.fuser]\nuse = "dense"'),
-        "not a fuser; use one of: rrf",
+        "not a fuser; use one of: linear, rrf",
     ),
     "a query pipeline that ends in no ranking": (
         BASE.split("[query.retrieve]")[0],
