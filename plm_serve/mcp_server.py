@@ -32,6 +32,7 @@ from plm_core.cli import ConfigOpt, IndexOpt, SetOpt, open_job
 from plm_core.errors import PlmUserError
 from plm_core.job import Job
 from plm_core.records import Hit
+from plm_serve.schemas import HitModel
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
@@ -50,24 +51,10 @@ combined with AND: {"team": "storage"} (equality; on a list value, contains),
 {"updated": {"gte": "2024-01-01"}} (numbers and ISO dates), {"team": {"ne": "search"}}."""
 
 
-class SourceRank(BaseModel):
-    rank: int
-    score: float
-
-
-class SearchHit(BaseModel):
+class SearchHit(HitModel):
     """One hit, as `Hit.as_dict()` gives it."""
 
     model_config = ConfigDict(extra="allow")
-    rank: int
-    chunk_id: str
-    doc_id: str
-    title: str
-    score: float
-    heading_path: list[str]
-    sources: dict[str, SourceRank]
-    metadata: dict[str, Any]
-    text: str
 
 
 class SearchResult(BaseModel):

@@ -35,6 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from plm_core.errors import PlmUserError
 from plm_core.records import Query
 from plm_core.search import MAX_K, MAX_QUERY_CHARS
+from plm_serve.schemas import HitModel
 from plm_serve.service import NotReady, Service
 
 log = logging.getLogger("plm.serve")
@@ -48,23 +49,6 @@ class QueryRequest(BaseModel):
     text: str = Field(min_length=1, max_length=MAX_QUERY_CHARS, description="What to search for.")
     k: int = Field(5, ge=1, le=MAX_K, description="How many hits to return.")
     filters: dict[str, Any] | None = Field(None, description="Metadata filters, as plm_core/filters.py defines them.")
-
-
-class HitSource(BaseModel):
-    rank: int
-    score: float
-
-
-class HitModel(BaseModel):
-    rank: int
-    chunk_id: str
-    doc_id: str
-    title: str
-    score: float
-    heading_path: list[str]
-    sources: dict[str, HitSource]
-    metadata: dict[str, Any]
-    text: str
 
 
 class QueryResponse(BaseModel):
