@@ -73,6 +73,10 @@ class Query:
     filters: Mapping[str, Any] | None = None
     id: str = ""
     depth: int = 0
+    # Per-query fusion weights, source label -> weight (e.g. {"dense": 0.3, "bm25": 1.0}, a
+    # UI's keyword/semantic slider): they replace the profile's weights for the sources they
+    # name, for this query only. None: the profile's.
+    weights: Mapping[str, float] | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.k, int) and isinstance(self.depth, int) and self.depth < self.k:
@@ -88,6 +92,9 @@ class ExpandedQuery(Query):
     # The fusion profile the expander asks for ("" = the fuser's default), e.g. the POC's
     # "expanded" when a dictionary trigger fired; the fuser's config maps names to settings.
     profile: str = ""
+    # More texts to retrieve for besides `text` (an LLM rewriter's alternative queries): the
+    # hybrid stage retrieves and fuses for each, then combines the lists by RRF. () = just `text`.
+    alternatives: tuple[str, ...] = ()
 
     @property
     def expanded(self) -> bool:
@@ -99,7 +106,13 @@ class ExpandedQuery(Query):
         if isinstance(query, ExpandedQuery):
             return query
         return cls(
-            text=query.text, k=query.k, filters=query.filters, id=query.id, depth=query.depth, original=query.text
+            text=query.text,
+            k=query.k,
+            filters=query.filters,
+            id=query.id,
+            depth=query.depth,
+            weights=query.weights,
+            original=query.text,
         )
 
 

@@ -130,8 +130,10 @@ class DictionaryExpander(QueryExpander):
 
     def run(self, data: Query) -> ExpandedQuery:
         text, fired = expand(data.text, self.table)
-        if isinstance(data, ExpandedQuery):  # chained expanders keep the user's text and all triggers
+        alternatives: tuple[str, ...] = ()
+        if isinstance(data, ExpandedQuery):  # chained expanders keep the user's text, all triggers, alternatives
             original, fired, profile = data.original or data.text, data.fired + fired, data.profile
+            alternatives = data.alternatives
         else:
             original, profile = data.text, ""
         if fired and self.config.profile_if_fired:
@@ -142,9 +144,11 @@ class DictionaryExpander(QueryExpander):
             filters=data.filters,
             id=data.id,
             depth=data.depth,
+            weights=data.weights,
             original=original,
             fired=fired,
             profile=profile,
+            alternatives=alternatives,
         )
 
 

@@ -13,17 +13,20 @@ constructor (typed: each of `retrievers` must be a retriever, `fuser` a fuser):
     use = "rrf"
 
 Indexes, filter masks and hit lookup are the core's (`plm_core.search`); this stage only
-fans out and fuses.
+fans out and fuses. A query with `alternatives` (e.g. from the `llm_rewrite` expander) is
+retrieved and fused once per text, and those fused lists are combined by unweighted RRF.
 """
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from plm_core.component import BaseComponent, ComponentConfig
 from plm_core.hookspecs import hookimpl
 from plm_core.interfaces import Fuser, Retriever
-from plm_core.records import ExpandedQuery, Ranking, ScoredChunk
+from plm_core.records import ExpandedQuery, FusionConfig, Ranking, ScoredChunk
 from plm_core.search import CorpusView
 
 if TYPE_CHECKING:
@@ -63,8 +66,33 @@ class HybridRetrieval(BaseComponent[ExpandedQuery, Ranking]):
         rankings: dict[str, list[ScoredChunk]] = {
             label: retriever.search(query, settings.candidates, allowed) for label, retriever in self.retrievers.items()
         }
-        fused = self.fuser.fuse(rankings, settings)[: max(0, query.depth)]
+        fused = self.fuser.fuse(rankings, settings)
+        if query.alternatives:
+            fused = reciprocal_rerank(
+                [fused, *(self._fused_for(query, text, settings, allowed) for text in query.alternatives)]
+            )
+        fused = fused[: max(0, query.depth)]
+        # Each hit's per-source ranks are those of the main query's retrievers.
         return Ranking(query=query, hits=self.corpus.hits(fused, rankings), fusion=settings)
+
+    def _fused_for(self, query: ExpandedQuery, text: str, settings: FusionConfig, allowed: Any) -> list[ScoredChunk]:
+        """One alternative's fused ranking: the same retrievers, filters, candidates and
+        fusion settings as the main query. It carries no vector, so dense retrievers embed it."""
+        fields = {f.name: getattr(query, f.name) for f in dataclasses.fields(ExpandedQuery)}
+        alternative = ExpandedQuery(**{**fields, "text": text, "alternatives": ()})
+        rankings = {label: r.search(alternative, settings.candidates, allowed) for label, r in self.retrievers.items()}
+        return self.fuser.fuse(rankings, settings)
+
+
+def reciprocal_rerank(rankings: Sequence[Sequence[ScoredChunk]], k: float = 60.0) -> list[ScoredChunk]:
+    """Unweighted RRF over several queries' fused rankings (LlamaIndex's QueryFusionRetriever
+    `reciprocal_rerank`): score = sum of 1 / (k + 0-based rank); ties keep first-seen order."""
+    scores: dict[str, float] = {}
+    for ranking in rankings:
+        for rank, hit in enumerate(ranking):
+            scores[hit.chunk_id] = scores.get(hit.chunk_id, 0.0) + 1.0 / (k + rank)
+    ranked = sorted(scores.items(), key=lambda item: item[1], reverse=True)
+    return [ScoredChunk(chunk_id=cid, score=score, source="fused", rank=i) for i, (cid, score) in enumerate(ranked)]
 
 
 @hookimpl

@@ -14,7 +14,7 @@ from plm_core.config import load_job
 from plm_core.errors import PlmUserError
 from plm_core.interfaces import Embedder, Ranking
 from plm_core.job import Job
-from plm_core.records import Chunk, Document
+from plm_core.records import Chunk, Document, ExpandedQuery
 from plm_core.registry import Registry
 from plm_core.settings import Settings
 
@@ -179,3 +179,68 @@ def test_missing_parts_are_config_errors(job: Job, tmp_path: Path) -> None:
     path.write_text(CONFIG.split("[query.retrieve.retrievers.dense]")[0] + '[query.retrieve.fuser]\nuse = "rrf"\n')
     with pytest.raises(PlmUserError, match="retriever"):
         Job(load_job(path, job.registry), tmp_path / "i2", job.settings, job.registry)
+
+
+def _expanded(text: str, k: int, alternatives: tuple[str, ...] = ()) -> ExpandedQuery:
+    return ExpandedQuery(text=text, k=k, original=text, alternatives=alternatives)
+
+
+def test_alternatives_are_retrieved_and_fused_by_reciprocal_rank(job: Job) -> None:
+    job.rebuild_indexes()
+    hybrid = job.query_stages[-1]
+    assert isinstance(hybrid, HybridRetrieval)
+    plain = hybrid.run(_expanded("pod on a node", k=2))
+    assert [h.doc_id for h in plain.hits] == ["a", "d"]
+    ranking = hybrid.run(_expanded("pod on a node", k=2, alternatives=("backup restore of the cluster",)))
+    assert "b" in [h.doc_id for h in ranking.hits]  # only the alternative finds it this high
+    # each text's rankings fused as usual, then unweighted RRF (k = 60, 0-based ranks) over the texts
+    settings = hybrid.fuser.settings_for(_expanded("pod on a node", k=2), 5)
+    per_text = [
+        hybrid.fuser.fuse(
+            {n: r.search(_expanded(t, 2), settings.candidates) for n, r in hybrid.retrievers.items()}, settings
+        )
+        for t in ("pod on a node", "backup restore of the cluster")
+    ]
+    expected: dict[str, float] = {}
+    for fused in per_text:
+        for rank, s in enumerate(fused):
+            expected[s.chunk_id] = expected.get(s.chunk_id, 0.0) + 1 / (60 + rank)
+    best = sorted(expected.items(), key=lambda kv: kv[1], reverse=True)[:2]
+    assert [(h.chunk_id, h.rank) for h in ranking.hits] == [(cid, i + 1) for i, (cid, _) in enumerate(best)]
+    assert [h.score for h in ranking.hits] == pytest.approx([score for _, score in best])
+    # per-source ranks are the main query's; the fusion settings too
+    assert ranking.fusion == plain.fusion
+    assert all(set(h.sources) <= {"dense", "bm25"} for h in ranking.hits)
+
+
+def test_no_alternatives_is_exactly_the_single_query_fusion(job: Job) -> None:
+    job.rebuild_indexes()
+    hybrid = job.query_stages[-1]
+    query = _expanded("restore a pod after node failure", k=3)
+    settings = hybrid.fuser.settings_for(query, 5)
+    rankings = {n: r.search(query, settings.candidates) for n, r in hybrid.retrievers.items()}
+    fused = hybrid.fuser.fuse(rankings, settings)[:3]
+    assert hybrid.run(query) == Ranking(query=query, hits=hybrid.corpus.hits(fused, rankings), fusion=settings)
+
+
+def test_per_query_weights_reach_the_fuser_through_the_pipeline(job: Job) -> None:
+    """`Job.search(weights=...)` survives expansion and embedding: with dense at 0 the order
+    is BM25's alone, with BM25 at 0 dense's alone, and the next query has the profile's."""
+    job.rebuild_indexes()
+    hybrid = job.query_stages[-1]
+    text = "rotate my jwt for the cluster"  # a dictionary trigger fires: the expanded profile
+    plain, _ = job.search(text, k=5)
+    bm25_only, _ = job.search(text, k=5, weights={"dense": 0.0})
+    dense_only, _ = job.search(text, k=5, weights={"bm25": 0.0})
+    query = bm25_only.query
+    assert query.fired and bm25_only.fusion is not None and bm25_only.fusion.profile == "expanded"
+    assert bm25_only.fusion.weights == {"dense": 0.0, "bm25": 3.0}
+    n = bm25_only.fusion.candidates
+    bm25_order = [c.chunk_id for c in hybrid.retrievers["bm25"].search(query, n)][:5]
+    dense_order = [c.chunk_id for c in hybrid.retrievers["dense"].search(query, n)][:5]
+    assert [h.chunk_id for h in bm25_only.hits][: len(bm25_order)] == bm25_order
+    assert [h.chunk_id for h in dense_only.hits] == dense_order
+    assert bm25_order != dense_order  # the weights really changed something
+    assert [h.chunk_id for h in job.search(text, k=5)[0].hits] == [h.chunk_id for h in plain.hits]
+    with pytest.raises(PlmUserError, match="keyword"):
+        job.search(text, k=5, weights={"keyword": 1.0})
