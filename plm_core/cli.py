@@ -224,22 +224,32 @@ def query(
             "a string: id='\"007\"'.",
         ),
     ] = None,
+    weight: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--weight",
+            help="Fusion weight of a source for this query, e.g. --weight dense=0.3 --weight bm25=1 "
+            "(replaces the fuser profile's weight of that source).",
+        ),
+    ] = None,
     server: ServerOpt = None,
 ) -> None:
     """Query an index built by `plm ingest` or `plm run`, or a running `plm serve` (--server)."""
     from plm_core import remote
-    from plm_core.cli_values import parse_filter_args
+    from plm_core.cli_values import parse_filter_args, parse_weight_args
 
     filters = parse_filter_args(filter_ or [])  # bad syntax fails before the index is opened
+    weights = parse_weight_args(weight or [])
     url = remote.server_url(server) if config is None or server else None
     if url:
-        payload = remote.call(url, "POST", "/query", {"text": text, "k": k, "filters": filters or None})
+        body = {"text": text, "k": k, "filters": filters or None, **({"weights": weights} if weights else {})}
+        payload = remote.call(url, "POST", "/query", body)
         payload.pop("corpus_version", None)
     else:
         if config is None:
             raise typer.BadParameter("give the job config, or --server URL (or PLM_SERVER)", param_hint="'--config'")
         job = open_job(config, set_, dataset, index)
-        ranking, timings = job.search(text, k=k, filters=filters or None)
+        ranking, timings = job.search(text, k=k, filters=filters or None, weights=weights or None)
         payload = query_payload(text, ranking, timings, filters)
     if as_json:
         print(json.dumps(payload, indent=1, default=str))

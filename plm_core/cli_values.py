@@ -87,3 +87,15 @@ def parse_filter_args(args: Sequence[str]) -> dict[str, Any]:
     spec: dict[str, Any] = {k: (ops["eq"] if list(ops) == ["eq"] else ops) for k, ops in ops_by_key.items()}
     normalize_filters(spec)  # bad bounds (`version>=abc`) fail here, naming the key
     return spec
+
+
+def parse_weight_args(args: Sequence[str]) -> dict[str, float]:
+    """`--weight NAME=W` arguments -> {source: weight}; W a number >= 0."""
+    weights: dict[str, float] = {}
+    for arg in args:
+        name, sep, raw = arg.partition("=")
+        value = parse_cli_value(raw) if sep else None
+        if not name.strip() or isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+            raise PlmUserError(f"--weight {arg!r}: expected SOURCE=NUMBER with a number >= 0, e.g. --weight dense=0.5")
+        weights[name.strip()] = float(value)
+    return weights

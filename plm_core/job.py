@@ -174,11 +174,16 @@ class Job:
 
     # ---------------------------------------------------------------- query
     def search(
-        self, query: str | Query, k: int = 5, filters: dict[str, Any] | None = None
+        self,
+        query: str | Query,
+        k: int = 5,
+        filters: dict[str, Any] | None = None,
+        weights: dict[str, float] | None = None,
     ) -> tuple[Ranking, dict[str, float]]:
-        """The ranking for a query and seconds per stage."""
+        """The ranking for a query and seconds per stage; `weights` replace the fuser
+        profile's weights of the sources they name, for this query."""
         self.open(create=False)
-        q = query if isinstance(query, Query) else Query(text=query, k=k, filters=filters)
+        q = query if isinstance(query, Query) else Query(text=query, k=k, filters=filters, weights=weights)
         return self.searcher.search(q)
 
     def retrieve(self, query: str | Query, k: int = 5, filters: dict[str, Any] | None = None) -> list[Hit]:

@@ -10,6 +10,7 @@ the whole `[query.retrieve]` stage.
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
@@ -111,6 +112,11 @@ class SingleRetrieval(BaseComponent[ExpandedQuery, Ranking]):
 
     def run(self, data: ExpandedQuery) -> Ranking:
         query = ExpandedQuery.of(data)
+        if query.weights:
+            raise PlmUserError(
+                f'per-query weights need a fusing retrieval stage (use = "hybrid"); [query.retrieve] here '
+                f"is the single retriever {self.retriever.label!r}, which has nothing to weigh"
+            )
         allowed, n_rows = self.corpus.allowed(query.filters)
         found = self.retriever.search(query, min(query.depth, n_rows), allowed) if n_rows else []
         fusion = FusionConfig(candidates=len(found), weights={self.retriever.label: 1.0}, profile="")
@@ -128,6 +134,19 @@ def check_query(text: Any, k: Any) -> None:
         raise PlmUserError(f"k must be a whole number from 1 to {MAX_K}, got {k!r}")
     if not 1 <= k <= MAX_K:
         raise PlmUserError(f"k must be from 1 to {MAX_K}, got {k}")
+
+
+def check_weights(weights: Any) -> None:
+    """Per-query fusion weights: a table of source name -> finite number >= 0."""
+    if weights is None:
+        return
+    if not isinstance(weights, Mapping) or not weights:
+        raise PlmUserError(f"weights must be a non-empty table of source name -> number, got {weights!r}")
+    for name, w in weights.items():
+        if not isinstance(name, str) or isinstance(w, bool) or not isinstance(w, (int, float)):
+            raise PlmUserError(f"weights: {name!r} = {w!r}; give a source name and a number, e.g. dense=0.5")
+        if not math.isfinite(w) or w < 0:
+            raise PlmUserError(f"weights: {name!r} = {w!r}; a weight is a finite number >= 0")
 
 
 class Searcher:
@@ -209,7 +228,15 @@ class Searcher:
         """The top query.k hits and seconds per stage; one store snapshot per query, so a
         sync in another process is seen whole, and a newer version re-warms the indexes."""
         check_query(query.text, query.k)
-        query = Query(text=query.text, k=query.k, filters=query.filters, id=query.id, depth=self.depth(query.k))
+        check_weights(query.weights)
+        query = Query(
+            text=query.text,
+            k=query.k,
+            filters=query.filters,
+            id=query.id,
+            depth=self.depth(query.k),
+            weights=query.weights,
+        )
         with self.store.snapshot():
             if self.store.version() != self.version:
                 self._load()

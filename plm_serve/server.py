@@ -3,7 +3,7 @@
     plm serve --config FILE [--index DIR] [--host 127.0.0.1] [--port 8000] [--watch DIR...]
 
 Endpoints (JSON; the schema is at /openapi.json, docs at /docs):
-- `POST /query` {text, k, filters} and `GET /query?q=...&k=...`: hits as `plm query --json`
+- `POST /query` {text, k, filters, weights} and `GET /query?q=...&k=...`: hits as `plm query --json`
   prints them, with per-stage timings.
 - `GET /health` (the process is up), `GET /ready` (an index is loaded: 503 until then).
 - `GET /status`: counts, corpus version, model, config, sizes, last sync, watcher state.
@@ -49,6 +49,10 @@ class QueryRequest(BaseModel):
     text: str = Field(min_length=1, max_length=MAX_QUERY_CHARS, description="What to search for.")
     k: int = Field(5, ge=1, le=MAX_K, description="How many hits to return.")
     filters: dict[str, Any] | None = Field(None, description="Metadata filters, as plm_core/filters.py defines them.")
+    weights: dict[str, Annotated[float, Field(ge=0, allow_inf_nan=False)]] | None = Field(
+        None,
+        description="Fusion weight per source (retriever name) for this query, replacing the fuser profile's.",
+    )
 
 
 class QueryResponse(BaseModel):
@@ -177,15 +181,17 @@ def create_app(
     async def user_error(request: Request, exc: PlmUserError) -> JSONResponse:
         return error(400, str(exc))
 
-    def run_query(text: str, k: int, filters: dict[str, Any] | None) -> dict[str, Any]:
+    def run_query(
+        text: str, k: int, filters: dict[str, Any] | None, weights: dict[str, float] | None = None
+    ) -> dict[str, Any]:
         generation = service.generation
-        ranking, timings = service.search(Query(text=text, k=k, filters=filters))
+        ranking, timings = service.search(Query(text=text, k=k, filters=filters, weights=weights or None))
         return query_payload(text, ranking, timings, filters, str(generation.version if generation else ""))
 
     @app.post("/query", response_model=QueryResponse, responses=ERRORS)
     def post_query(body: QueryRequest) -> dict[str, Any]:
         """Search: the top `k` hits for `text`, within `filters`."""
-        return run_query(body.text, body.k, body.filters)
+        return run_query(body.text, body.k, body.filters, body.weights)
 
     @app.get("/query", response_model=QueryResponse, responses=ERRORS)
     def get_query(

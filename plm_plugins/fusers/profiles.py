@@ -15,7 +15,7 @@ from typing import Annotated, Any, Protocol, cast
 
 from pydantic import Field
 
-from plm_core.errors import ConfigError
+from plm_core.errors import ConfigError, PlmUserError
 from plm_core.interfaces import Fuser
 from plm_core.records import ExpandedQuery, FusionConfig, ScoredChunk
 
@@ -95,9 +95,18 @@ class ProfiledFuser(Fuser):
         profiles = self.profiles_by_name()
         name = query.profile if query.profile in profiles else "default"
         profile = profiles[name]
+        weights = dict(profile.weights)
+        if query.weights:
+            unknown = [s for s in query.weights if s not in weights]
+            if unknown:
+                raise PlmUserError(
+                    f"weights name {unknown}, which are not sources of fuser {self.label!r}; "
+                    f"its sources are {list(weights)}"
+                )
+            weights.update({s: float(w) for s, w in query.weights.items()})
         return FusionConfig(
             candidates=max(0, min(query.depth * profile.candidates_factor, n_chunks)),
-            weights=dict(profile.weights),
+            weights=weights,
             profile=name,
             params=self.profile_params(profile),
         )

@@ -155,6 +155,8 @@ def test_documents_are_added_searchable_at_once_and_deleted(server: Server) -> N
         ("POST", "/query", {"text": "x", "k": "5"}, 200, ""),
         ("POST", "/query", {"text": "x", "filters": {"team": {"bad": 1}}}, 400, "unknown operator"),
         ("POST", "/query", {"text": "   "}, 400, "the query is empty"),
+        ("POST", "/query", {"text": "x", "weights": {"bm25": 1.0}}, 400, "need a fusing retrieval stage"),
+        ("POST", "/query", {"text": "x", "weights": {"bm25": -1}}, 422, "weights"),
         ("POST", "/query", "not json", 422, "invalid request"),
         ("POST", "/documents", {"records": []}, 422, "records"),
         ("POST", "/documents", {"records": [{"text": "no id"}]}, 200, ""),
