@@ -35,7 +35,7 @@ from plm_core.job import Job
 from plm_core.registry import default_registry
 from plm_eval import tuning
 from plm_eval.dataset import resolve_dataset
-from plm_eval.eval_command import _reporter, eval_index_dirs, out, print_comparison, run_configs
+from plm_eval.eval_command import _reporter, eval_index_dirs, out, print_comparison
 
 
 def _index_dir(base: Path, cfg: JobConfig) -> Path:
@@ -106,18 +106,24 @@ def tune_command(
     out.print(f"tuning {config} on {ds.name}/{queries}: {len(todo)} trial(s), maximising {metric}", highlight=False)
 
     shared: dict[str, Embedder] = {}
-    per_trial: list[dict[str, float]] = []
-    rows: list[dict[str, Any]] = []
-    for i, (trial, cfg) in enumerate(zip(todo, configs, strict=True), 1):
-        t0 = time.perf_counter()
+
+    def evaluate(cfg: JobConfig, sets: list[str]) -> dict[str, Any]:
+        """run_job over the trial's index folder, sharing a loaded model with the same settings."""
         key = json.dumps(cfg.raw.get("embedder"), sort_keys=True, default=str)
         job = Job(cfg, _index_dir(base_dir, cfg), settings, registry, embedder=shared.get(key))
         try:
-            result = run_job(job, dataset=ds, corpus=corpus, query_sets=[queries])
+            result = run_job(job, dataset=ds, corpus=corpus, query_sets=sets)
             if job.embedder is not None:
                 shared.setdefault(key, job.embedder)
         finally:
             job.close()
+        return result
+
+    per_trial: list[dict[str, float]] = []
+    rows: list[dict[str, Any]] = []
+    for i, (trial, cfg) in enumerate(zip(todo, configs, strict=True), 1):
+        t0 = time.perf_counter()
+        result = evaluate(cfg, [queries])
         per_query = result["sets"][0]["per_query"]
         if per_query and metric not in per_query[0]:
             known = [k for k, v in per_query[0].items() if isinstance(v, float)]
@@ -175,8 +181,9 @@ def tune_command(
     if test_sets:
         name = base_cfg.job.reporter
         reporter = _reporter(registry, name, chart=False)
-        runs = run_configs([config, target], dataset, corpus, test_sets, base_sets, False, settings, registry)
-        comparison = reporter.compare([("original", runs[0][1]), ("tuned", runs[1][1])])
+        # The trials' index folders and model serve the test runs too: nothing is re-ingested.
+        runs = [evaluate(base_cfg, test_sets), evaluate(load_job(target, registry), test_sets)]
+        comparison = reporter.compare([("original", runs[0]), ("tuned", runs[1])])
         print_comparison(comparison)
         files = reporter.write(comparison, target.parent / "test")
         summary["test"] = {s["set"]: {r["config"]: r["values"] for r in s["rows"]} for s in comparison["sets"]}
