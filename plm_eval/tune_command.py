@@ -154,6 +154,9 @@ def tune_command(
     chosen = configs[winner]
     raw = _relocate(chosen.raw, config.parent, target.parent)
     raw.setdefault("job", {})["name"] = f"{chosen.job.name}.tuned"[:100]
+    # The description names what the tuning changed: the original's words may describe the old values.
+    shown = ", ".join(f"{k}={v}" for k, v in todo[winner].items())
+    raw["job"]["description"] = f"{chosen.job.description} [tuned on {ds.name}/{queries}: {shown}]".strip()
     header = "\n".join(
         [
             f"Tuned by `plm tune` from {config} on {time.strftime('%Y-%m-%d')}:",
