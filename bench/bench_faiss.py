@@ -56,7 +56,7 @@ sys.path.insert(0, str(ROOT))
 
 from plm_core.records import EmbeddedQuery  # noqa: E402
 from plm_plugins.retrievers.dense import DenseRetriever  # noqa: E402
-from plm_plugins.retrievers.faiss import TRAIN_POINTS_PER_LIST, FaissRetriever  # noqa: E402
+from plm_plugins.retrievers.faiss import FaissRetriever  # noqa: E402
 
 DIM = 384
 K = 10
@@ -151,19 +151,9 @@ def raw_faiss_search(retriever: FaissRetriever) -> Callable[[Any], Any]:
 def build(retriever: FaissRetriever, matrix: Any, budget_s: float, batch: int) -> dict[str, Any]:
     """The retriever's own index (factory string, training sample), rows added in batches so
     a build can be stopped at the budget; returns timings."""
-    faiss = load_faiss()
-
     rows = len(matrix)
     t0 = time.perf_counter()
-    index = faiss.index_factory(DIM, retriever.factory(rows), faiss.METRIC_INNER_PRODUCT)
-    if retriever.config.index == "hnsw":
-        index.hnsw.efConstruction = retriever.config.ef_construction
-    if not index.is_trained:
-        sample = matrix
-        if retriever.config.index == "ivf" and rows > TRAIN_POINTS_PER_LIST * retriever.nlist(rows):
-            picked = np.random.default_rng(0).choice(rows, TRAIN_POINTS_PER_LIST * retriever.nlist(rows), replace=False)
-            sample = matrix[np.sort(picked)]
-        index.train(sample)
+    index = retriever.empty_index(matrix)
     train_s = time.perf_counter() - t0
     for start in range(0, rows, batch):
         index.add(matrix[start : start + batch])

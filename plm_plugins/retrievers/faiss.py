@@ -133,6 +133,12 @@ class FaissRetriever(DenseRetriever):
             builds.save_build(self.index_path(index_dir, snapshot.version), write, meta, META_FILE)
 
     def _new_index(self, matrix: Any) -> Any:
+        index = self.empty_index(matrix)
+        index.add(matrix)
+        return index
+
+    def empty_index(self, matrix: Any) -> Any:
+        """A trained index of this kind for these vectors, with no rows added yet."""
         import numpy as np
 
         faiss = _import_faiss()
@@ -148,7 +154,6 @@ class FaissRetriever(DenseRetriever):
                 picked = np.random.default_rng(0).choice(rows, TRAIN_POINTS_PER_LIST * self.nlist(rows), replace=False)
                 sample = matrix[np.sort(picked)]
             index.train(sample)
-        index.add(matrix)
         return index
 
     def is_current(self, version: CorpusVersion, index_dir: Path) -> bool:
