@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -17,6 +18,12 @@ from plm_core.errors import PipelineError, PlmUserError
 from plm_core.job import Job
 from plm_core.registry import default_registry, register_commands
 from plm_core.settings import Settings, load_settings
+
+# numpy's OpenBLAS threads keep spinning after each product and starve torch's threads when
+# a query is embedded next (72 ms -> 7 ms per query embedding on 2 cores, BENCHMARKS.md 10);
+# plm's own BLAS work (one matrix-vector product per dense query) gains nothing from them.
+# Set before anything loads numpy; a user's own setting wins.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 app = typer.Typer(
     help="plm: hybrid retrieval where a recipe is one TOML file.",
