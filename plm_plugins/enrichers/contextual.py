@@ -50,6 +50,7 @@ class ContextualText(ChunkTransform):
         headings: bool = True
         """Add the chunk's heading path after the title."""
         separator: str = " > "
+        """What joins the title and the headings in the prefix."""
         max_chars: int = Field(300, ge=1)
         """The prefix is cut to this many characters."""
 
