@@ -18,7 +18,7 @@ from plm_core.cache import CachedStage, ContentCache
 from plm_core.component import BaseComponent, fits, type_name
 from plm_core.config import JobConfig, StageSpec
 from plm_core.errors import ConfigError, PlmUserError
-from plm_core.interfaces import Embedder, Loader, Ranking, Retriever, Store
+from plm_core.interfaces import Embedder, Executor, Loader, Ranking, Retriever, Store
 from plm_core.pipeline import Pipeline
 from plm_core.records import Chunk, Document
 from plm_core.registry import Registry
@@ -26,7 +26,13 @@ from plm_core.search import CorpusView, SingleRetrieval
 from plm_core.settings import Settings
 
 # What a slot holds, in words, for error messages.
-KINDS: dict[type, str] = {Store: "store", Embedder: "embedder", Loader: "loader", Retriever: "retriever"}
+KINDS: dict[type, str] = {
+    Store: "store",
+    Embedder: "embedder",
+    Loader: "loader",
+    Retriever: "retriever",
+    Executor: "executor",
+}
 
 
 @dataclass
@@ -39,6 +45,7 @@ class Assembly:
     transform: Pipeline  # documents -> chunks (cacheable stages behind the content cache)
     query_stages: list[Any]
     corpus: CorpusView
+    executor: Executor | None = None  # None: process in this process
 
 
 def _kind(base: type) -> str:
@@ -48,7 +55,7 @@ def _kind(base: type) -> str:
 class Assembler:
     """Builds one job's components from its config."""
 
-    def __init__(self, config: JobConfig, registry: Registry, settings: Settings, location: Path) -> None:
+    def __init__(self, config: JobConfig, registry: Registry | None, settings: Settings, location: Path) -> None:
         self.config, self.registry, self.settings = config, registry, settings
         self.path = config.path
         self.resources: dict[str, Any] = {"settings": settings, "config_dir": config.path.parent, "embedder": None}
@@ -87,7 +94,8 @@ class Assembler:
         self.resources.update(embedder=embedder, corpus=CorpusView(store, self.location))
         loader, transform = self._index_side(cache)
         query = [self._query_stage(spec) for spec in cfg.query]
-        assembly = Assembly(store, embedder, loader, transform, query, self.resources["corpus"])
+        executor = self.build(cfg.executor) if cfg.executor is not None else None
+        assembly = Assembly(store, embedder, loader, transform, query, self.resources["corpus"], executor)
         self._check(assembly)
         return assembly
 
@@ -124,7 +132,7 @@ class Assembler:
         return loader, transform
 
     def _query_stage(self, spec: StageSpec) -> Any:
-        if issubclass(spec.cls, (Loader, Store, Embedder)):
+        if issubclass(spec.cls, (Loader, Store, Embedder, Executor)):
             raise ConfigError(f"{self.path} [{spec.label}]: {spec.use!r} ({spec.family}) cannot be a query stage")
         stage = self.build(spec)
         if isinstance(stage, Retriever):  # a bare retriever is the whole retrieval stage
@@ -146,6 +154,7 @@ class Assembler:
             )
         parts = [assembly.store, *([assembly.embedder] if assembly.embedder else []), *assembly.query_stages]
         parts += [assembly.loader] if assembly.loader else []
+        parts += [assembly.executor] if assembly.executor else []
         parts += [getattr(s, "stage", s) for s in assembly.transform.stages]
         try:
             for part in parts:

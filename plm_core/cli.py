@@ -126,9 +126,22 @@ def ingest(
     prune: Annotated[bool, typer.Option(help="Delete stored documents the paths no longer yield.")] = False,
     force: Annotated[bool, typer.Option(help="Re-process every document, recomputing cached work.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
+    executor: Annotated[
+        str | None, typer.Option(help="Where documents are processed: local (default) or ray ([executor] use).")
+    ] = None,
+    address: Annotated[
+        str | None, typer.Option(help="With --executor ray: the cluster, auto or HOST:PORT or ray://HOST:10001.")
+    ] = None,
 ) -> None:
     """Sync an index with files: new and changed documents are indexed, unchanged ones
     skipped. Exits 1 when some files failed (the others are stored)."""
+    set_ = list(set_ or [])
+    if executor is not None:
+        set_.append(f"executor.use={executor}")
+    if address is not None:
+        if executor != "ray":
+            raise typer.BadParameter("--address needs --executor ray", param_hint="--address")
+        set_.append(f"executor.address={address}")
     job = open_job(config, set_, None, index)
     report = job.ingest(paths, force=force, prune=prune)
     if as_json:

@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from plm_core.cli_values import parse_cli_value
 from plm_core.errors import ConfigError, PlmUserError
-from plm_core.interfaces import Embedder, Store
+from plm_core.interfaces import Embedder, Executor, Store
 from plm_core.registry import Registry
 
 if sys.version_info >= (3, 11):
@@ -83,6 +83,7 @@ class JobConfig:
     embedder: StageSpec | None
     index: list[StageSpec]
     query: list[StageSpec]
+    executor: StageSpec | None = None  # where an ingest processes documents ([executor]; default local)
 
     def describe(self) -> str:
         out = [f"job {self.job.name!r} from {self.path}"]
@@ -91,6 +92,8 @@ class JobConfig:
         out.append("store:\n" + self.store.describe(1))
         if self.embedder:
             out.append("embedder:\n" + self.embedder.describe(1))
+        if self.executor is not None and self.executor.use != "local":
+            out.append("executor:\n" + self.executor.describe(1))
         out.append("index pipeline:\n" + "\n".join(s.describe(1) for s in self.index))
         out.append("query pipeline:\n" + "\n".join(s.describe(1) for s in self.query))
         return "\n".join(out)
@@ -149,7 +152,14 @@ def _expect(cls: Any, use: str, family: str, base: type | None, where: str, regi
         )
 
 
-SLOT_KINDS = {"Store": "store", "Embedder": "embedder", "Retriever": "retriever", "Fuser": "fuser", "Loader": "loader"}
+SLOT_KINDS = {
+    "Store": "store",
+    "Embedder": "embedder",
+    "Retriever": "retriever",
+    "Fuser": "fuser",
+    "Loader": "loader",
+    "Executor": "executor",
+}
 
 
 def build_spec(table: Any, label: str, registry: Registry, path: Path, expect: type | None = None) -> StageSpec:
@@ -210,9 +220,11 @@ def load_toml(path: Path) -> dict[str, Any]:
 MAX_CONFIG_BYTES = 1 << 20
 # The store a job gets when its config has no [store] table: the embedded default.
 DEFAULT_STORE = {"use": "sqlite"}
+# Where an ingest processes documents when the config has no [executor] table: this process.
+DEFAULT_EXECUTOR = {"use": "local"}
 
 
-KNOWN_TABLES = {"job", "store", "embedder", "index", "query"}
+KNOWN_TABLES = {"job", "store", "embedder", "index", "query", "executor"}
 
 
 def load_job(path: str | Path, registry: Registry, overrides: Sequence[str] = ()) -> JobConfig:
@@ -221,6 +233,8 @@ def load_job(path: str | Path, registry: Registry, overrides: Sequence[str] = ()
     raw = load_toml(path)
     if "store" not in raw:
         raw["store"] = dict(DEFAULT_STORE)  # so `--set store.key=...` reaches the default store
+    if "executor" not in raw:
+        raw["executor"] = dict(DEFAULT_EXECUTOR)  # so `--set executor.use=ray` works too
     apply_overrides(raw, list(overrides))
     unknown = set(raw) - KNOWN_TABLES
     if unknown:
@@ -234,10 +248,11 @@ def load_job(path: str | Path, registry: Registry, overrides: Sequence[str] = ()
     try:
         store = build_spec(raw["store"], "store", registry, path, Store)
         embedder = build_spec(raw["embedder"], "embedder", registry, path, Embedder) if "embedder" in raw else None
+        executor = build_spec(raw["executor"], "executor", registry, path, Executor)
         index = _stage_tables(raw, "index", path, registry)
         query = _stage_tables(raw, "query", path, registry)
     except PlmUserError as err:
         raise ConfigError(str(err)) from None
     if not query:
         raise ConfigError(f"{path}: no [query.<stage>] tables; a job needs at least a retrieval stage")
-    return JobConfig(path, raw, job, store, embedder, index, query)
+    return JobConfig(path, raw, job, store, embedder, index, query, executor)

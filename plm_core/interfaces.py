@@ -10,15 +10,17 @@ typed `Any` here.
   keeps every such stage current with the store's `CorpusVersion`.
 - Stores are four small contracts (`DocumentStore`, `ChunkReader`, `VectorStore`,
   `StoreDiagnostics`) joined in `Store`.
+- An `Executor` runs the pure part of a sync (documents -> chunks and vectors) in this
+  process or on a cluster; the job stays the single writer of its store.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from plm_core.component import BaseComponent
 from plm_core.corpus import CorpusSnapshot, CorpusVersion, StoreProblem
@@ -33,6 +35,9 @@ from plm_core.records import (  # noqa: F401 - Ranking, CorpusSnapshot and frien
     Ranking,
     ScoredChunk,
 )
+
+if TYPE_CHECKING:
+    from plm_core.sync import BatchResult, Processor, ProcessorRecipe
 
 
 class Loader(BaseComponent[str, list[Document]]):
@@ -207,6 +212,23 @@ class RankingStage(BaseComponent[Ranking, Ranking]):
 
 class Reranker(RankingStage):
     family = "rerankers"
+
+
+# ---------------------------------------------------------------------------- executors
+class Executor(BaseComponent[object, object]):
+    """Where a sync's documents are turned into chunks and vectors: `local` (this process)
+    or a cluster. It gets the batches to process, the job's live `Processor` (to use in
+    this process) and the picklable `ProcessorRecipe` a worker elsewhere builds its own
+    from; it yields every batch's result exactly once, as soon as it is ready, in any
+    order. It never writes the store: the job commits each result (whole documents, so a
+    retried batch is harmless)."""
+
+    family = "executors"
+
+    @abstractmethod
+    def process(
+        self, batches: Sequence[Sequence[Document]], local: Processor, recipe: ProcessorRecipe, read_cache: bool
+    ) -> Iterator[BatchResult]: ...
 
 
 # ---------------------------------------------------------------------------- stores

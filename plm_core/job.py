@@ -23,7 +23,15 @@ from plm_core.registry import Registry, default_registry
 from plm_core.search import Searcher
 from plm_core.settings import Settings, load_settings
 from plm_core.sources import Source, as_sources, load_sources
-from plm_core.sync import IngestReport, Processor, Syncer, index_fingerprint, note_other_sources, plan
+from plm_core.sync import (
+    IngestReport,
+    Processor,
+    ProcessorRecipe,
+    Syncer,
+    index_fingerprint,
+    note_other_sources,
+    plan,
+)
 
 __all__ = ["IngestReport", "Job", "index_dir_for"]
 
@@ -48,7 +56,12 @@ class Job:
         self.transform, self.query_stages = parts.transform, parts.query_stages
         cached_embedder = CachedEmbedder(self.embedder, self.cache) if self.embedder is not None else None
         self.processor = Processor(self.transform, cached_embedder)
-        self.syncer = Syncer(self.store, self.processor, self.settings.ingest_batch, self.settings.progress)
+        # Workers run elsewhere (another folder, another machine): give them absolute paths.
+        data_dir = str(Path(self.settings.data_dir).resolve())
+        recipe = ProcessorRecipe(config, self.settings.model_copy(update={"data_dir": data_dir}))
+        self.syncer = Syncer(
+            self.store, self.processor, self.settings.ingest_batch, self.settings.progress, parts.executor, recipe
+        )
         self.searcher = Searcher(self.store, self.query_stages, self.index_dir, parts.corpus, self.embedder)
         self._opened = False
 

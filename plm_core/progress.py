@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sized
 from typing import TypeVar
 
 T = TypeVar("T")
 
 
 def progress_iter(
-    items: Sequence[T], description: str, show: bool = True, total_items: int | None = None, unit: str = ""
+    items: Iterable[T],
+    description: str,
+    show: bool = True,
+    total_items: int | None = None,
+    unit: str = "",
+    step: Callable[[T], int] | None = None,
 ) -> Iterator[T]:
-    """Yield items while advancing a bar by len(item) (when sized and total_items given) or 1."""
-    if not show or not items:
+    """Yield items while advancing a bar by `step(item)`, else by len(item) (when sized and
+    total_items given), else by 1. An unsized iterable (a generator) needs total_items."""
+    if not show or (isinstance(items, Sized) and not len(items)):
         yield from items
         return
     from rich.progress import (
@@ -33,8 +39,11 @@ def progress_iter(
         TimeRemainingColumn(),
     )
     with Progress(*columns, transient=False) as bar:
-        task = bar.add_task(description, total=total_items or len(items))
+        task = bar.add_task(description, total=total_items or len(items))  # type: ignore[arg-type]
         for item in items:
             yield item
-            step = len(item) if total_items is not None and hasattr(item, "__len__") else 1  # type: ignore[arg-type]
-            bar.advance(task, step)
+            if step is not None:
+                bar.advance(task, step(item))
+            else:
+                sized = total_items is not None and isinstance(item, Sized)
+                bar.advance(task, len(item) if sized else 1)  # type: ignore[arg-type]

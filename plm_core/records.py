@@ -6,6 +6,7 @@ mutated in place, so a stage can be re-run or cached on its input alone.
 
 from __future__ import annotations
 
+import copyreg
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -13,6 +14,20 @@ from types import MappingProxyType
 from typing import Any
 
 EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+
+def read_only(items: dict[Any, Any]) -> Mapping[Any, Any]:
+    """A read-only view of a new dict (how records hold mappings)."""
+    return MappingProxyType(items)
+
+
+def _pickle_mapping_proxy(proxy: MappingProxyType[Any, Any]) -> tuple[Any, tuple[Any, ...]]:
+    return read_only, (dict(proxy),)
+
+
+# Records cross process boundaries (an executor's workers, multiprocessing stages), and
+# their read-only mappings are MappingProxyType, which pickle refuses by default.
+copyreg.pickle(MappingProxyType, _pickle_mapping_proxy)
 
 
 @dataclass(frozen=True)

@@ -1,10 +1,11 @@
 """Keeping a store in sync with documents: a pure plan, pure batch processing, one writer.
 
 `plan(docs, stored, ...)` decides what to (re)process; `Processor.process(batch)` turns
-documents into chunks and vectors without touching the store (so it can run anywhere,
-e.g. in a distributed worker); `Syncer` is the single writer: it commits each batch in
-one transaction, prunes, deletes, re-embeds what a model change left behind, and
-reports. `IngestReport` is what a caller gets back.
+documents into chunks and vectors without touching the store, so an `Executor` can run it
+anywhere (a worker builds its own from a picklable `ProcessorRecipe`); `Syncer` is the
+single writer: it commits each processed batch in one transaction, prunes, deletes,
+re-embeds what a model change left behind, and reports. `IngestReport` is what a caller
+gets back.
 """
 
 from __future__ import annotations
@@ -14,14 +15,14 @@ import json
 import logging
 import os
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from plm_core.cache import CachedEmbedder, CachedStage
 from plm_core.errors import PipelineError, PlmUserError
-from plm_core.interfaces import Store
+from plm_core.interfaces import Executor, Store
 from plm_core.pipeline import Pipeline
 from plm_core.progress import progress_iter
 from plm_core.records import Chunk, Document, LoadFailure
@@ -148,6 +149,26 @@ class BatchResult:
     vectors: Any = None
     failed: list[LoadFailure] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
+    # stage label -> (computed, cached) for this batch: what the content cache saved
+    work: dict[str, tuple[int, int]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ProcessorRecipe:
+    """How to build a job's `Processor` from scratch: its validated config and settings.
+    Picklable, so a worker in another process or on another machine builds its own stages
+    (and opens the content cache under `settings.data_dir`) once, then processes batches."""
+
+    config: Any  # plm_core.config.JobConfig
+    settings: Any  # plm_core.settings.Settings
+
+    def build(self) -> Processor:
+        from plm_core.assembly import Assembler
+        from plm_core.cache import open_cache
+
+        cache = open_cache(self.settings.data_dir) if self.settings.cache else None
+        parts = Assembler(self.config, None, self.settings, Path(self.settings.data_dir)).assemble(cache)
+        return Processor(parts.transform, CachedEmbedder(parts.embedder, cache) if parts.embedder else None)
 
 
 class Processor:
@@ -165,6 +186,7 @@ class Processor:
         unexpected error, which is raised: a broken stage, not bad documents."""
         for stage in self.cached_stages():
             stage.read = read_cache
+        before = self.counters()
         result = BatchResult(list(batch), [])
         try:
             result.chunks = self._chunks(batch, result)
@@ -188,7 +210,18 @@ class Processor:
             t0 = time.perf_counter()
             result.vectors = self.embedder.embed([c.index_text for c in result.chunks], read=read_cache)
             result.timings["embed"] = time.perf_counter() - t0
+        for label, (computed, cached) in self.counters().items():
+            was = before.get(label, (0, 0))
+            if label != "embed" or (computed, cached) != was:  # embedding ran only if the batch had chunks
+                result.work[label] = (computed - was[0], cached - was[1])
         return result
+
+    def counters(self) -> dict[str, tuple[int, int]]:
+        """Stage label -> (computed, cached) so far, for every cached stage and the embedder."""
+        stages = {s.label: (s.misses, s.hits) for s in self.cached_stages()}
+        if self.embedder is not None:
+            stages["embed"] = (self.embedder.computed, self.embedder.cached)
+        return stages
 
     def _chunks(self, docs: Sequence[Document], result: BatchResult) -> list[Chunk]:
         if not self.transform.stages:
@@ -236,11 +269,21 @@ def note_other_sources(stored_paths: Mapping[str, str], sources: Sequence[Any], 
 
 
 class Syncer:
-    """The single writer of one store."""
+    """The single writer of one store: its executor processes batches (here or on a
+    cluster), and it commits each result as it arrives."""
 
-    def __init__(self, store: Store, processor: Processor, batch_size: int, progress: bool) -> None:
+    def __init__(
+        self,
+        store: Store,
+        processor: Processor,
+        batch_size: int,
+        progress: bool,
+        executor: Executor | None = None,
+        recipe: ProcessorRecipe | None = None,
+    ) -> None:
         self.store, self.processor = store, processor
         self.batch_size, self.progress = batch_size, progress
+        self.executor, self.recipe = executor, recipe
 
     @property
     def model(self) -> str | None:
@@ -255,16 +298,21 @@ class Syncer:
         if not todo:
             return
         batches = [todo[i : i + self.batch_size] for i in range(0, len(todo), self.batch_size)]
-        before = self._counters()
-        for batch in progress_iter(batches, "index", self.progress, total_items=len(todo), unit="docs"):
-            result = self.processor.process(batch, read_cache)
+        if self.executor is None or self.recipe is None:
+            results: Iterable[BatchResult] = (self.processor.process(b, read_cache) for b in batches)
+        else:
+            results = self.executor.process(batches, self.processor, self.recipe, read_cache)
+        for result in progress_iter(
+            results, "index", self.progress, total_items=len(todo), unit="docs", step=_documents_in
+        ):
             self.commit(result, sync_plan.fingerprints, report)
-        self._count_work(before, report)
 
     def commit(self, result: BatchResult, fingerprints: Mapping[str, str], report: IngestReport) -> None:
         """Store a processed batch in one transaction and account for it."""
         for name, seconds in result.timings.items():
             report.time(name, seconds)
+        for label, (computed, cached) in result.work.items():
+            report.count(label, computed, cached)
         if result.failed:
             report.failed.extend(result.failed)
             gone = {f.doc_id for f in result.failed}
@@ -275,18 +323,6 @@ class Syncer:
             fps = [fingerprints[d.id] for d in result.documents]
             self.store.replace_documents(result.documents, result.chunks, result.vectors, self.model, fps)
             report.time("store", time.perf_counter() - t0)
-
-    def _counters(self) -> dict[str, tuple[int, int]]:
-        stages = {s.label: (s.misses, s.hits) for s in self.processor.cached_stages()}
-        if self.processor.embedder is not None:
-            stages["embed"] = (self.processor.embedder.computed, self.processor.embedder.cached)
-        return stages
-
-    def _count_work(self, before: Mapping[str, tuple[int, int]], report: IngestReport) -> None:
-        for label, (computed, cached) in self._counters().items():
-            was = before.get(label, (0, 0))
-            if label != "embed" or (computed, cached) != was:  # embedding ran only if a batch had chunks
-                report.count(label, computed - was[0], cached - was[1])
 
     def prune(self, sources: Sequence[Any], yielded: set[str], report: IngestReport) -> None:
         """Delete stored documents these sources used to yield and no longer do: those whose
@@ -315,13 +351,18 @@ class Syncer:
         if not broken:
             return
         t0 = time.perf_counter()
-        before = self._counters()
+        was = embedder.computed, embedder.cached
         step = self.batch_size * 8
         for i in range(0, len(broken), step):
             part = broken[i : i + step]
             texts = [c.index_text for c in part]  # another process may replace a document meanwhile
             matrix = embedder.embed(texts, read=read_cache)
             self.store.write_vectors([c.id for c in part], matrix, embedder.embedder.model_name, texts)
-        self._count_work(before, report)
+        report.count("embed", embedder.computed - was[0], embedder.cached - was[1])
         report.time("embed", time.perf_counter() - t0)
         report.notes.append(f"re-embedded {len(broken)} stored chunks whose vectors were missing or stale")
+
+
+def _documents_in(result: BatchResult) -> int:
+    """How far a processed batch moves the progress bar: every document it held."""
+    return len(result.documents) + len(result.failed)

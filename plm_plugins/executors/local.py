@@ -1,0 +1,30 @@
+"""The default executor: process each batch in this process, with the job's own stages
+(models loaded once, shared with queries)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+from plm_core.hookspecs import hookimpl
+from plm_core.interfaces import Executor
+from plm_core.records import Document
+from plm_core.registry import Registry
+from plm_core.sync import BatchResult, Processor, ProcessorRecipe
+
+
+class LocalExecutor(Executor):
+    """Batches one after another in this process; each result is committed before the
+    next batch starts, so an interrupted ingest keeps every finished batch."""
+
+    name = "local"
+
+    def process(
+        self, batches: Sequence[Sequence[Document]], local: Processor, recipe: ProcessorRecipe, read_cache: bool
+    ) -> Iterator[BatchResult]:
+        for batch in batches:
+            yield local.process(batch, read_cache)
+
+
+@hookimpl
+def plm_register_components(registry: Registry) -> None:
+    registry.add(LocalExecutor)

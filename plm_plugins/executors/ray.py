@@ -1,0 +1,144 @@
+"""Ingest on Ray Data: batches of documents are processed (chunked, enriched, embedded) by
+a pool of actor processes on a Ray cluster, streaming; this process stays the single
+writer and commits each batch as it comes back.
+
+Each actor builds the job's stages from the config once (`ProcessorRecipe`), loading its
+models and opening the content cache under the job's data folder, then processes batch
+after batch. A killed actor is restarted and its batch retried; a batch is committed as
+whole documents, so a retry never loses or duplicates one. A killed driver leaves every
+committed batch, and the next ingest skips them, as a local one does.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import pickle
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from pydantic import Field
+
+from plm_core.component import ComponentConfig
+from plm_core.errors import PlmUserError
+from plm_core.hookspecs import hookimpl
+from plm_core.interfaces import Executor
+from plm_core.records import Document
+from plm_core.registry import Registry
+from plm_core.sync import BatchResult, Processor, ProcessorRecipe
+
+
+class RayExecutor(Executor):
+    """Document batches -> chunks and vectors on a Ray cluster (a local one by default)."""
+
+    name = "ray"
+
+    class Config(ComponentConfig):
+        address: str | None = None
+        """The cluster: None starts a local one for this ingest (or joins `RAY_ADDRESS` when set);
+        "auto" joins the one `ray start --head` started on this machine; "HOST:PORT" or
+        "ray://HOST:10001" joins a remote one (every node needs plm and the job's extras)."""
+        workers: int = Field(2, ge=1, le=1024)
+        """Actor processes that process batches, each holding its own copy of the models."""
+        cpus_per_worker: float = Field(1.0, gt=0)
+        """CPUs Ray reserves for each worker (the stages' own threads share them)."""
+
+    config: Config
+
+    def process(
+        self, batches: Sequence[Sequence[Document]], local: Processor, recipe: ProcessorRecipe, read_cache: bool
+    ) -> Iterator[BatchResult]:
+        if not batches:
+            return
+        ray = _import_ray()
+        started = self._connect(ray)
+        try:
+            context = ray.data.DataContext.get_current()
+            context.execution_options.preserve_order = True  # commits in the order a local ingest makes them
+            context.enable_progress_bars = False  # the ingest has its own bar
+            rows = [{"docs": pickle.dumps(list(batch))} for batch in batches]
+            # Ray Data restarts a killed actor and retries its batch by default (max_restarts and
+            # max_task_retries -1); tests/plm_plugins/executors/test_ray.py kills one to check.
+            dataset = ray.data.from_items(rows, override_num_blocks=len(rows)).map_batches(
+                _BatchWorker,
+                fn_constructor_args=(recipe, read_cache),
+                batch_size=1,
+                compute=ray.data.ActorPoolStrategy(size=min(self.config.workers, len(rows))),
+                num_cpus=self.config.cpus_per_worker,
+            )
+            try:
+                for row in dataset.iter_rows():
+                    yield pickle.loads(row["result"])
+            except Exception as err:  # noqa: BLE001 - unwrap a user error raised inside a worker
+                cause = _user_error(err)
+                if cause is not None:
+                    raise cause from None
+                raise
+        finally:
+            if started:
+                ray.shutdown()
+
+    def _connect(self, ray: Any) -> bool:
+        """Join or start a cluster; True when this call started it (and must stop it)."""
+        if ray.is_initialized():
+            return False
+        address = self.config.address or os.environ.get("RAY_ADDRESS") or None
+        try:
+            if address is None:
+                ray.init(include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
+            else:
+                ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
+        except (ConnectionError, RuntimeError, ValueError) as err:
+            raise PlmUserError(
+                f"cannot reach the Ray cluster at {address!r}: {err}; start one with `ray start --head` "
+                "(then use --address auto), or leave the address out to start a local one"
+            ) from None
+        for name in ("ray", "ray.data"):  # Ray's own INFO lines would drown the ingest's output
+            logging.getLogger(name).setLevel(logging.WARNING)
+        return True
+
+
+class _BatchWorker:
+    """One actor: builds the job's stages once, then processes one batch per call."""
+
+    def __init__(self, recipe: ProcessorRecipe, read_cache: bool) -> None:
+        os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+        self.processor, self.read_cache = recipe.build(), read_cache
+
+    def __call__(self, batch: dict[str, Any]) -> dict[str, Any]:
+        import numpy as np
+
+        results = [pickle.dumps(self.processor.process(pickle.loads(docs), self.read_cache)) for docs in batch["docs"]]
+        return {"result": np.array(results, dtype=object)}
+
+
+def _user_error(err: BaseException) -> PlmUserError | None:
+    """The plm user error (a bad document setting, a model that cannot load) behind an
+    error Ray raised, if any."""
+    seen: set[int] = set()
+    todo: list[Any] = [err]
+    while todo:
+        e = todo.pop()
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        if isinstance(e, PlmUserError):
+            return e
+        todo += [getattr(e, "cause", None), e.__cause__, e.__context__]
+    return None
+
+
+def _import_ray() -> Any:
+    try:
+        import ray
+        import ray.data  # noqa: F401
+    except ImportError:
+        raise PlmUserError(
+            "the ray executor needs Ray Data: pip install 'plm[ray]' (or run without --executor ray)"
+        ) from None
+    return ray
+
+
+@hookimpl
+def plm_register_components(registry: Registry) -> None:
+    registry.add(RayExecutor)
