@@ -12,6 +12,7 @@ for this version and these settings (rebuild it), StoreError when it is damaged.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import json
@@ -49,6 +50,7 @@ def save_build(
         write(tmp)
         files = {p.name: [p.stat().st_size, crc32(p)] for p in sorted(tmp.iterdir())}
         (tmp / meta_file).write_text(json.dumps({**meta, "files": files}, indent=1))
+        _write_verified_stamp(tmp, _backdated_stamp(tmp, files))
         swap_in(tmp, target, meta_file)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -101,15 +103,19 @@ def verify(path: Path, files: Any, meta_file: str = META_FILE) -> None:
     if not valid:
         raise StoreError(f"index build {path} is corrupt: {meta_file} has no valid file list; run `plm index rebuild`")
     try:
-        for name, (size, crc) in files.items():
-            file = path / name
-            actual = file.stat().st_size
-            if actual != size:
+        stamp = []
+        for name, (size, _) in sorted(files.items()):
+            st = (path / name).stat()
+            if st.st_size != size:
                 raise StoreError(
-                    f"index build {path} is corrupt: {name} has {actual} bytes, {size} were written "
+                    f"index build {path} is corrupt: {name} has {st.st_size} bytes, {size} were written "
                     "(truncated?); run `plm index rebuild`"
                 )
-            if crc32(file) != crc:
+            stamp.append([name, st.st_size, st.st_mtime_ns, st.st_ino])
+        if _verified_stamp(path) == stamp:
+            return  # checksummed when written, and no file was written or replaced since
+        for name, (_, crc) in files.items():
+            if crc32(path / name) != crc:
                 raise StoreError(f"index build {path} is corrupt: {name} fails its checksum; run `plm index rebuild`")
     except FileNotFoundError as err:
         # Builds are only ever removed by renaming the whole folder first, so a folder that
@@ -118,6 +124,41 @@ def verify(path: Path, files: Any, meta_file: str = META_FILE) -> None:
             raise StaleIndexError(f"index build {path} was replaced while loading") from None
         name = Path(err.filename or "?").name
         raise StoreError(f"index build {path} is corrupt: {name} is missing; run `plm index rebuild`") from None
+
+
+# Checksumming every file on every open would read the whole index (hundreds of MB at a
+# million chunks) before the first query. A build records each file's size, mtime and inode
+# as written, its mtime set 2 s back, so that any later write (which stamps the current
+# time) shows; an open checksums only when a file's stat differs (or it was copied away).
+VERIFIED_FILE = ".verified.json"
+
+
+def _backdated_stamp(folder: Path, names: Mapping[str, Any]) -> list[Any]:
+    stamp = []
+    for name in sorted(names):
+        file = folder / name
+        st = file.stat()
+        os.utime(file, ns=(st.st_atime_ns, st.st_mtime_ns - 2_000_000_000))
+        st = file.stat()
+        stamp.append([name, st.st_size, st.st_mtime_ns, st.st_ino])
+    return stamp
+
+
+def _verified_stamp(path: Path) -> Any:
+    try:
+        return json.loads((path / VERIFIED_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _write_verified_stamp(path: Path, stamp: list[Any]) -> None:
+    tmp = path / f"{VERIFIED_FILE}.{os.getpid()}.tmp"
+    try:
+        tmp.write_text(json.dumps(stamp))
+        os.replace(tmp, path / VERIFIED_FILE)
+    except OSError:  # then every open checksums, as before
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
 
 
 def swap_in(tmp: Path, target: Path, meta_file: str = META_FILE) -> None:

@@ -96,9 +96,16 @@ class CorpusSnapshot:
     def metadata(self) -> list[dict[str, Any]]:
         return self.store.chunk_metadata()
 
+    @cached_property
+    def n_chunks(self) -> int:
+        """How many chunks, counted without reading their ids unless they are read already."""
+        if "chunk_ids" in self.__dict__:
+            return len(self.chunk_ids)
+        return self.store.chunk_count()
+
     @property
     def empty(self) -> bool:
-        return not self.chunk_ids
+        return not self.n_chunks
 
     @cached_property
     def vectors(self) -> Any:

@@ -286,6 +286,11 @@ class ChunkReader(ABC):
     def chunk_ids(self) -> list[str]:
         """All chunk ids in index order."""
 
+    def chunk_count(self) -> int:
+        """How many chunks `chunk_ids()` would return; a store overrides it to count
+        without reading every id (opening a large index must not read them all)."""
+        return len(self.chunk_ids())
+
     @abstractmethod
     def chunks(self) -> list[Chunk]:
         """All chunks in index order."""

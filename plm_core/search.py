@@ -38,16 +38,12 @@ class CorpusView:
 
     def __init__(self, store: Store, location: Path | str) -> None:
         self.store, self.location = store, location
-        self.chunk_ids: list[str] = []
+        self.n_chunks = 0
         self._masks: OrderedDict[str, tuple[Any, int]] = OrderedDict()
 
     def reset(self, snapshot: CorpusSnapshot) -> None:
-        self.chunk_ids = snapshot.chunk_ids
+        self.n_chunks = snapshot.n_chunks
         self._masks = OrderedDict()
-
-    @property
-    def n_chunks(self) -> int:
-        return len(self.chunk_ids)
 
     def allowed(self, filters: Mapping[str, Any] | None) -> tuple[Any, int]:
         """(boolean row mask or None for "every row", rows that pass). Masks are cached per

@@ -163,7 +163,7 @@ class FaissRetriever(DenseRetriever):
         path, version = self.index_path(index_dir, snapshot.version), snapshot.version
         what = f"faiss index {self.label!r} under {self.index_base(index_dir)}"
         meta = builds.open_build(path, version, self._settings(), what, META_FILE)
-        rows = len(snapshot.chunk_ids)
+        rows = snapshot.n_chunks
         if meta.get("num_docs") != rows:
             raise StoreError(
                 f"faiss index {path} holds {meta.get('num_docs')} vectors but the store's version {version} has "

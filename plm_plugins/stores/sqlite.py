@@ -4,7 +4,8 @@ WAL mode, so a reader inside `snapshot()` sees one consistent state while a writ
 ingests. `replace_documents` swaps whole documents (row, chunks and vectors) in one
 transaction and `delete_documents` removes them in one: a crash at any moment leaves
 each document wholly old or wholly new. Every change bumps the corpus version, which
-derived indexes (BM25) record so a stale one is never used.
+derived indexes (BM25) record so a stale one is never used. A document's full text is
+stored zlib-compressed (a BLOB in `documents.text`); chunk texts are plain.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import json
 import os
 import sqlite3
 import uuid
+import zlib
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -294,8 +296,17 @@ class SQLiteStore(Store):
     ) -> None:
         """Store these documents with exactly these chunks (and vectors, row i for chunks[i]),
         replacing whatever was stored under their ids, in one transaction."""
+        # A document's text is kept (zlib, level 1) only so nothing of it is lost; chunks hold
+        # what is searched. Compressed, it no longer doubles the store (bench/bench_scale.py).
         doc_rows = [
-            (d.id, d.title, d.path, d.text, json.dumps(dict(d.metadata), default=str), fp)
+            (
+                d.id,
+                d.title,
+                d.path,
+                zlib.compress(d.text.encode("utf-8", "surrogatepass"), 1),
+                json.dumps(dict(d.metadata), default=str),
+                fp,
+            )
             for d, fp in zip(documents, fingerprints or [""] * len(documents), strict=True)
         ]
         chunk_rows = [
@@ -394,6 +405,9 @@ class SQLiteStore(Store):
 
     def chunk_ids(self) -> list[str]:
         return [r[0] for r in self.db.execute(f"SELECT c.id FROM {ORDERED}")]
+
+    def chunk_count(self) -> int:
+        return int(self.db.execute(f"SELECT count(*) FROM {CHUNKS_JOIN}").fetchone()[0])
 
     def chunks_needing_vectors(self, model: str) -> list[Chunk]:
         """Chunks whose vector is missing, damaged (wrong size) or from another model."""
