@@ -83,7 +83,7 @@ class JobConfig:
     embedder: StageSpec | None
     index: list[StageSpec]
     query: list[StageSpec]
-    executor: StageSpec | None = None  # where an ingest processes documents ([executor]; default local)
+    executor: StageSpec | None = None  # where an ingest processes documents; None: in this process
 
     def describe(self) -> str:
         out = [f"job {self.job.name!r} from {self.path}"]
@@ -220,8 +220,6 @@ def load_toml(path: Path) -> dict[str, Any]:
 MAX_CONFIG_BYTES = 1 << 20
 # The store a job gets when its config has no [store] table: the embedded default.
 DEFAULT_STORE = {"use": "sqlite"}
-# Where an ingest processes documents when the config has no [executor] table: this process.
-DEFAULT_EXECUTOR = {"use": "local"}
 
 
 KNOWN_TABLES = {"job", "store", "embedder", "index", "query", "executor"}
@@ -233,8 +231,6 @@ def load_job(path: str | Path, registry: Registry, overrides: Sequence[str] = ()
     raw = load_toml(path)
     if "store" not in raw:
         raw["store"] = dict(DEFAULT_STORE)  # so `--set store.key=...` reaches the default store
-    if "executor" not in raw:
-        raw["executor"] = dict(DEFAULT_EXECUTOR)  # so `--set executor.use=ray` works too
     apply_overrides(raw, list(overrides))
     unknown = set(raw) - KNOWN_TABLES
     if unknown:
@@ -248,7 +244,8 @@ def load_job(path: str | Path, registry: Registry, overrides: Sequence[str] = ()
     try:
         store = build_spec(raw["store"], "store", registry, path, Store)
         embedder = build_spec(raw["embedder"], "embedder", registry, path, Embedder) if "embedder" in raw else None
-        executor = build_spec(raw["executor"], "executor", registry, path, Executor)
+        # No [executor] table: documents are processed in this process (the job's own stages).
+        executor = build_spec(raw["executor"], "executor", registry, path, Executor) if "executor" in raw else None
         index = _stage_tables(raw, "index", path, registry)
         query = _stage_tables(raw, "query", path, registry)
     except PlmUserError as err:
