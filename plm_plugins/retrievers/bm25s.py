@@ -115,7 +115,7 @@ class BM25Retriever(Retriever):
         chunks = snapshot.chunks
         retriever = self._index([c.index_text for c in chunks])
         self._retriever, self._n_docs = retriever, len(chunks)
-        self._chunk_ids = [c.id for c in chunks]
+        self._chunk_ids: Sequence[str] = [c.id for c in chunks]
         if index_dir is not None:
 
             def write(folder: Path) -> None:
@@ -220,6 +220,13 @@ class IdColumn(Sequence[str]):
 
     def __len__(self) -> int:
         return len(self._array)
+
+    def __eq__(self, other: object) -> bool:  # equal to any sequence of the same ids, as a list is
+        if not isinstance(other, Sequence) or isinstance(other, (str, bytes)):
+            return NotImplemented
+        return len(self) == len(other) and list(self) == list(other)
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __getitem__(self, row: Any) -> Any:
         if isinstance(row, slice):
