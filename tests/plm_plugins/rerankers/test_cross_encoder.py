@@ -186,7 +186,8 @@ def test_max_chars_cuts_the_text_before_scoring(tiny_model: str) -> None:
     whole = CrossEncoderReranker(model=tiny_model, settings=SETTINGS).run(ranking)
     assert _ids(list(whole.hits)) == ["long", "short"] and whole.hits[0].score > 0.9
     cut = CrossEncoderReranker(model=tiny_model, max_chars=200, settings=SETTINGS).run(ranking)
-    assert cut.hits[1].chunk_id == "long" and cut.hits[1].score < 0.1  # its gold was cut off: no boost
+    # its gold was cut off: no boost (both texts then score near 0, so their order is noise)
+    assert {h.chunk_id: h.score for h in cut.hits}["long"] < 0.1
 
 
 def test_the_original_query_text_is_scored_not_the_expanded_one(tiny_model: str) -> None:
