@@ -13,9 +13,9 @@ import logging
 from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from plm_core import models
 from plm_core.component import ComponentConfig
@@ -23,6 +23,7 @@ from plm_core.errors import MissingDependencyError
 from plm_core.hookspecs import hookimpl
 from plm_core.interfaces import Embedder
 from plm_core.settings import Settings, load_settings
+from plm_plugins.embedders import onnx_backend
 
 if TYPE_CHECKING:
     from plm_core.registry import Registry
@@ -60,6 +61,13 @@ class SentenceTransformerEmbedder(Embedder):
         """Text prepended to every query before embedding (e.g. an E5 or BGE instruction)."""
         doc_prefix: str = ""
         """Text prepended to every chunk text before embedding (e.g. E5's "passage: ")."""
+        backend: Literal["torch", "onnx"] = "torch"
+        """torch: PyTorch runs the model. onnx: ONNX Runtime runs its transformer on the CPU
+        (exported once into PLM_DATA_DIR/models/onnx; pip install 'plm[onnx]'); tokenisation,
+        pooling and normalisation are unchanged."""
+        quantize: Literal["none", "int8"] = "none"
+        """With backend = "onnx": int8 quantises the exported weights (dynamic, per channel):
+        faster on a CPU, vectors slightly different (see BENCHMARKS.md)."""
 
         @field_validator("model")
         @classmethod
@@ -67,6 +75,12 @@ class SentenceTransformerEmbedder(Embedder):
             if not value or (isinstance(value, list) and not all(value)):
                 raise ValueError("give a model name or folder, or a non-empty list of them")
             return value
+
+        @model_validator(mode="after")
+        def _quantize_needs_onnx(self) -> SentenceTransformerEmbedder.Config:
+            if self.quantize != "none" and self.backend != "onnx":
+                raise ValueError('quantize = "int8" needs backend = "onnx"')
+            return self
 
     config: Config
 
@@ -81,6 +95,8 @@ class SentenceTransformerEmbedder(Embedder):
     def warm_up(self) -> None:
         if importlib.util.find_spec("sentence_transformers") is None:
             raise MissingDependencyError("sentence-transformers", "embed")
+        if self.config.backend == "onnx":
+            onnx_backend.require_runtime()
         settings = self._settings()
         _, self.skipped = models.locate(
             self.candidates,
@@ -101,10 +117,19 @@ class SentenceTransformerEmbedder(Embedder):
 
             hf_logging.disable_progress_bar()
 
+        onnx = self.config.backend == "onnx"
+        device = "cpu" if onnx else self.config.device or settings.device
         try:
-            model = SentenceTransformer(str(path), device=self.config.device or settings.device, local_files_only=True)
+            model = SentenceTransformer(str(path), device=device, local_files_only=True)
         except Exception as err:  # noqa: BLE001 - a broken candidate falls through to the next
             return f"{type(err).__name__}: {err}"
+        if onnx:
+            import torch
+
+            exported = onnx_backend.onnx_file(
+                model, _model_version(path), self.config.quantize, Path(settings.data_dir) / "models"
+            )
+            onnx_backend.use_onnx(model, exported, torch.get_num_threads())
         if self.config.max_seq_length is not None:
             model.max_seq_length = self.config.max_seq_length
         self._model, self._name, self._path = model, name, path
@@ -144,8 +169,7 @@ class SentenceTransformerEmbedder(Embedder):
     def model_version(self) -> str:
         """The weights' folder and newest file time: a model retrained in place, or a new hub
         snapshot, gets new cache keys and fingerprints, never another model's vectors."""
-        files = [p for p in self.model_path.iterdir() if p.is_file()] if self.model_path.is_dir() else []
-        return f"{self.model_path.resolve()}@{max((p.stat().st_mtime_ns for p in files), default=0)}"
+        return _model_version(self.model_path)
 
     @property
     def dimension(self) -> int:
@@ -199,6 +223,11 @@ class SentenceTransformerEmbedder(Embedder):
         if len(cache) > RECENT_QUERIES:
             cache.popitem(last=False)
         return vector
+
+
+def _model_version(path: Path) -> str:
+    files = [p for p in path.iterdir() if p.is_file()] if path.is_dir() else []
+    return f"{path.resolve()}@{max((p.stat().st_mtime_ns for p in files), default=0)}"
 
 
 @hookimpl

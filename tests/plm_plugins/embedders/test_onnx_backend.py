@@ -1,0 +1,127 @@
+"""backend = "onnx": the transformer exported once into the data folder and run by ONNX
+Runtime, with a tiny BERT sentence-transformer built here (and MiniLM where installed)."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from pydantic import ValidationError
+
+from plm_core.cache import CachedEmbedder, open_cache
+from plm_core.errors import MissingDependencyError, PlmUserError
+from plm_core.settings import Settings
+from plm_plugins.embedders import onnx_backend
+from plm_plugins.embedders.sentence_transformers import SentenceTransformerEmbedder
+
+pytest.importorskip("sentence_transformers")
+pytest.importorskip("onnxruntime")
+
+WORDS = "the a pod node deploy scale cluster service volume secret gold cat dog runs fast slow".split()
+TEXTS = ["the pod runs", "scale the cluster fast " * 30, "gold", "a dog and a cat", "secret volume service node"]
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A local sentence-transformers folder: a random 2-layer BERT, mean pooling."""
+    import torch
+    from sentence_transformers import SentenceTransformer
+    from transformers import BertConfig, BertModel, BertTokenizer
+
+    folder = tmp_path_factory.mktemp("tiny-bert")
+    hf = folder / "hf"
+    hf.mkdir()
+    (hf / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS]) + "\n")
+    tokenizer = BertTokenizer.from_pretrained(str(hf), model_max_length=128)
+    config = BertConfig(
+        vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+        intermediate_size=64, max_position_embeddings=128,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    BertModel(config).save_pretrained(str(hf))
+    tokenizer.save_pretrained(str(hf))
+    from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
+
+    transformer = Transformer(str(hf), max_seq_length=64)
+    model = SentenceTransformer(modules=[transformer, Pooling(transformer.get_embedding_dimension(), "mean")])
+    model.save(str(folder / "st"))
+    return str(folder / "st")
+
+
+def _embedder(model: str, data_dir: Path, **config: Any) -> SentenceTransformerEmbedder:
+    settings = Settings(offline=True, device="cpu", data_dir=str(data_dir), progress=False)
+    return SentenceTransformerEmbedder(model=model, settings=settings, **config)
+
+
+def test_onnx_vectors_equal_torch_and_the_export_happens_once(tiny_model: str, tmp_path: Path) -> None:
+    torch_vectors = _embedder(tiny_model, tmp_path).embed(TEXTS)
+    first = _embedder(tiny_model, tmp_path, backend="onnx")
+    vectors = first.embed(TEXTS)
+    assert vectors.dtype == np.float32 and vectors.shape == torch_vectors.shape
+    assert np.abs(vectors - torch_vectors).max() < 1e-5
+    assert np.abs(first.embed_query(TEXTS[2]) - torch_vectors[2]).max() < 1e-5
+    # the transformer really is ONNX Runtime's, not torch's
+    assert type(first._model[0].model).__name__ == "OnnxTransformer"
+    exported = sorted((tmp_path / "models" / "onnx").glob("*/model.onnx"))
+    assert len(exported) == 1
+    stamp = exported[0].stat().st_mtime_ns
+    again = _embedder(tiny_model, tmp_path, backend="onnx")
+    assert np.array_equal(again.embed(TEXTS), vectors)
+    assert exported[0].stat().st_mtime_ns == stamp  # loaded, not exported again
+    assert not list(exported[0].parent.glob(".*.tmp"))
+
+
+def test_int8_is_smaller_and_close(tiny_model: str, tmp_path: Path) -> None:
+    fp32 = _embedder(tiny_model, tmp_path, backend="onnx").embed(TEXTS)
+    int8 = _embedder(tiny_model, tmp_path, backend="onnx", quantize="int8").embed(TEXTS)
+    folder = next((tmp_path / "models" / "onnx").iterdir())
+    assert (folder / "model_int8.onnx").stat().st_size < (folder / "model.onnx").stat().st_size
+    assert not np.array_equal(int8, fp32)  # quantised arithmetic, not the fp32 model again
+    cosine = (int8 * fp32).sum(1) / (np.linalg.norm(int8, axis=1) * np.linalg.norm(fp32, axis=1))
+    assert cosine.min() > 0.95
+
+
+def test_a_failed_export_leaves_nothing_to_load(
+    tiny_model: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def crash(model: Any, target: Path) -> None:
+        target.write_bytes(b"half a model")
+        raise RuntimeError("killed mid-export")
+
+    monkeypatch.setattr(onnx_backend, "_export", crash)
+    with pytest.raises(PlmUserError, match="exporting the model failed.*killed mid-export"):
+        _embedder(tiny_model, tmp_path, backend="onnx").ensure_warm()
+    assert not [p for p in (tmp_path / "models").rglob("*") if p.is_file()]
+    monkeypatch.undo()
+    assert _embedder(tiny_model, tmp_path, backend="onnx").embed(["gold"]).shape == (1, 32)
+
+
+def test_backends_never_share_cached_vectors(tiny_model: str, tmp_path: Path) -> None:
+    cache = open_cache(tmp_path)
+    torch_side = CachedEmbedder(_embedder(tiny_model, tmp_path), cache)
+    torch_side.embed(TEXTS)
+    onnx_side = CachedEmbedder(_embedder(tiny_model, tmp_path, backend="onnx", quantize="int8"), cache)
+    onnx_side.embed(TEXTS)
+    assert onnx_side.cached == 0 and onnx_side.computed == len(TEXTS)
+
+
+def test_bad_settings_and_missing_runtime(tiny_model: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(ValidationError, match="needs backend"):
+        _embedder(tiny_model, tmp_path, quantize="int8")
+    with pytest.raises(ValidationError):
+        _embedder(tiny_model, tmp_path, backend="tensorrt")
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "onnxruntime" else real(name, *a))
+    with pytest.raises(MissingDependencyError, match=r"plm\[onnx\]"):
+        _embedder(tiny_model, tmp_path, backend="onnx").ensure_warm()
+
+
+@pytest.mark.slow
+def test_minilm_onnx_matches_torch(minilm_path: str, tmp_path: Path) -> None:
+    texts = ["How do I scale a deployment?", "kubectl scale", "pods " * 400]
+    torch_vectors = _embedder(minilm_path, tmp_path).embed(texts)
+    onnx_vectors = _embedder(minilm_path, tmp_path, backend="onnx").embed(texts)
+    assert np.abs(onnx_vectors - torch_vectors).max() < 1e-5
