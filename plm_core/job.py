@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from plm_core.assembly import Assembler
-from plm_core.cache import CachedEmbedder, ContentCache, open_cache
+from plm_core.cache import ContentCache, open_cache
 from plm_core.config import JobConfig, load_job
 from plm_core.errors import PlmUserError
 from plm_core.interfaces import Embedder
@@ -54,8 +54,7 @@ class Job:
         parts = Assembler(config, self.registry, self.settings, self.index_dir).assemble(self.cache, embedder)
         self.store, self.embedder, self.loader = parts.store, parts.embedder, parts.loader
         self.transform, self.query_stages = parts.transform, parts.query_stages
-        cached_embedder = CachedEmbedder(self.embedder, self.cache) if self.embedder is not None else None
-        self.processor = Processor(self.transform, cached_embedder)
+        self.processor = Processor.of(self.transform, self.embedder, self.cache)
         # Workers run elsewhere (another folder, another machine): give them absolute paths.
         data_dir = str(Path(self.settings.data_dir).resolve())
         recipe = ProcessorRecipe(config, self.settings.model_copy(update={"data_dir": data_dir}))

@@ -15,14 +15,14 @@ import json
 import logging
 import os
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from plm_core.cache import CachedEmbedder, CachedStage
+from plm_core.cache import CachedEmbedder, CachedStage, ContentCache
 from plm_core.errors import PipelineError, PlmUserError
-from plm_core.interfaces import Executor, Store
+from plm_core.interfaces import Embedder, Executor, Store
 from plm_core.pipeline import Pipeline
 from plm_core.progress import progress_iter
 from plm_core.records import Chunk, Document, LoadFailure
@@ -168,7 +168,7 @@ class ProcessorRecipe:
 
         cache = open_cache(self.settings.data_dir) if self.settings.cache else None
         parts = Assembler(self.config, None, self.settings, Path(self.settings.data_dir)).assemble(cache)
-        return Processor(parts.transform, CachedEmbedder(parts.embedder, cache) if parts.embedder else None)
+        return Processor.of(parts.transform, parts.embedder, cache)
 
 
 class Processor:
@@ -176,6 +176,16 @@ class Processor:
 
     def __init__(self, transform: Pipeline, embedder: CachedEmbedder | None) -> None:
         self.transform, self.embedder = transform, embedder
+
+    @classmethod
+    def of(cls, transform: Pipeline, embedder: Embedder | None, cache: ContentCache | None) -> Processor:
+        """The index stages, and the embedder (if any) reading and filling the content cache."""
+        return cls(transform, CachedEmbedder(embedder, cache) if embedder is not None else None)
+
+    def process_all(self, batches: Iterable[Sequence[Document]], read_cache: bool = True) -> Iterator[BatchResult]:
+        """Each batch in this process, one after another, as it is asked for."""
+        for batch in batches:
+            yield self.process(batch, read_cache)
 
     def cached_stages(self) -> list[CachedStage]:
         return [s for s in self.transform.stages if isinstance(s, CachedStage)]
@@ -299,7 +309,7 @@ class Syncer:
             return
         batches = [todo[i : i + self.batch_size] for i in range(0, len(todo), self.batch_size)]
         if self.executor is None or self.recipe is None:
-            results: Iterable[BatchResult] = (self.processor.process(b, read_cache) for b in batches)
+            results: Iterable[BatchResult] = self.processor.process_all(batches, read_cache)
         else:
             results = self.executor.process(batches, self.processor, self.recipe, read_cache)
         for result in progress_iter(

@@ -21,8 +21,7 @@ class LocalExecutor(Executor):
     def process(
         self, batches: Sequence[Sequence[Document]], local: Processor, recipe: ProcessorRecipe, read_cache: bool
     ) -> Iterator[BatchResult]:
-        for batch in batches:
-            yield local.process(batch, read_cache)
+        yield from local.process_all(batches, read_cache)
 
 
 @hookimpl
