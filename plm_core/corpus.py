@@ -93,6 +93,15 @@ class CorpusSnapshot:
         return self.store.chunks()
 
     @cached_property
+    def index_texts(self) -> list[str]:
+        """Each chunk's `index_text`, row i for chunk_ids[i], read without the rest of the chunks."""
+        if "chunks" in self.__dict__:
+            return [c.index_text for c in self.chunks]
+        ids, texts = self.store.index_texts()
+        self.__dict__.setdefault("chunk_ids", ids)
+        return texts
+
+    @cached_property
     def metadata(self) -> list[dict[str, Any]]:
         return self.store.chunk_metadata()
 
@@ -102,6 +111,11 @@ class CorpusSnapshot:
         if "chunk_ids" in self.__dict__:
             return len(self.chunk_ids)
         return self.store.chunk_count()
+
+    @cached_property
+    def vectors_model(self) -> str | None:
+        """The model the store records for its vectors, read without reading any vector."""
+        return self.store.get_meta("model") if self.store is not None else None
 
     @property
     def empty(self) -> bool:

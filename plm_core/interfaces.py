@@ -295,6 +295,12 @@ class ChunkReader(ABC):
     def chunks(self) -> list[Chunk]:
         """All chunks in index order."""
 
+    def index_texts(self) -> tuple[list[str], list[str]]:
+        """(chunk ids, each chunk's `index_text`) in index order: what a lexical index
+        reads, without building every chunk record; a store overrides it to read two columns."""
+        chunks = self.chunks()
+        return [c.id for c in chunks], [c.index_text for c in chunks]
+
     @abstractmethod
     def get_chunks(self, chunk_ids: Sequence[str]) -> dict[str, Chunk]:
         """The chunks with these ids (absent ids are left out)."""

@@ -28,13 +28,13 @@ from plm_core.errors import MissingDependencyError, StaleIndexError, StoreError
 from plm_core.hookspecs import hookimpl
 from plm_core.interfaces import Retriever
 from plm_core.records import ExpandedQuery, ScoredChunk
+from plm_plugins.retrievers.columns import IDS_FILE, load_ids, save_ids
 from plm_plugins.retrievers.ranking import top_n
 
 if TYPE_CHECKING:
     from plm_core.registry import Registry
 
 META_FILE = "plm_bm25.json"
-IDS_FILE = "chunk_ids.npy"  # row -> chunk id, so opening the index reads no id from the store
 FORMAT = 2
 
 
@@ -73,11 +73,13 @@ class BM25Retriever(Retriever):
     def tokenize(self, texts: Sequence[str]) -> list[list[str]]:
         if self.config.tokenizer == "whitespace_lower":
             return [text.lower().split() for text in texts]
+        return [list(tokens) for tokens in self._stemmed(texts, return_ids=False)]
+
+    def _stemmed(self, texts: Sequence[str], return_ids: bool) -> Any:
+        """bm25s's English tokenizer: stop words removed, Snowball-stemmed."""
         bm25s = _import_bm25s()
-        out = bm25s.tokenize(
-            list(texts), stopwords="en", stemmer=self._stemmer(), return_ids=False, show_progress=False
-        )
-        return [list(tokens) for tokens in out]
+        stemmer = self._stemmer()
+        return bm25s.tokenize(list(texts), stopwords="en", stemmer=stemmer, return_ids=return_ids, show_progress=False)
 
     def _stemmer(self) -> Any:
         if getattr(self, "_stemmer_obj", None) is None:
@@ -91,12 +93,11 @@ class BM25Retriever(Retriever):
     def _token_ids(self, texts: Sequence[str]) -> Any:
         """Texts as bm25s's `Tokenized` (token ids and their vocabulary): indexing ids is
         about 1.7x faster than indexing lists of strings (bench/bench_scale.py)."""
-        bm25s = _import_bm25s()
         if self.config.tokenizer == "bm25s_stem":
-            return bm25s.tokenize(list(texts), stopwords="en", stemmer=self._stemmer(), show_progress=False)
+            return self._stemmed(texts, return_ids=True)
         vocab: dict[str, int] = {}
-        ids = [[vocab.setdefault(t, len(vocab)) for t in text.lower().split()] for text in texts]
-        return bm25s.tokenization.Tokenized(ids=ids, vocab=vocab)
+        ids = [[vocab.setdefault(t, len(vocab)) for t in tokens] for tokens in self.tokenize(texts)]
+        return _import_bm25s().tokenization.Tokenized(ids=ids, vocab=vocab)
 
     # ------------------------------------------------------------------ index
     # One build per corpus version under index_dir/bm25_<label>/, in bm25s's own save
@@ -112,10 +113,10 @@ class BM25Retriever(Retriever):
         return {"format": FORMAT, **self.config.model_dump(exclude={"drop_zero_scores"})}
 
     def build(self, snapshot: CorpusSnapshot, index_dir: Path | None) -> None:
-        chunks = snapshot.chunks
-        retriever = self._index([c.index_text for c in chunks])
-        self._retriever, self._n_docs = retriever, len(chunks)
-        self._chunk_ids: Sequence[str] = [c.id for c in chunks]
+        texts = snapshot.index_texts
+        retriever = self._index(texts)
+        self._retriever, self._n_docs = retriever, len(texts)
+        self._chunk_ids: Sequence[str] = snapshot.chunk_ids
         if index_dir is not None:
 
             def write(folder: Path) -> None:
@@ -123,7 +124,7 @@ class BM25Retriever(Retriever):
                     retriever.save(str(folder), show_progress=False)
                 save_ids(folder / IDS_FILE, self._chunk_ids)
 
-            meta = {**self._settings(), "version": snapshot.version.token, "num_docs": len(chunks)}
+            meta = {**self._settings(), "version": snapshot.version.token, "num_docs": len(texts)}
             builds.save_build(
                 self.index_path(index_dir, snapshot.version), write, {**meta, "empty": retriever is None}, META_FILE
             )
@@ -202,45 +203,6 @@ class BM25Retriever(Retriever):
         own scoring (`rank_bm25_okapi`), whose zero-score candidates still earned RRF points."""
         drop = self.config.drop_zero_scores
         return self.config.method != "rank_bm25_okapi" if drop is None else drop
-
-
-def save_ids(path: Path, ids: Sequence[str]) -> None:
-    """Chunk ids as one fixed-width UTF-8 byte array (np.save), row i for chunk i."""
-    import numpy as np
-
-    np.save(path, np.array([i.encode("utf-8", "surrogatepass") for i in ids], dtype=bytes), allow_pickle=False)
-
-
-class IdColumn(Sequence[str]):
-    """Chunk ids read from a memory-mapped `save_ids` file: opening costs nothing, each id
-    is decoded when a hit needs it."""
-
-    def __init__(self, array: Any) -> None:
-        self._array = array
-
-    def __len__(self) -> int:
-        return len(self._array)
-
-    def __eq__(self, other: object) -> bool:  # equal to any sequence of the same ids, as a list is
-        if not isinstance(other, Sequence) or isinstance(other, (str, bytes)):
-            return NotImplemented
-        return len(self) == len(other) and list(self) == list(other)
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __getitem__(self, row: Any) -> Any:
-        if isinstance(row, slice):
-            return [bytes(v).decode("utf-8", "surrogatepass") for v in self._array[row]]
-        return bytes(self._array[row]).decode("utf-8", "surrogatepass")
-
-
-def load_ids(path: Path, n_rows: int) -> IdColumn:
-    import numpy as np
-
-    array = np.load(path, mmap_mode="r", allow_pickle=False)
-    if array.ndim != 1 or len(array) != n_rows or array.dtype.kind != "S":
-        raise ValueError(f"{path.name} holds {array.shape} {array.dtype}, not {n_rows} ids")
-    return IdColumn(array)
 
 
 def okapi_matrix(corpus: list[list[str]], k1: float, b: float, epsilon: float) -> tuple[dict[str, Any], dict[str, int]]:

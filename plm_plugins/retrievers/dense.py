@@ -1,8 +1,11 @@
 """Exact dense retrieval: dot product of the query vector with every chunk vector.
 
-The vectors live in the store, so nothing is saved; the matrix is held as one
-contiguous float32 array and every query is scored against all rows, which is what the
-POC did (brute force is exact, and fast enough for tens of thousands of chunks).
+Every query is scored against all rows, which is what the POC did (brute force is exact,
+and fast enough for tens of thousands of chunks). The store holds the vectors; after an
+ingest they are also saved as one float32 matrix with its chunk id column in a build
+folder (`vectors_<label>/`, plm_core.builds: one per corpus version, atomic, checksummed),
+which a new process memory-maps instead of reading every row from the store: opening
+costs nothing proportional to the corpus, and the first query pages the matrix in.
 """
 
 from __future__ import annotations
@@ -11,16 +14,21 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from plm_core import builds
 from plm_core.component import ComponentConfig
 from plm_core.corpus import CorpusSnapshot, CorpusVersion
-from plm_core.errors import StoreError
+from plm_core.errors import StaleIndexError, StoreError
 from plm_core.hookspecs import hookimpl
 from plm_core.interfaces import Embedder, Retriever, require_embedder
 from plm_core.records import EmbeddedQuery, ExpandedQuery, ScoredChunk
+from plm_plugins.retrievers.columns import IDS_FILE, VECTORS_FILE, load_ids, load_vectors, save_ids, save_vectors
 from plm_plugins.retrievers.ranking import top_n
 
 if TYPE_CHECKING:
     from plm_core.registry import Registry
+
+VECTORS_META = "plm_vectors.json"
+VECTORS_FORMAT = 1
 
 
 class DenseRetriever(Retriever):
@@ -59,14 +67,51 @@ class DenseRetriever(Retriever):
             )
         self._matrix, self._chunk_ids = matrix, list(chunk_ids)
 
+    # ------------------------------------------------------------------ index
+    def vectors_base(self, index_dir: Path) -> Path:
+        return Path(index_dir) / f"vectors_{self.label}"
+
+    def _vectors_path(self, index_dir: Path, version: CorpusVersion) -> Path:
+        return builds.build_path(self.vectors_base(index_dir), version, {"format": VECTORS_FORMAT})
+
     def build(self, snapshot: CorpusSnapshot, index_dir: Path | None) -> None:
         self._take(snapshot.chunk_ids, snapshot.vectors)
+        if index_dir is not None:
+            matrix, ids = self._matrix, self._chunk_ids
+
+            def write(folder: Path) -> None:
+                save_vectors(folder / VECTORS_FILE, matrix)
+                save_ids(folder / IDS_FILE, ids)
+
+            meta = {"format": VECTORS_FORMAT, "version": snapshot.version.token, "num_docs": len(ids)}
+            meta["model"] = snapshot.vectors_model  # the store's; checked against snapshot.model when read
+            builds.save_build(self._vectors_path(index_dir, snapshot.version), write, meta, VECTORS_META)
 
     def is_current(self, version: CorpusVersion, index_dir: Path) -> bool:
-        return True  # the store's vectors are the index: nothing is saved beside them
+        path = self._vectors_path(index_dir, version)
+        return builds.build_matches(path, version, {"format": VECTORS_FORMAT}, VECTORS_META)
 
     def load(self, snapshot: CorpusSnapshot, index_dir: Path) -> None:
-        self._take(snapshot.chunk_ids, snapshot.vectors)
+        path, version, rows = self._vectors_path(index_dir, snapshot.version), snapshot.version, snapshot.n_chunks
+        what = f"vectors of {self.label!r} under {self.vectors_base(index_dir)}"
+        meta = builds.open_build(path, version, {"format": VECTORS_FORMAT}, what, VECTORS_META)
+        saved = meta.get("model")
+        if saved != snapshot.vectors_model or snapshot.model not in (None, saved):
+            # Rebuilt from the store, whose check names both models when they differ.
+            raise StaleIndexError(f"{what} come from {saved!r}; the store says {snapshot.vectors_model!r}")
+        if meta.get("num_docs") != rows:
+            raise StoreError(
+                f"{what} hold {meta.get('num_docs')} rows but the store's version {version} has {rows} chunks: "
+                "run `plm index rebuild`"
+            )
+        try:
+            ids = load_ids(path / IDS_FILE, rows)
+            matrix = load_vectors(path / VECTORS_FILE, rows)
+        except FileNotFoundError:  # removed by a newer build while we read it
+            raise StaleIndexError(f"{what} were replaced while loading") from None
+        except (OSError, ValueError) as err:
+            raise StoreError(f"{what}: {path} is corrupt ({err}): run `plm index rebuild`") from None
+        self._matrix, self._chunk_ids = matrix, ids
 
     def query_vector(self, query: ExpandedQuery) -> Any:
         import numpy as np

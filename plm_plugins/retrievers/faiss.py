@@ -157,7 +157,8 @@ class FaissRetriever(DenseRetriever):
         return index
 
     def is_current(self, version: CorpusVersion, index_dir: Path) -> bool:
-        return builds.build_matches(self.index_path(index_dir, version), version, self._settings(), META_FILE)
+        own = builds.build_matches(self.index_path(index_dir, version), version, self._settings(), META_FILE)
+        return own and super().is_current(version, index_dir)  # and the exact vectors beside it
 
     def load(self, snapshot: CorpusSnapshot, index_dir: Path) -> None:
         path, version = self.index_path(index_dir, snapshot.version), snapshot.version
@@ -169,7 +170,7 @@ class FaissRetriever(DenseRetriever):
                 f"faiss index {path} holds {meta.get('num_docs')} vectors but the store's version {version} has "
                 f"{rows} chunks: run `plm index rebuild`"
             )
-        super().load(snapshot, index_dir)  # the exact vectors, checked against the chunks
+        super().load(snapshot, index_dir)  # the exact vectors (memory-mapped), checked against the chunks
         index = None if meta.get("empty") else self._read(path)
         if index is not None and (index.ntotal != rows or index.d != self._matrix.shape[1]):
             raise StoreError(

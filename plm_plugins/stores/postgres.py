@@ -485,6 +485,10 @@ class PostgresStore(Store):
     def chunk_ids(self) -> list[str]:
         return [r[0] for r in self._q(f"SELECT c.id FROM {CHUNKS_JOIN} {ORDER}")]
 
+    def index_texts(self) -> tuple[list[str], list[str]]:
+        rows = self._q(f"SELECT c.id, coalesce(c.enriched, c.text) FROM {CHUNKS_JOIN} {ORDER}").fetchall()
+        return [r[0] for r in rows], [r[1] for r in rows]
+
     def get_chunks(self, chunk_ids: Sequence[str]) -> dict[str, Chunk]:
         sql = f"SELECT {CHUNK_COLS} FROM {self.schema}.chunks WHERE id = ANY(%s)"
         return {r[0]: _chunk_from_row(r) for r in self._q(sql, (list(chunk_ids),))}

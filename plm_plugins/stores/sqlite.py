@@ -14,6 +14,7 @@ import functools
 import inspect
 import json
 import os
+import re
 import sqlite3
 import uuid
 import zlib
@@ -47,6 +48,7 @@ CREATE TABLE IF NOT EXISTS vectors (
     model TEXT NOT NULL, dim INTEGER NOT NULL, vector BLOB NOT NULL);
 """
 
+SHA256_HEX = re.compile("[0-9a-f]{64}")
 CHUNK_COLS = "id, doc_id, text, enriched, heading_path, start_char, end_char, stable_id, keywords, entities, metadata"
 C_CHUNK_COLS = ", ".join(f"c.{col.strip()}" for col in CHUNK_COLS.split(","))
 # Index order: documents where they were first stored (an update keeps its place), then
@@ -54,6 +56,12 @@ C_CHUNK_COLS = ", ".join(f"c.{col.strip()}" for col in CHUNK_COLS.split(","))
 CHUNKS_JOIN = "chunks c JOIN documents d ON d.id = c.doc_id"
 ORDER = "ORDER BY d.row, c.row"
 ORDERED = f"{CHUNKS_JOIN} {ORDER}"
+
+
+def _packed(fingerprint: str) -> str | bytes:
+    """A sha256 hex fingerprint as its 32 bytes (half the size: 32 MB per million
+    documents); anything else as given. `doc_fingerprints` reads both back as text."""
+    return bytes.fromhex(fingerprint) if SHA256_HEX.fullmatch(fingerprint) else fingerprint
 
 
 def _chunk_from_row(r: sqlite3.Row) -> Chunk:
@@ -281,7 +289,8 @@ class SQLiteStore(Store):
             self._bump_version()
 
     def doc_fingerprints(self) -> dict[str, str]:
-        return {r[0]: r[1] or "" for r in self.db.execute("SELECT id, fingerprint FROM documents ORDER BY row")}
+        rows = self.db.execute("SELECT id, fingerprint FROM documents ORDER BY row")
+        return {r[0]: r[1].hex() if isinstance(r[1], bytes) else r[1] or "" for r in rows}
 
     def doc_paths(self) -> dict[str, str]:
         return {r[0]: r[1] or "" for r in self.db.execute("SELECT id, path FROM documents ORDER BY row")}
@@ -305,7 +314,7 @@ class SQLiteStore(Store):
                 d.path,
                 zlib.compress(d.text.encode("utf-8", "surrogatepass"), 1),
                 json.dumps(dict(d.metadata), default=str),
-                fp,
+                _packed(fp),
             )
             for d, fp in zip(documents, fingerprints or [""] * len(documents), strict=True)
         ]
@@ -405,6 +414,10 @@ class SQLiteStore(Store):
 
     def chunk_ids(self) -> list[str]:
         return [r[0] for r in self.db.execute(f"SELECT c.id FROM {ORDERED}")]
+
+    def index_texts(self) -> tuple[list[str], list[str]]:
+        rows = self.db.execute(f"SELECT c.id, coalesce(c.enriched, c.text) FROM {ORDERED}").fetchall()
+        return [r[0] for r in rows], [r[1] for r in rows]
 
     def chunk_count(self) -> int:
         return int(self.db.execute(f"SELECT count(*) FROM {CHUNKS_JOIN}").fetchone()[0])

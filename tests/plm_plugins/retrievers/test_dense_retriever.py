@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from plm_core.corpus import CorpusSnapshot, CorpusVersion, StoreProblem
-from plm_core.errors import ConfigError, StoreError
+from plm_core.errors import ConfigError, StaleIndexError, StoreError
 from plm_core.records import Chunk, EmbeddedQuery, ExpandedQuery
 from plm_plugins.retrievers.dense import DenseRetriever
 
@@ -103,20 +103,66 @@ def test_errors_name_the_fix() -> None:
     with pytest.raises(StoreError, match="dimensions"):
         _retriever().search(_q([1.0, 0.0]), 1)
     with pytest.raises(StoreError, match="ingest"):  # the store has chunks but no vectors
-        DenseRetriever().load(CorpusSnapshot(_fake_store(["a"], [], None), "x"), Path("x"))
+        DenseRetriever().build(CorpusSnapshot(_fake_store(["a"], [], None), "x"), None)
     with pytest.raises(StoreError, match="2 vectors for 1 chunks"):
-        DenseRetriever().load(CorpusSnapshot.of(CHUNKS[:1], MATRIX[:2], VERSION), Path("x"))
+        DenseRetriever().build(CorpusSnapshot.of(CHUNKS[:1], MATRIX[:2], VERSION), None)
 
 
-def test_load_from_store_vectors_and_index_matches() -> None:
+def test_build_from_store_vectors_and_index_matches() -> None:
     ids = [c.id for c in CHUNKS]
     store = _fake_store(ids, ids, MATRIX)
     retriever = DenseRetriever()
-    retriever.load(CorpusSnapshot(store, "x"), Path("x"))
+    retriever.build(CorpusSnapshot(store, "x"), None)
     assert retriever.search(_q([0.0, 0.0, 1.0]), 1)[0].chunk_id == "c4"
-    # nothing is saved beside the store's vectors: the index is always current...
-    assert retriever.is_current(VERSION, Path("x"))
-    # ...and a store with a chunk without a vector is refused when the vectors are read
+    # a store with a chunk without a vector is refused when the vectors are read
     torn = _fake_store([*ids, "c5"], ids, MATRIX)
     with pytest.raises(StoreError, match="no vector"):
-        retriever.load(CorpusSnapshot(torn, "x"), Path("x"))
+        retriever.build(CorpusSnapshot(torn, "x"), None)
+
+
+def _saved(tmp_path: Path, model: str | None = "m") -> DenseRetriever:
+    snapshot = CorpusSnapshot.of(CHUNKS, MATRIX, VERSION)
+    snapshot.model = snapshot.__dict__["vectors_model"] = model
+    DenseRetriever().build(snapshot, tmp_path)
+    return DenseRetriever()
+
+
+def _opened(n_chunks: int = len(CHUNKS), model: str | None = "m", stored: str | None = "m") -> CorpusSnapshot:
+    """What a new process sees: a version, a chunk count, the model the job loads and the
+    one the store records; no ids, no vectors."""
+    snap = CorpusSnapshot.__new__(CorpusSnapshot)
+    snap.store, snap.location, snap.model, snap.version = None, "x", model, VERSION  # type: ignore[assignment]
+    snap.__dict__.update(n_chunks=n_chunks, vectors_model=stored)
+    return snap
+
+
+def test_saved_vectors_are_memory_mapped_by_a_new_process(tmp_path: Path) -> None:
+    retriever = _saved(tmp_path)
+    assert retriever.is_current(VERSION, tmp_path)
+    assert not retriever.is_current(CorpusVersion("s", 2), tmp_path)
+    retriever.load(_opened(), tmp_path)  # reads no id and no vector from the store
+    assert isinstance(retriever._matrix, np.memmap) and not retriever._matrix.flags.writeable
+    built = _retriever()
+    for vector in ([0.6, 0.8, 0.0], [0.0, 1.0, 0.0], [0.1, 0.2, 0.9]):
+        expected = built.search(_q(vector), 5)
+        assert retriever.search(_q(vector), 5) == expected
+    allowed = np.array([False, True, False, True, True])
+    assert retriever.search(_q([0.0, 1.0, 0.0]), 5, allowed) == built.search(_q([0.0, 1.0, 0.0]), 5, allowed)
+
+
+def test_saved_vectors_are_refused_when_they_do_not_fit(tmp_path: Path) -> None:
+    retriever = _saved(tmp_path)
+    with pytest.raises(StaleIndexError, match="come from 'm'"):  # rebuilt from the store, never used
+        retriever.load(_opened(model="other"), tmp_path)
+    with pytest.raises(StaleIndexError, match="the store says 'other'"):
+        retriever.load(_opened(stored="other"), tmp_path)
+    with pytest.raises(StoreError, match="hold 5 rows .* has 4 chunks"):
+        retriever.load(_opened(n_chunks=4), tmp_path)
+    with pytest.raises(StaleIndexError):  # no build for this version
+        retriever.load(_opened(), tmp_path / "elsewhere")
+    (vectors,) = tmp_path.glob("vectors_dense/v1-*/vectors.npy")
+    data = bytearray(vectors.read_bytes())
+    data[-1] ^= 0xFF
+    vectors.write_bytes(bytes(data))
+    with pytest.raises(StoreError, match="damaged|corrupt|rebuild"):
+        retriever.load(_opened(), tmp_path)

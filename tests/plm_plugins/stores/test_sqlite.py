@@ -114,3 +114,20 @@ def test_version_token_is_unique_per_change(tmp_path) -> None:
     v2 = store.version()
     assert v2 != v1 and v2.token != v1.token and v2.counter == 1 and v1.counter == 1
     assert v2.token.endswith(".1") and v1.token.endswith(".1")
+
+
+def test_sha256_fingerprints_are_stored_as_32_bytes_and_read_back_as_text(tmp_path) -> None:
+    import hashlib
+
+    store = _store(tmp_path)
+    docs, chunks = _docs()
+    sha = hashlib.sha256(b"a").hexdigest()
+    store.replace_documents(docs, chunks, fingerprints=[sha, "not-a-sha"])
+    assert store.doc_fingerprints() == {"a": sha, "b": "not-a-sha"}
+    kinds = dict(store.db.execute("SELECT id, typeof(fingerprint) || length(fingerprint) FROM documents"))
+    assert kinds == {"a": "blob32", "b": "text9"}
+    # a store written before (hex text) reads the same, so nothing is re-processed
+    store.db.execute("UPDATE documents SET fingerprint = ? WHERE id = 'a'", (sha,))
+    assert store.doc_fingerprints() == {"a": sha, "b": "not-a-sha"}
+    store.replace_documents(docs[:1], chunks[:2], fingerprints=[sha.upper()])  # not what hexdigest gives: kept
+    assert store.doc_fingerprints()["a"] == sha.upper()
