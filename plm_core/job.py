@@ -141,10 +141,12 @@ class Job:
         redo = force or (self.embedder is not None and stored_model not in (None, self.embedder.model_name))
         todo = plan(docs, self.store.doc_fingerprints(), self.index_fingerprint(), redo)
         self.syncer.run(todo, report, read_cache=not force)
+        synced = set(todo.fingerprints)
+        del docs, todo  # the documents' texts are stored: free them before the index builds
         if prune:
-            self.syncer.prune(items, set(todo.fingerprints), report)
+            self.syncer.prune(items, synced, report)
         # An id stored again by this sync (a file renamed between folders) is not deleted.
-        deleted = [d for d in deleted if d not in todo.fingerprints]
+        deleted = [d for d in deleted if d not in synced]
         if deleted:
             report.deleted += [d for d in self.store.delete_documents(deleted) if d not in report.deleted]
         elif items and not prune:
