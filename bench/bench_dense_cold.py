@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -117,7 +118,10 @@ print(json.dumps({"cold_s": cold, "warm_ms": lat}))
 
 
 def run(code: str, *args: Any) -> dict[str, Any]:
-    out = subprocess.run([sys.executable, "-c", code, *map(str, args)], check=True, capture_output=True, text=True)
+    # One BLAS thread on every side, as the plm command sets it (spinning threads are noise here).
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "PLM_PROGRESS": "0"}
+    argv = [sys.executable, "-c", code, *map(str, args)]
+    out = subprocess.run(argv, check=True, capture_output=True, text=True, env=env)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 

@@ -18,6 +18,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import argparse  # noqa: E402
 import json  # noqa: E402
 import statistics  # noqa: E402
+import sys  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -26,23 +27,17 @@ from typing import Any  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_embed import load_texts  # noqa: E402  (the same first-N SciFact abstracts)
+
 from plm_core.settings import Settings  # noqa: E402
 from plm_plugins.embedders.sentence_transformers import SentenceTransformerEmbedder  # noqa: E402
 
 BACKENDS = {"torch": {}, "onnx": {"backend": "onnx"}, "onnx_int8": {"backend": "onnx", "quantize": "int8"}}
 
 
-def load_texts(root: Path, n: int) -> tuple[list[str], list[str]]:
-    """(the first n abstracts as title + text, the first n test-free query texts)."""
-    texts: list[str] = []
-    with (root / "corpus.jsonl").open() as f:
-        for line in f:
-            rec = json.loads(line)
-            texts.append(f"{rec.get('title') or ''} {rec['text']}".strip())
-            if len(texts) == n:
-                break
-    queries = [json.loads(line)["text"] for line in (root / "queries.jsonl").open()][:n]
-    return texts, queries
+def load_queries(root: Path, n: int) -> list[str]:
+    return [json.loads(line)["text"] for line in (root / "queries.jsonl").open()][:n]
 
 
 def main() -> None:
@@ -52,7 +47,7 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=3, help="runs per backend, order rotated; median reported")
     ap.add_argument("--json", type=Path, help="also write the result here")
     args = ap.parse_args()
-    texts, queries = load_texts(args.dataset, args.n)
+    texts, queries = load_texts(args.dataset, args.n), load_queries(args.dataset, args.n)
     data_dir = tempfile.mkdtemp(prefix="plm-bench-onnx-")
     settings = Settings(offline=True, device="cpu", progress=False, data_dir=data_dir)
 

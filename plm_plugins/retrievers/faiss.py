@@ -157,8 +157,9 @@ class FaissRetriever(DenseRetriever):
         return index
 
     def is_current(self, version: CorpusVersion, index_dir: Path) -> bool:
-        own = builds.build_matches(self.index_path(index_dir, version), version, self._settings(), META_FILE)
-        return own and super().is_current(version, index_dir)  # and the exact vectors beside it
+        # Its own build only: an index saved before `dense` saved its vectors stays current
+        # (no HNSW rebuild for that); `load` then reads the exact vectors from the store.
+        return builds.build_matches(self.index_path(index_dir, version), version, self._settings(), META_FILE)
 
     def load(self, snapshot: CorpusSnapshot, index_dir: Path) -> None:
         path, version = self.index_path(index_dir, snapshot.version), snapshot.version
@@ -170,7 +171,10 @@ class FaissRetriever(DenseRetriever):
                 f"faiss index {path} holds {meta.get('num_docs')} vectors but the store's version {version} has "
                 f"{rows} chunks: run `plm index rebuild`"
             )
-        super().load(snapshot, index_dir)  # the exact vectors (memory-mapped), checked against the chunks
+        try:
+            super().load(snapshot, index_dir)  # the exact vectors (memory-mapped), checked against the chunks
+        except StaleIndexError:  # none saved for this version: read (and check) the store's
+            self._take(snapshot.chunk_ids, snapshot.vectors)
         index = None if meta.get("empty") else self._read(path)
         if index is not None and (index.ntotal != rows or index.d != self._matrix.shape[1]):
             raise StoreError(

@@ -234,6 +234,25 @@ def test_build_save_load_and_settings(tmp_path: Path) -> None:
         loaded.load(snap, tmp_path / "nowhere")
 
 
+def test_exact_vectors_are_memory_mapped_or_read_from_the_store(tmp_path: Path) -> None:
+    import shutil
+
+    points, queries = _clustered(1000, 5)
+    snap = _snap(points)
+    built = _faiss(snap, tmp_path, index="hnsw")
+    loaded = FaissRetriever(index="hnsw", exact_below=0)
+    loaded.load(snap, tmp_path)
+    assert isinstance(loaded._matrix, np.memmap)  # dense's saved vectors, not the store's rows
+    # an index saved before the vectors were: still current, and loads them from the store
+    shutil.rmtree(tmp_path / "vectors_faiss")
+    older = FaissRetriever(index="hnsw", exact_below=0)
+    assert older.is_current(V1, tmp_path)
+    older.load(snap, tmp_path)
+    assert not isinstance(older._matrix, np.memmap)
+    for q in queries:
+        assert older.search(_q(q), 10) == loaded.search(_q(q), 10) == built.search(_q(q), 10)
+
+
 def test_new_version_replaces_the_old_build_and_counts_are_checked(tmp_path: Path) -> None:
     _faiss(_snap(_random(500)), tmp_path, index="ivf")
     _faiss(_snap(_random(400), V2), tmp_path, index="ivf")
