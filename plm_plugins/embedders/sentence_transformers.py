@@ -80,6 +80,10 @@ class SentenceTransformerEmbedder(Embedder):
         def _quantize_needs_onnx(self) -> SentenceTransformerEmbedder.Config:
             if self.quantize != "none" and self.backend != "onnx":
                 raise ValueError('quantize = "int8" needs backend = "onnx"')
+            if self.backend == "onnx" and self.device not in (None, "cpu"):
+                raise ValueError(
+                    f'backend = "onnx" runs on the CPU: leave device unset, or use backend = "torch" on {self.device!r}'
+                )
             return self
 
     config: Config

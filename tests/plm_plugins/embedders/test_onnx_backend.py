@@ -113,6 +113,8 @@ def test_bad_settings_and_missing_runtime(tiny_model: str, tmp_path: Path, monke
         _embedder(tiny_model, tmp_path, quantize="int8")
     with pytest.raises(ValidationError):
         _embedder(tiny_model, tmp_path, backend="tensorrt")
+    with pytest.raises(ValidationError, match="runs on the CPU"):
+        _embedder(tiny_model, tmp_path, backend="onnx", device="cuda")
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "onnxruntime" else real(name, *a))
     with pytest.raises(MissingDependencyError, match=r"plm\[onnx\]"):
