@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent / "support"))  # shared toy stages: `import plm_toys`
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("PLM_PROGRESS", "0")
 # Index folders and the content cache of tests never land in the checkout.

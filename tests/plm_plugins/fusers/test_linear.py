@@ -8,14 +8,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
+from plm_toys import bag_of_words
 from pydantic import ValidationError
 
-from plm_core.component import ComponentConfig
 from plm_core.config import load_job
 from plm_core.errors import ConfigError
-from plm_core.interfaces import Embedder
 from plm_core.job import Job
 from plm_core.records import Chunk, Document, ExpandedQuery, FusionConfig, ScoredChunk
 from plm_core.registry import Registry
@@ -173,21 +171,7 @@ def test_bad_weights_and_settings_are_errors() -> None:
 VOCAB = ["pod", "node", "backup", "restore", "token", "cluster"]
 
 
-class BagOfWordsEmbedder(Embedder):
-    """Counts of a few words, L2-normalised: enough to make dense results predictable."""
-
-    name = "bag_of_words"
-
-    class Config(ComponentConfig):
-        pass
-
-    @property
-    def model_name(self) -> str:
-        return "bag-of-words"
-
-    def embed(self, texts: Sequence[str], progress: bool = False) -> Any:
-        rows = np.array([[t.lower().split().count(w) for w in VOCAB] for t in texts], dtype=np.float32) + 1e-3
-        return rows / np.linalg.norm(rows, axis=1, keepdims=True)
+BagOfWordsEmbedder = bag_of_words(VOCAB)
 
 
 CONFIG = """
