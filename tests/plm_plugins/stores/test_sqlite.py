@@ -131,3 +131,14 @@ def test_sha256_fingerprints_are_stored_as_32_bytes_and_read_back_as_text(tmp_pa
     assert store.doc_fingerprints() == {"a": sha, "b": "not-a-sha"}
     store.replace_documents(docs[:1], chunks[:2], fingerprints=[sha.upper()])  # not what hexdigest gives: kept
     assert store.doc_fingerprints()["a"] == sha.upper()
+
+
+def test_document_texts_are_kept_compressed_and_whole(tmp_path) -> None:
+    import zlib
+
+    store = _store(tmp_path)
+    text = "Ünïcode ✓ and a long line. " * 200 + "𝔘 last"
+    store.write_batch([Document(id="a", text=text)], [Chunk(id="a_0", doc_id="a", text="a")])
+    (blob,) = store.db.execute("SELECT text FROM documents WHERE id = 'a'").fetchone()
+    assert isinstance(blob, bytes) and len(blob) < len(text.encode()) // 4
+    assert zlib.decompress(blob).decode("utf-8") == text
