@@ -34,8 +34,8 @@ import numpy as np  # noqa: E402
 import rank_bm25  # noqa: E402
 import Stemmer  # noqa: E402
 
-from plm_core.corpus import CorpusSnapshot  # noqa: E402
 from plm_core.records import Chunk, ExpandedQuery  # noqa: E402
+from plm_index.corpus import CorpusSnapshot  # noqa: E402
 from plm_plugins.retrievers.bm25s import BM25Retriever  # noqa: E402
 
 Run = dict[str, dict[str, float]]

@@ -44,7 +44,7 @@ use = "dense"
 PREPARE = """
 import sys, numpy as np
 from pathlib import Path
-from plm_core.job import Job
+from plm_index.job import Job
 bm25, dense, corpus, index = map(Path, sys.argv[1:5])
 job = Job.from_config(bm25, index_dir=index)
 job.ingest(corpus)
@@ -61,7 +61,7 @@ job.close()
 SAVE_BUILD = """
 import sys
 from pathlib import Path
-from plm_core.job import Job
+from plm_index.job import Job
 job = Job.from_config(Path(sys.argv[1]), index_dir=Path(sys.argv[2]))
 job.rebuild()
 """
@@ -70,10 +70,10 @@ import json, logging, shutil, sys, time
 import numpy as np
 from pathlib import Path
 logging.disable(logging.WARNING)
-from plm_core.job import Job
+from plm_index.job import Job
 config, index, side = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
 if side == "rows":  # hide the saved build: the index is rebuilt in memory from the store
-    for build in index.glob("vectors_*"):
+    for build in index.glob("vectors-*"):
         build.rename(build.with_name(".hidden-" + build.name))
 try:
     job = Job.from_config(config, index_dir=index)
@@ -90,7 +90,7 @@ try:
         lat.append((time.perf_counter() - t0) * 1000)
     kind = type(job.searcher.indexes[0]._matrix).__name__
 finally:
-    for build in index.glob(".hidden-vectors_*"):
+    for build in index.glob(".hidden-vectors-*"):
         build.rename(build.with_name(build.name[len(".hidden-"):]))
 print(json.dumps({"cold_s": cold, "warm_ms": lat, "matrix": kind}))
 """
@@ -146,7 +146,7 @@ def main() -> None:
         make_corpus(args.size, corpus)
         run(PREPARE + "\nprint('{}')", bm25, dense, corpus, index)
         run(SAVE_BUILD + "\nprint('{}')", dense, index)
-    vectors = next(index.glob("vectors_*/v*/vectors.npy"))
+    vectors = next(index.glob("vectors-*/v*/vectors.npy"))
     results: dict[str, list[dict[str, Any]]] = {"rows": [], "mmap": [], "numpy": []}
     sides = list(results)
     for r in range(args.rounds):

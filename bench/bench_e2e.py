@@ -28,9 +28,9 @@ from typing import Any  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from plm_core.job import Job  # noqa: E402
 from plm_core.settings import Settings  # noqa: E402
 from plm_eval.dataset import load_query_set, resolve_corpus  # noqa: E402
+from plm_index.job import Job  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 # The POC's own ingest on this corpus and machine (reference/README.md), seconds.
@@ -41,7 +41,7 @@ t0 = time.perf_counter()
 def hwm_mb():  # not ru_maxrss: Linux carries it over from the forking parent across exec
     line = next(l for l in open("/proc/self/status") if l.startswith("VmHWM"))
     return int(line.split()[1]) / 1024
-from plm_core.job import Job
+from plm_index.job import Job
 from plm_core.settings import Settings
 t1 = time.perf_counter()
 job = Job.from_config(sys.argv[1], index_dir=sys.argv[2], settings=Settings(progress=False, cache=False))

@@ -232,9 +232,9 @@ def part_synthetic(args: argparse.Namespace, rows: int) -> dict[str, Any]:
 
 def real_vectors(config: Path, dataset: Path, query_sets: list[str]) -> tuple[Any, list[str], Any, list[str], Any]:
     """(matrix, chunk doc ids, query matrix, query ids, qrels) of a plm index over `dataset`."""
-    from plm_core.job import Job
     from plm_core.settings import Settings
     from plm_eval.dataset import load_query_set, resolve_corpus
+    from plm_index.job import Job
 
     job = Job.from_config(config, dataset=dataset, settings=Settings(progress=False))
     job.open()

@@ -32,7 +32,7 @@ SAMPLE = REPO / "examples" / "papers" / "papers.json"
 OPEN_WITHOUT_MODEL = """
 import sys, time
 t0 = time.perf_counter()
-from plm_core.job import Job
+from plm_index.job import Job
 job = Job.from_config(sys.argv[1], index_dir=sys.argv[2])
 job.open(create=False)
 with job.store.snapshot():

@@ -156,7 +156,7 @@ def settings() -> Any:
 
 
 def make_job(work: Path, name: str, toml: str, index_dir: Path, overrides: tuple[str, ...] = ()) -> Any:
-    from plm_core.job import Job
+    from plm_index.job import Job
 
     slug = "".join(ch if ch.isalnum() else "_" for ch in name.lower()).strip("_")
     path = work / "configs" / f"{slug}.toml"

@@ -66,7 +66,7 @@ PLM_INGEST = (
     + """
 import json, sys, time, contextlib, io
 t0 = time.perf_counter()
-from plm_core.job import Job
+from plm_index.job import Job
 from plm_core.settings import Settings
 settings = Settings(progress=False, cache=False)  # PLM_INGEST_BATCH from the environment, default 64
 job = Job.from_config(sys.argv[3], index_dir=sys.argv[2], settings=settings)
@@ -100,7 +100,7 @@ PLM_QUERY = (
     + """
 import json, sys, time
 t0 = time.perf_counter()
-from plm_core.job import Job
+from plm_index.job import Job
 from plm_core.settings import Settings
 import bm25s, Stemmer  # imported before the clock starts, as on the raw side
 queries = json.loads(sys.argv[3])

@@ -48,9 +48,9 @@ def write_corpus(folder: Path, version: int) -> None:
 
 def expected_chunks(versions: range) -> dict[str, dict[int, set[str]]]:
     """doc id -> version -> the chunk texts of that version of the document."""
-    from plm_core.job import Job
     from plm_core.records import Document
     from plm_core.settings import Settings
+    from plm_index.job import Job
 
     job = Job.from_config(CONFIG, index_dir=Path(tempfile.mkdtemp()), settings=Settings(cache=False))
     chunker = job.transform.stages[0]

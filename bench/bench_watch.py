@@ -82,8 +82,8 @@ def main() -> None:
     args = ap.parse_args()
 
     os.environ.update(HF_HUB_OFFLINE="1", PLM_PROGRESS="0")
-    from plm_core.job import Job
     from plm_core.settings import Settings
+    from plm_index.job import Job
 
     work = args.keep or Path(tempfile.mkdtemp(prefix="plm-bench-watch-"))
     work.mkdir(parents=True, exist_ok=True)

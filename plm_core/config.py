@@ -15,6 +15,7 @@ A table that has a `use` key anywhere inside a stage's parameters is a nested co
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -23,7 +24,6 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from plm_core.cli_values import parse_cli_value
 from plm_core.errors import ConfigError, PlmUserError
 from plm_core.interfaces import Embedder, Executor, Store
 from plm_core.registry import Registry
@@ -99,9 +99,28 @@ class JobConfig:
         return "\n".join(out)
 
 
+_INT = re.compile(r"^[-+]?\d+$")
+_FLOAT = re.compile(r"^[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?$")
+
+
+def parse_cli_value(raw: str) -> Any:
+    """A CLI value: int, float, true/false, else a string; quotes force a string ('"007"')."""
+    value = raw.strip()
+    if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
+        return value[1:-1]
+    lowered = value.lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    if _INT.match(value):
+        return int(value)
+    if _FLOAT.match(value):
+        return float(value)
+    return value
+
+
 def parse_override(assignment: str) -> tuple[list[str], Any]:
     """`a.b.c=VALUE` -> (["a","b","c"], VALUE): an array or table in TOML syntax, else a
-    scalar read the one way every CLI value is read (`plm_core.filters.parse_cli_value`)."""
+    scalar read the one way every CLI value is read (`parse_cli_value`)."""
     if "=" not in assignment:
         raise ConfigError(f"--set {assignment!r}: expected KEY=VALUE, e.g. query.retrieve.fuser.k=30")
     key, value = assignment.split("=", 1)

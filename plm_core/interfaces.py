@@ -6,7 +6,7 @@ numpy arrays at run time; the core never imports numpy at module level, so they 
 typed `Any` here.
 
 - Index protocol: a stage that keeps an index derived from the store subclasses `Index`
-  (`build` / `is_current` / `load` against a `CorpusSnapshot`); the core's `Searcher`
+  (`build` / `is_current` / `load` against a `Snapshot`); the core's `Searcher`
   keeps every such stage current with the store's `CorpusVersion`.
 - Stores are four small contracts (`DocumentStore`, `ChunkReader`, `VectorStore`,
   `StoreDiagnostics`) joined in `Store`.
@@ -20,13 +20,14 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 from plm_core.component import BaseComponent
-from plm_core.corpus import CorpusSnapshot, CorpusVersion, StoreProblem
 from plm_core.errors import ConfigError
-from plm_core.records import (  # noqa: F401 - Ranking, CorpusSnapshot and friends are part of this API
+from plm_core.records import (  # noqa: F401 - Ranking and friends are part of this API
+    BatchResult,
     Chunk,
+    CorpusVersion,
     Document,
     ExpandedQuery,
     FusionConfig,
@@ -34,10 +35,40 @@ from plm_core.records import (  # noqa: F401 - Ranking, CorpusSnapshot and frien
     Query,
     Ranking,
     ScoredChunk,
+    StoreProblem,
 )
 
-if TYPE_CHECKING:
-    from plm_core.sync import BatchResult, Processor, ProcessorRecipe
+
+class Snapshot(Protocol):
+    """One committed state of a store, as an `Index` reads it (the runtime's
+    `plm_index.corpus.CorpusSnapshot`): each attribute is read from the store on first use."""
+
+    version: CorpusVersion
+    chunk_ids: Sequence[str]  # row -> chunk id, index order
+    chunks: list[Chunk]
+    index_texts: list[str]  # each chunk's `index_text`, row i for chunk_ids[i]
+    metadata: list[dict[str, Any]]
+    n_chunks: int
+    vectors: Any  # float32 (n_chunks, dim), checked against the job's model
+    vectors_model: str | None
+
+    @property
+    def empty(self) -> bool: ...
+
+
+class BatchProcessor(Protocol):
+    """Turns documents into chunks and vectors without touching the store (the runtime's
+    `plm_index.sync.Processor`)."""
+
+    def process(self, batch: Sequence[Document], read_cache: bool = True) -> BatchResult: ...
+
+    def process_all(self, batches: Any, read_cache: bool = True) -> Iterator[BatchResult]: ...
+
+
+class ProcessorFactory(Protocol):
+    """A picklable recipe a worker elsewhere builds its own `BatchProcessor` from."""
+
+    def build(self) -> BatchProcessor: ...
 
 
 class Loader(BaseComponent[str, list[Document]]):
@@ -67,7 +98,7 @@ class ChunkTransform(BaseComponent[list[Chunk], list[Chunk]]):
     """Keyword/entity extractors and enrichers: chunks in, new chunks out (same order).
 
     A transform that lists the Chunk fields it sets in `cache_fields` is cached by content
-    (`plm_core.cache.CachedStage`): only texts it has not seen with these settings reach it.
+    (`plm_index.cache.CachedStage`): only texts it has not seen with these settings reach it.
     """
 
     family = "enrichers"
@@ -146,7 +177,7 @@ class Index(ABC):
     needs_vectors: ClassVar[bool] = False  # the snapshot's vectors are read (and checked) for it
 
     @abstractmethod
-    def build(self, snapshot: CorpusSnapshot, index_dir: Path | None) -> None:
+    def build(self, snapshot: Snapshot, index_dir: Path | None) -> None:
         """Index the snapshot, ready to search; with `index_dir`, also save it there."""
 
     @abstractmethod
@@ -154,7 +185,7 @@ class Index(ABC):
         """True when a saved index exists for this version and these settings."""
 
     @abstractmethod
-    def load(self, snapshot: CorpusSnapshot, index_dir: Path) -> None:
+    def load(self, snapshot: Snapshot, index_dir: Path) -> None:
         """Open what `build` saved for the snapshot's version. Raise StaleIndexError when
         there is none (the core rebuilds it in memory), StoreError when it is corrupt."""
 
@@ -227,7 +258,7 @@ class Executor(BaseComponent[object, object]):
 
     @abstractmethod
     def process(
-        self, batches: Sequence[Sequence[Document]], local: Processor, recipe: ProcessorRecipe, read_cache: bool
+        self, batches: Sequence[Sequence[Document]], local: BatchProcessor, recipe: ProcessorFactory, read_cache: bool
     ) -> Iterator[BatchResult]: ...
 
 
@@ -309,19 +340,11 @@ class ChunkReader(ABC):
     def chunk_metadata(self) -> list[dict[str, Any]]:
         """Each chunk's metadata, in index order."""
 
+    @abstractmethod
     def filter_mask(self, filters: Mapping[str, Any]) -> Any:
         """A boolean numpy array over chunk rows (index order): which pass `filters` (the
-        spec of `plm_core.filters`). A SQL store compiles the spec to a WHERE clause; this
-        default evaluates it over `chunk_metadata()`."""
-        import numpy as np
-
-        from plm_core.filters import compile_filters
-
-        metadata = self.chunk_metadata()
-        match = compile_filters(filters)
-        if match is None:
-            return np.ones(len(metadata), dtype=bool)
-        return np.fromiter((match(m) for m in metadata), dtype=bool, count=len(metadata))
+        spec of `plm_index.filters`). A SQL store compiles the spec to a WHERE clause; an
+        embedded one evaluates `plm_index.filters.compile_filters(filters)` over `chunk_metadata()`."""
 
 
 class VectorStore(ABC):

@@ -216,3 +216,58 @@ class PipelineResult:
 
     output: Any
     timings: Mapping[str, float]
+
+
+# ---------------------------------------------------------------- plain values of the index runtime
+@dataclass(frozen=True)
+class CorpusVersion:
+    """One committed state of one store. `counter` orders a store's states; `nonce` is new
+    with every change, so a store restored from a backup never matches an index built for
+    the state it reaches again later; `store_id` is new for every store created."""
+
+    store_id: str
+    counter: int
+    nonce: str = ""
+
+    @property
+    def token(self) -> str:
+        """The version as one string, "<store_id>:<nonce>.<counter>" (what index builds record)."""
+        return f"{self.store_id}:{self.nonce}.{self.counter}"
+
+    def __str__(self) -> str:
+        return self.token
+
+
+@dataclass(frozen=True)
+class StoreProblem:
+    """A broken store invariant: `kind` is one of the constants below."""
+
+    kind: str
+    count: int
+    message: str
+
+    ORPHAN_CHUNKS = "orphan_chunks"  # chunks whose document is gone
+    MISSING_VECTORS = "missing_vectors"  # some chunks have vectors, these have none
+    MIXED_MODELS = "mixed_models"  # vectors from more than one model
+
+    @property
+    def about_vectors(self) -> bool:
+        """A problem only a config that uses vectors cares about."""
+        return self.kind in (self.MISSING_VECTORS, self.MIXED_MODELS)
+
+    def __str__(self) -> str:
+        return self.message
+
+
+@dataclass
+class BatchResult:
+    """A processed batch: the documents that made it with their chunks and vectors, and
+    the ones that failed."""
+
+    documents: list[Document]
+    chunks: list[Chunk]
+    vectors: Any = None
+    failed: list[LoadFailure] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)
+    # stage label -> (computed, cached) for this batch: what the content cache saved
+    work: dict[str, tuple[int, int]] = field(default_factory=dict)

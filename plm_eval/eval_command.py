@@ -25,11 +25,11 @@ from rich.text import Text
 
 from plm_core.config import JobConfig, format_validation, load_job
 from plm_core.errors import ConfigError, PlmUserError
-from plm_core.job import Job, index_dir_for
 from plm_core.registry import Registry, default_registry
 from plm_core.settings import Settings, load_settings
-from plm_core.sync import summary_line
 from plm_eval.dataset import resolve_dataset
+from plm_index.job import Job, index_dir_for
+from plm_index.sync import summary_line
 
 out = Console()
 

@@ -9,11 +9,11 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from plm_core.cli import ConfigOpt, DatasetOpt, IndexOpt, SetOpt, err, open_job, out, print_timings
 from plm_core.config import load_job
 from plm_core.registry import default_registry
-from plm_core.sync import summary_line
 from plm_eval.dataset import resolve_dataset
+from plm_index.commands import ConfigOpt, DatasetOpt, IndexOpt, SetOpt, err, open_job, out, print_timings
+from plm_index.sync import summary_line
 
 
 def run(

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from plm_core.errors import PlmUserError
-from plm_core.job import Job
 from plm_eval.dataset import load_query_set, resolve_corpus, resolve_dataset
+from plm_index.job import Job
 
 
 def run_job(

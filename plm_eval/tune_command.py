@@ -31,11 +31,11 @@ from rich.table import Table
 from plm_core.config import JobConfig, load_job
 from plm_core.errors import PlmUserError
 from plm_core.interfaces import Embedder
-from plm_core.job import Job
 from plm_core.registry import default_registry
 from plm_eval import tuning
 from plm_eval.dataset import resolve_dataset
 from plm_eval.eval_command import _reporter, eval_index_dirs, out, print_comparison
+from plm_index.job import Job
 
 
 def _index_dir(base: Path, cfg: JobConfig) -> Path:

@@ -19,11 +19,11 @@ from rich.text import Text
 
 from plm_core.config import load_job
 from plm_core.errors import PlmUserError
-from plm_core.job import Job
 from plm_core.registry import default_registry
 from plm_core.settings import load_settings
 from plm_eval.dataset import resolve_corpus, resolve_dataset
 from plm_eval.validation import CaseResult, load_cases, run_cases, summary
+from plm_index.job import Job
 
 out = Console()
 err = Console(stderr=True)

@@ -25,9 +25,9 @@ on its own over the top k hits, so two keys may be satisfied by different hits:
   document's front matter plus `title` and `path`; a value matches when equal or when
   equal as text, so `version: 5` matches "5" and a YAML date matches "2026-04-22".
 
-`filters` is a spec of `plm_core.filters` (operators, ranges, dates, list metadata), checked
+`filters` is a spec of `plm_index.filters` (operators, ranges, dates, list metadata), checked
 when the file loads. A case with `filters` is an error, not a failure, when the pipeline
-cannot filter or returns a hit those filters exclude, as `plm_core.filters` judges it: a
+cannot filter or returns a hit those filters exclude, as `plm_index.filters` judges it: a
 check on unfiltered hits would prove nothing.
 
 The file is UTF-8 YAML of at most 10 MB whose aliases (`*name`) add at most 200,000
@@ -50,8 +50,8 @@ from typing import Annotated, Any, Literal, Protocol
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
 from plm_core.errors import PlmUserError
-from plm_core.filters import compile_filters, normalize_filters
 from plm_core.records import Hit
+from plm_index.filters import compile_filters, normalize_filters
 
 DEFAULT_K = 5
 

@@ -28,10 +28,10 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from plm_core.cli import ConfigOpt, IndexOpt, SetOpt, open_job
 from plm_core.errors import PlmUserError
-from plm_core.job import Job
 from plm_core.records import Hit
+from plm_index.commands import ConfigOpt, IndexOpt, SetOpt, open_job
+from plm_index.job import Job
 from plm_serve.schemas import HitModel
 
 if TYPE_CHECKING:

@@ -34,7 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from plm_core.errors import PlmUserError
 from plm_core.records import Query
-from plm_core.search import MAX_K, MAX_QUERY_CHARS
+from plm_index.search import MAX_K, MAX_QUERY_CHARS
 from plm_serve.schemas import HitModel
 from plm_serve.service import NotReady, Service
 
@@ -48,7 +48,7 @@ class QueryRequest(BaseModel):
 
     text: str = Field(min_length=1, max_length=MAX_QUERY_CHARS, description="What to search for.")
     k: int = Field(5, ge=1, le=MAX_K, description="How many hits to return.")
-    filters: dict[str, Any] | None = Field(None, description="Metadata filters, as plm_core/filters.py defines them.")
+    filters: dict[str, Any] | None = Field(None, description="Metadata filters, as plm_index/filters.py defines them.")
     weights: dict[str, Annotated[float, Field(ge=0, allow_inf_nan=False)]] | None = Field(
         None,
         description="Fusion weight per source (retriever name) for this query, replacing the fuser profile's.",
@@ -93,7 +93,7 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 
 
 def query_payload(text: str, ranking: Any, timings: dict[str, float], filters: Any, version: str) -> dict[str, Any]:
-    from plm_core.cli import query_payload as local_payload
+    from plm_index.commands import query_payload as local_payload
 
     return {**local_payload(text, ranking, timings, filters), "corpus_version": version}
 
@@ -276,7 +276,7 @@ def serve_command(
     """Serve queries over HTTP, warm (model and indexes loaded once); PLM_API_KEY requires a key."""
     import uvicorn
 
-    from plm_core.cli import open_job
+    from plm_index.commands import open_job
 
     writer = open_job(config, set_, None, index)
     service = Service(writer, readers=readers)

@@ -22,11 +22,10 @@ from collections.abc import Callable
 from contextlib import ExitStack
 from typing import Any
 
-from plm_core.corpus import CorpusVersion
 from plm_core.errors import PlmUserError
-from plm_core.job import Job
-from plm_core.records import Query
-from plm_core.sync import IngestReport
+from plm_core.records import CorpusVersion, Query
+from plm_index.job import Job
+from plm_index.sync import IngestReport
 
 log = logging.getLogger("plm.serve")
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from plm_core.job import Job
-from plm_core.sync import IngestReport, scope
+from plm_index.job import Job
+from plm_index.sync import IngestReport, scope
 
 
 def sync_paths(job: Job, changed: Sequence[Path], removed: Sequence[Path]) -> IngestReport:

@@ -43,10 +43,10 @@ from typing import Annotated, Any
 
 import typer
 
-from plm_core.cli import ConfigOpt, IndexOpt, SetOpt, open_job, out
 from plm_core.errors import PlmUserError
-from plm_core.job import Job
-from plm_core.sync import IngestReport
+from plm_index.commands import ConfigOpt, IndexOpt, SetOpt, open_job, out
+from plm_index.job import Job
+from plm_index.sync import IngestReport
 from plm_serve.syncing import sync_paths
 
 Apply = Callable[[list[Path], list[Path]], IngestReport]

@@ -72,8 +72,8 @@ def poc_needle_run(poc_needle: Path, tmp_path_factory: pytest.TempPathFactory): 
     """configs/poc_parity.toml ingested on poc_needle and evaluated on its three query sets,
     through the public Job API as `plm run` does it; once per session (several minutes).
     Set PLM_TEST_INDEX_DIR to keep the index between local runs."""
-    from plm_core.job import Job
     from plm_eval.runner import run_job
+    from plm_index.job import Job
 
     index_dir = Path(os.environ.get("PLM_TEST_INDEX_DIR") or tmp_path_factory.mktemp("poc_needle_index"))
     config = REPO / "configs" / "poc_parity.toml"

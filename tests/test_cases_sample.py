@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from plm_core.job import Job
 from plm_core.settings import Settings
 from plm_eval.validation import Case, load_cases, run_case
+from plm_index.job import Job
 
 REPO = Path(__file__).resolve().parents[1]
 POC = REPO / "configs" / "poc_parity.toml"

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from plm_core.job import Job
+from plm_index.job import Job
 
 pytestmark = [pytest.mark.dataset, pytest.mark.slow]
 

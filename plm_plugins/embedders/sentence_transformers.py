@@ -1,7 +1,7 @@
 """Sentence-transformers embedder with model preferences that work offline.
 
 `model` is one name or a preference list; the first candidate that loads wins, found by
-the shared model locator (`plm_core.models`: a local folder, the packaged
+the shared model locator (`plm_plugins.models`: a local folder, the packaged
 all-MiniLM-L6-v2, the Hugging Face cache, then the hub within a short time budget when
 online); so a missing model fails fast with what was tried.
 """
@@ -17,12 +17,12 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from plm_core import models
 from plm_core.component import ComponentConfig
 from plm_core.errors import MissingDependencyError
 from plm_core.hookspecs import hookimpl
 from plm_core.interfaces import Embedder
 from plm_core.settings import Settings, load_settings
+from plm_plugins import models
 from plm_plugins.embedders import onnx_backend
 
 if TYPE_CHECKING:

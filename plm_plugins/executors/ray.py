@@ -23,9 +23,9 @@ from plm_core.component import ComponentConfig
 from plm_core.errors import PlmUserError
 from plm_core.hookspecs import hookimpl
 from plm_core.interfaces import Executor
-from plm_core.records import Document
+from plm_core.records import BatchResult, Document
 from plm_core.registry import Registry
-from plm_core.sync import BatchResult, Processor, ProcessorRecipe
+from plm_index.sync import Processor, ProcessorRecipe
 
 
 class RayExecutor(Executor):

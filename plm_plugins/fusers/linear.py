@@ -66,7 +66,8 @@ class Profile(ComponentConfig):
     ((s - mean) / std) or dbsf (Qdrant's: mean -/+ 3 std as the limits, clipped to [0, 1])."""
     weights: dict[str, Weight] = Field(default_factory=equal_weights)
     """Source label (the retriever's table name, e.g. bm25) -> weight (>= 0) its normalised
-    scores are multiplied by; it must name exactly the hybrid stage's retrievers."""
+    scores are multiplied by; it must name exactly the hybrid stage's retrievers (unset: each
+    of them 1.0)."""
     candidates_factor: int = Field(10, ge=1, le=10_000)
     """Candidates asked of each source = min(wanted hits x this, number of chunks); the
     scores are normalised over these candidates."""
@@ -79,8 +80,9 @@ class LinearFuser(ProfiledFuser):
 
     class Config(ComponentConfig):
         order: list[str] = Field(default_factory=lambda: ["dense", "bm25"])
-        """Source labels in the order they are added to the score map (unlisted ones after):
-        equal fused scores keep this order."""
+        """Source labels in the order they are added to the score map (unlisted ones after;
+        unset: dense, then bm25, then the other retrievers in their table order): equal fused
+        scores keep this order."""
         default: Profile = Field(default_factory=lambda: Profile.model_validate({}))
         """Settings for a query whose expander names no profile (or one not configured)."""
         expanded: Profile | None = None

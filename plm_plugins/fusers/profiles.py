@@ -6,6 +6,12 @@ A fuser built on `ProfiledFuser` has a Config with `order` (source labels), `def
 profile), `expanded` (a profile or None) and `profiles` (name -> profile); each profile has
 at least `weights` and `candidates_factor`, plus the fuser's own keys, which it passes on
 through `profile_params`. This module registers nothing: it is a base, not a stage.
+
+Defaults follow the retrievers actually configured (the hybrid stage names them through
+`check_sources`; a fuser used alone assumes the usual dense + BM25 pair): weights not
+given weigh every source 1.0, an `order` not given puts dense before bm25 and the other
+sources after in their table order, and a profile given in part keeps its other keys'
+defaults (`[fuser.expanded] k = 5` keeps the expanded profile's weights and candidates).
 """
 
 from __future__ import annotations
@@ -23,9 +29,13 @@ Weight = Annotated[float, Field(ge=0, le=1e9, allow_inf_nan=False)]
 """A source's weight: finite, >= 0."""
 
 
+DEFAULT_SOURCES = ("dense", "bm25")
+
+
 def equal_weights() -> dict[str, float]:
-    """The default `weights`: the usual dense + BM25 pair, weighted alike."""
-    return {"dense": 1.0, "bm25": 1.0}
+    """The default `weights` of a fuser used alone: the usual dense + BM25 pair, weighted alike
+    (in a hybrid stage, every configured retriever weighted alike)."""
+    return dict.fromkeys(DEFAULT_SOURCES, 1.0)
 
 
 class FusionProfile(Protocol):
@@ -66,16 +76,42 @@ class ProfiledFuser(Fuser):
         """The fuser's own settings from a profile (`FusionConfig.params`), e.g. RRF's k."""
         return {}
 
+    sources: tuple[str, ...] = DEFAULT_SOURCES  # the retrievers fused, once `check_sources` names them
+
+    def expanded_default(self, sources: Sequence[str]) -> Any:
+        """The `expanded` profile when the config gives none (None: such queries get `default`)."""
+        return None
+
     def profiles_by_name(self) -> dict[str, FusionProfile]:
-        """Every configured profile: default, the named ones, and expanded unless None."""
-        config = self._config
-        named: dict[str, FusionProfile] = {"default": config.default, **config.profiles}
-        if config.expanded is not None:
-            named["expanded"] = config.expanded
-        return named
+        """Every configured profile: default, the named ones, and expanded unless None, with
+        the keys the config did not give filled in for the sources fused."""
+        config = cast(Any, self._config)
+        given = config.model_fields_set
+        base = self.expanded_default(self.sources)
+        if "expanded" not in given:
+            expanded = base
+        elif config.expanded is None or base is None:
+            expanded = config.expanded
+        else:  # given in part: the rest from the expanded profile's defaults
+            given_keys = config.expanded.model_fields_set
+            expanded = base.model_copy(update={k: getattr(config.expanded, k) for k in given_keys})
+        named: dict[str, Any] = {"default": config.default, **config.profiles}
+        if expanded is not None:
+            named["expanded"] = expanded
+        equal = dict.fromkeys(self.sources, 1.0)
+        return {
+            name: p if "weights" in p.model_fields_set else p.model_copy(update={"weights": equal})
+            for name, p in named.items()
+        }
+
+    def _order(self) -> list[str]:
+        if "order" in self._config.model_fields_set:
+            return list(self._config.order)
+        return [s for s in DEFAULT_SOURCES if s in self.sources]
 
     def check_sources(self, names: Sequence[str]) -> None:
         """Every retriever needs a weight in every profile, and nothing else may have one."""
+        self.sources = tuple(names)
         label = self.label
         for pname, profile in self.profiles_by_name().items():
             missing = [n for n in names if n not in profile.weights]
@@ -87,7 +123,7 @@ class ProfiledFuser(Fuser):
                     + (f"; missing {missing}" if missing else "")
                     + (f"; unknown {extra}" if extra else "")
                 )
-        unknown = [n for n in self._config.order if n not in names]
+        unknown = [n for n in self._order() if n not in names]
         if unknown:
             raise ConfigError(f"fuser {label!r}: `order` names {unknown}, which are not retrievers {list(names)}")
 
@@ -114,7 +150,7 @@ class ProfiledFuser(Fuser):
     def source_order(self, rankings: Mapping[str, list[ScoredChunk]], settings: FusionConfig) -> list[str]:
         """The sources in the order their chunks are added (`order`, then unlisted ones in
         the mapping's order); every one must have a weight in the query's profile."""
-        order = [s for s in self._config.order if s in rankings]
+        order = [s for s in self._order() if s in rankings]
         order += [s for s in rankings if s not in order]
         missing = [s for s in order if s not in settings.weights]
         if missing:

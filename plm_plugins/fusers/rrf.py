@@ -9,7 +9,7 @@ profile is chosen and checked is shared with `linear` (`plm_plugins.fusers.profi
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pydantic import Field, field_validator
@@ -31,7 +31,8 @@ class Profile(ComponentConfig):
     contributions. The POC: 60, or 10 when expanded."""
     weights: dict[str, Weight] = Field(default_factory=equal_weights)
     """Source label (the retriever's table name, e.g. bm25) -> weight (>= 0) its 1/(k + rank)
-    terms are multiplied by; it must name exactly the hybrid stage's retrievers."""
+    terms are multiplied by; it must name exactly the hybrid stage's retrievers (unset: each
+    of them 1.0)."""
     candidates_factor: int = Field(10, ge=1, le=10_000)
     """Candidates asked of each source = min(wanted hits x this, number of chunks)."""
 
@@ -50,7 +51,8 @@ class RRFFuser(ProfiledFuser):
 
     class Config(ComponentConfig):
         order: list[str] = Field(default_factory=lambda: ["dense", "bm25"])
-        """Source labels in the order they are added to the score map (unlisted ones after).
+        """Source labels in the order they are added to the score map (unlisted ones after;
+        unset: dense, then bm25, then the other retrievers in their table order).
         The POC added semantic results first, then BM25; with many exact ties (identical
         generated pages) this order decides the final ranking, so it is part of the algorithm."""
         rank_base: int = Field(0, ge=0)
@@ -62,12 +64,20 @@ class RRFFuser(ProfiledFuser):
             default_factory=lambda: Profile(k=10, weights={"dense": 0.3, "bm25": 3.0}, candidates_factor=20)
         )
         """Settings for queries whose expander names "expanded" (the dictionary expander does
-        when a trigger fired); None (from Python: TOML has no null) sends them to `default`."""
+        when a trigger fired); None (from Python: TOML has no null) sends them to `default`.
+        Unset: the POC's for a dense + bm25 pair, none for other retrievers; keys not given
+        keep these defaults."""
         profiles: dict[str, Profile] = Field(default_factory=dict)
         """More named profiles (name -> a table like `default`), for expanders or rewriters
         that name other ones."""
 
     config: Config
+
+    def expanded_default(self, sources: Sequence[str]) -> Any:
+        """The POC's expanded profile for its dense + bm25 pair; other retrievers: none."""
+        if set(sources) == {"dense", "bm25"}:
+            return type(self).Config.model_fields["expanded"].get_default(call_default_factory=True)
+        return None
 
     def profile_params(self, profile: Any) -> dict[str, Any]:
         return {"k": profile.k}

@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING, Any
 from pydantic import Field
 
 from plm_core.component import ComponentConfig
-from plm_core.documents import document_from_record
 from plm_core.errors import PlmUserError
 from plm_core.hookspecs import hookimpl
 from plm_core.interfaces import Loader
 from plm_core.records import Document, LoadFailure
+from plm_index.documents import document_from_record
 from plm_plugins.loaders.files import (
     BadInput,
     collect_records,
@@ -53,7 +53,7 @@ class BeirCorpusLoader(Loader):
     """A BEIR `corpus.jsonl` -> one document per line, in file order.
 
     `load` reports each bad line (not JSON, not an object, no `_id` or `text`, an id used
-    before, anything `plm_core.documents` rejects: a blank text, a title or metadata of
+    before, anything `plm_index.documents` rejects: a blank text, a title or metadata of
     the wrong type, text that is not valid Unicode) and loads the rest; a file that is
     binary, not UTF-8 or over `max_file_mb` is one failure for the whole file.
     """

@@ -14,9 +14,9 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from plm_core.documents import check_id, record_id
 from plm_core.errors import PlmUserError
 from plm_core.records import Document, LoadFailure
+from plm_index.documents import check_id, record_id
 
 # A NUL byte this early means binary (git and grep sniff the same way): UTF-8 text never
 # holds one, and decoding a large binary file would only fail later with a vaguer error.
@@ -169,7 +169,7 @@ def collect_records(
 ) -> tuple[list[Document], list[LoadFailure]]:
     """Documents from parsed records, one LoadFailure per record that `make` rejects, so
     every other record still loads. `make` returns checked documents (as
-    `plm_core.documents.document_from_record` does) or raises BadInput or PlmUserError.
+    `plm_index.documents.document_from_record` does) or raises BadInput or PlmUserError.
 
     The first record with an id owns it, even when it fails, so a later duplicate fails
     and the failure's doc_id only ever names an id no loaded document has. A record whose

@@ -18,11 +18,11 @@ from typing import TYPE_CHECKING, Any
 from pydantic import Field
 
 from plm_core.component import ComponentConfig
-from plm_core.documents import MissingFieldError, document_from_record
 from plm_core.errors import PlmUserError
 from plm_core.hookspecs import hookimpl
 from plm_core.interfaces import Loader
 from plm_core.records import Document, LoadFailure
+from plm_index.documents import MissingFieldError, document_from_record
 from plm_plugins.loaders.files import (
     BadInput,
     Record,

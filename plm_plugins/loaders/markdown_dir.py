@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING, Any
 from pydantic import Field, field_validator
 
 from plm_core.component import ComponentConfig
-from plm_core.documents import MAX_METADATA_INT, check_document
 from plm_core.errors import PlmUserError
 from plm_core.hookspecs import hookimpl
 from plm_core.interfaces import Loader
 from plm_core.records import Document, LoadFailure
+from plm_index.documents import MAX_METADATA_INT, check_document
 from plm_plugins.loaders.files import BadInput, docs_or_raise, failure, read_text_file, shown
 
 if TYPE_CHECKING:

@@ -23,14 +23,13 @@ What each hit carries afterwards (`Hit.sources` maps a name to (1-based rank, sc
   keeps the first one's "fused" entry: the rank it received is in the first one's entry.
 - the retrievers' entries (`bm25`, `dense`, ...) are unchanged.
 
-The model is found through the shared model locator (`plm_core.models`) on first use, so
+The model is found through the shared model locator (`plm_plugins.models`) on first use, so
 `plm config check` loads nothing; offline, an absent model fails within seconds naming
 the model and how to get it.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import importlib.util
 import logging
 import time
@@ -39,13 +38,14 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import Field, field_validator
 
-from plm_core import models
 from plm_core.component import ComponentConfig
 from plm_core.errors import ConfigError, MissingDependencyError
 from plm_core.hookspecs import hookimpl
 from plm_core.interfaces import Reranker
-from plm_core.records import Hit, Ranking
+from plm_core.records import Ranking
 from plm_core.settings import Settings, load_settings
+from plm_index.ranking import BEFORE, rescore
+from plm_plugins import models
 
 if TYPE_CHECKING:
     from plm_core.registry import Registry
@@ -60,7 +60,6 @@ PROFILES = {
 # A cross-encoder runs the whole model once per pair: beyond ~100 candidates a query
 # costs seconds on a CPU for little gain, so larger settings are capped (with a warning).
 MAX_CANDIDATES = 100
-BEFORE = "fused"  # the `Hit.sources` key for the rank and score before reranking
 
 
 def fix_hint(model: str) -> str:
@@ -177,7 +176,7 @@ class CrossEncoderReranker(Reranker):
         return [float(s) for s in scores.reshape(-1)]
 
     def run(self, data: Ranking) -> Ranking:
-        head, tail = data.hits[: self.candidates], data.hits[self.candidates :]
+        head = data.hits[: self.candidates]
         if not head:
             return data
         t0 = time.perf_counter()
@@ -193,21 +192,7 @@ class CrossEncoderReranker(Reranker):
                 self.config.timeout_ms,
                 len(head) / elapsed,
             )
-        order = sorted(range(len(head)), key=lambda i: scores[i], reverse=True)  # stable: ties keep their order
-        hits: list[Hit] = []
-        for i in order:
-            rank = len(hits) + 1
-            hits.append(self._moved(head[i], rank, scores[i], {self.label: (rank, scores[i])}))
-        for hit in tail:
-            hits.append(self._moved(hit, len(hits) + 1, hit.score, {}))
-        return Ranking(query=data.query, hits=tuple(hits), fusion=data.fusion)
-
-    @staticmethod
-    def _moved(hit: Hit, rank: int, score: float, own: dict[str, tuple[int, float]]) -> Hit:
-        sources = dict(hit.sources)
-        sources.setdefault(BEFORE, (hit.rank, hit.score))
-        sources.update(own)
-        return dataclasses.replace(hit, rank=rank, score=score, sources=sources)
+        return rescore(data, scores, self.label)
 
 
 @hookimpl

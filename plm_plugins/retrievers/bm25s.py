@@ -21,15 +21,15 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field
 
-from plm_core import builds
 from plm_core.component import ComponentConfig
-from plm_core.corpus import CorpusSnapshot, CorpusVersion
 from plm_core.errors import MissingDependencyError, StaleIndexError, StoreError
 from plm_core.hookspecs import hookimpl
 from plm_core.interfaces import Retriever
-from plm_core.records import ExpandedQuery, ScoredChunk
+from plm_core.records import CorpusVersion, ExpandedQuery, ScoredChunk
+from plm_index import builds
+from plm_index.corpus import CorpusSnapshot
+from plm_index.ranking import top_n
 from plm_plugins.retrievers.columns import IDS_FILE, load_ids, save_ids
-from plm_plugins.retrievers.ranking import top_n
 
 if TYPE_CHECKING:
     from plm_core.registry import Registry
@@ -100,10 +100,10 @@ class BM25Retriever(Retriever):
         return _import_bm25s().tokenization.Tokenized(ids=ids, vocab=vocab)
 
     # ------------------------------------------------------------------ index
-    # One build per corpus version under index_dir/bm25_<label>/, in bm25s's own save
-    # format, through the shared build folder (plm_core.builds: atomic, checksummed).
+    # One build per corpus version under index_dir/bm25s-<settings hash>/, in bm25s's own
+    # save format, through the shared build folder (plm_index.builds: atomic, checksummed).
     def index_base(self, index_dir: Path) -> Path:
-        return Path(index_dir) / f"bm25_{self.label}"
+        return builds.stage_folder(index_dir, "bm25s", self._settings())
 
     def index_path(self, index_dir: Path, version: CorpusVersion) -> Path:
         return builds.build_path(self.index_base(index_dir), version, self._settings())

@@ -3,7 +3,7 @@
 Every query is scored against all rows, which is what the POC did (brute force is exact,
 and fast enough for tens of thousands of chunks). The store holds the vectors; after an
 ingest they are also saved as one float32 matrix with its chunk id column in a build
-folder (`vectors_<label>/`, plm_core.builds: one per corpus version, atomic, checksummed),
+folder (`vectors-<format hash>/`, plm_index.builds: one per corpus version, atomic, checksummed),
 which a new process memory-maps instead of reading every row from the store: opening
 costs nothing proportional to the corpus, and the first query pages the matrix in.
 """
@@ -14,15 +14,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from plm_core import builds
 from plm_core.component import ComponentConfig
-from plm_core.corpus import CorpusSnapshot, CorpusVersion
 from plm_core.errors import StaleIndexError, StoreError
 from plm_core.hookspecs import hookimpl
 from plm_core.interfaces import Embedder, Retriever, require_embedder
-from plm_core.records import EmbeddedQuery, ExpandedQuery, ScoredChunk
+from plm_core.records import CorpusVersion, EmbeddedQuery, ExpandedQuery, ScoredChunk
+from plm_index import builds
+from plm_index.corpus import CorpusSnapshot
+from plm_index.ranking import top_n
 from plm_plugins.retrievers.columns import IDS_FILE, VECTORS_FILE, load_ids, load_vectors, save_ids, save_vectors
-from plm_plugins.retrievers.ranking import top_n
 
 if TYPE_CHECKING:
     from plm_core.registry import Registry
@@ -69,7 +69,7 @@ class DenseRetriever(Retriever):
 
     # ------------------------------------------------------------------ index
     def vectors_base(self, index_dir: Path) -> Path:
-        return Path(index_dir) / f"vectors_{self.label}"
+        return builds.stage_folder(index_dir, "vectors", {"format": VECTORS_FORMAT})
 
     def _vectors_path(self, index_dir: Path, version: CorpusVersion) -> Path:
         return builds.build_path(self.vectors_base(index_dir), version, {"format": VECTORS_FORMAT})

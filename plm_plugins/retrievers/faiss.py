@@ -2,7 +2,7 @@
 scalar-quantised) built from the store's vectors.
 
 The index is an inner-product index over the stored (normalised) vectors, saved through the
-shared build folder (plm_core.builds: one build per corpus version and per index setting,
+shared build folder (plm_index.builds: one build per corpus version and per index setting,
 atomic, checksummed) and memory-mapped where faiss can. The exact vectors are kept too, as
 in `dense`, for two reasons:
 
@@ -28,13 +28,13 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field
 
-from plm_core import builds
-from plm_core.corpus import CorpusSnapshot, CorpusVersion
 from plm_core.errors import MissingDependencyError, StaleIndexError, StoreError
 from plm_core.hookspecs import hookimpl
-from plm_core.records import ExpandedQuery, ScoredChunk
+from plm_core.records import CorpusVersion, ExpandedQuery, ScoredChunk
+from plm_index import builds
+from plm_index.corpus import CorpusSnapshot
+from plm_index.ranking import top_n
 from plm_plugins.retrievers.dense import DenseRetriever
-from plm_plugins.retrievers.ranking import top_n
 
 if TYPE_CHECKING:
     from plm_core.registry import Registry
@@ -80,9 +80,9 @@ class FaissRetriever(DenseRetriever):
         _import_faiss()
 
     # ------------------------------------------------------------------ index
-    # One build per corpus version under index_dir/faiss_<label>/ (plm_core.builds).
+    # One build per corpus version under index_dir/faiss-<settings hash>/ (plm_index.builds).
     def index_base(self, index_dir: Path) -> Path:
-        return Path(index_dir) / f"faiss_{self.label}"
+        return builds.stage_folder(index_dir, "faiss", self._settings())
 
     def index_path(self, index_dir: Path, version: CorpusVersion) -> Path:
         return builds.build_path(self.index_base(index_dir), version, self._settings())

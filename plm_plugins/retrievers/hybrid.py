@@ -12,7 +12,7 @@ constructor (typed: each of `retrievers` must be a retriever, `fuser` a fuser):
     [query.retrieve.fuser]
     use = "rrf"
 
-Indexes, filter masks and hit lookup are the core's (`plm_core.search`); this stage only
+Indexes, filter masks and hit lookup are the core's (`plm_index.search`); this stage only
 fans out and fuses. A query with `alternatives` (e.g. from the `llm_rewrite` expander) is
 retrieved and fused once per text, and those fused lists are combined by unweighted RRF.
 """
@@ -27,7 +27,7 @@ from plm_core.component import BaseComponent, ComponentConfig
 from plm_core.hookspecs import hookimpl
 from plm_core.interfaces import Fuser, Retriever
 from plm_core.records import ExpandedQuery, FusionConfig, Ranking, ScoredChunk
-from plm_core.search import CorpusView
+from plm_index.search import CorpusView
 
 if TYPE_CHECKING:
     from plm_core.registry import Registry

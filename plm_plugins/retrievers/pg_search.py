@@ -17,11 +17,11 @@ from typing import Any
 from pydantic import Field
 
 from plm_core.component import ComponentConfig
-from plm_core.corpus import CorpusSnapshot, CorpusVersion
 from plm_core.errors import ConfigError, StoreError
 from plm_core.interfaces import Embedder, Retriever, require_embedder
-from plm_core.records import EmbeddedQuery, ExpandedQuery, ScoredChunk
-from plm_core.search import CorpusView
+from plm_core.records import CorpusVersion, EmbeddedQuery, ExpandedQuery, ScoredChunk
+from plm_index.corpus import CorpusSnapshot
+from plm_index.search import CorpusView
 
 MAX_WORDS = 256  # distinct query words a keyword search ORs together
 EF_SEARCH_MAX = 1000  # pgvector's upper bound for hnsw.ef_search

@@ -1,8 +1,8 @@
-"""Metadata filters as SQL: `plm_core.filters` specs compiled to a PostgreSQL WHERE fragment.
+"""Metadata filters as SQL: `plm_index.filters` specs compiled to a PostgreSQL WHERE fragment.
 
 `compile_sql(spec, column)` gives `(sql, params)`: a boolean expression over the `jsonb`
 column (psycopg 3 `%s` placeholders) that keeps exactly the rows whose metadata
-`plm_core.filters.compile_filters(spec)` accepts. Every user value, keys included, is a
+`plm_index.filters.compile_filters(spec)` accepts. Every user value, keys included, is a
 parameter; only `column` (trusted, from code) is written into the SQL. The mapping, per key:
 
 - The value is `column -> key`; a missing key is SQL NULL, so no condition holds (`ne` adds
@@ -20,7 +20,7 @@ parameter; only `column` (trusted, from code) is written into the SQL. The mappi
 - Ranges: one element must meet all bounds (an EXISTS over `plm_items`): number bounds
   against `plm_num(element)` (NULL unless a JSON number), as exact `numeric`; date bounds
   against `plm_when(element)`, the (day, UTC instant) of an ISO date or datetime string
-  read exactly as `plm_core.filters.as_date` reads it with Python's `fromisoformat` (the
+  read exactly as `plm_index.filters.as_date` reads it with Python's `fromisoformat` (the
   grammar, odd corners included, is copied into SQL), else NULLs: a date bound compares
   days, a datetime bound compares instants with a datetime and days with a date.
 
@@ -43,7 +43,7 @@ from datetime import date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from plm_core.filters import RANGE_OPS, as_date, compile_filters, normalize_filters
+from plm_index.filters import RANGE_OPS, as_date, compile_filters, normalize_filters
 
 # The characters str.strip() removes (str.isspace()), which as_date strips before parsing.
 PY_WHITESPACE = (
@@ -205,7 +205,7 @@ def _ranges(column: str, key: str, bounds: list[tuple[str, Any]], params: list[A
 
 
 def compile_sql(filters: Mapping[str, Any] | None, column: str = "c.metadata") -> tuple[str, list[Any]]:
-    """(SQL boolean expression, params) equivalent to plm_core.filters.compile_filters(filters)
+    """(SQL boolean expression, params) equivalent to plm_index.filters.compile_filters(filters)
     over the jsonb `column`; ("TRUE", []) for an empty/None spec. Bad specs raise the same
     PlmUserError as compile_filters, before any SQL is built."""
     compile_filters(filters)  # validation, with the core's own errors

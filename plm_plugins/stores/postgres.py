@@ -35,11 +35,10 @@ from typing import Any
 from pydantic import ConfigDict, Field
 
 from plm_core.component import ComponentConfig
-from plm_core.corpus import CorpusVersion, StoreProblem
 from plm_core.errors import MissingDependencyError, StoreError
 from plm_core.hookspecs import hookimpl
 from plm_core.interfaces import Store
-from plm_core.records import Chunk, Document
+from plm_core.records import Chunk, CorpusVersion, Document, StoreProblem
 
 IDENT = r"^[a-z_][a-z0-9_]{0,62}$"
 CHUNK_COLS = "id, doc_id, text, enriched, heading_path, start_char, end_char, stable_id, keywords, entities, metadata"

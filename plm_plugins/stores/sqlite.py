@@ -26,11 +26,11 @@ from typing import Any
 from pydantic import Field
 
 from plm_core.component import ComponentConfig
-from plm_core.corpus import CorpusVersion, StoreProblem
 from plm_core.errors import StoreError
 from plm_core.hookspecs import hookimpl
 from plm_core.interfaces import Store
-from plm_core.records import Chunk, Document
+from plm_core.records import Chunk, CorpusVersion, Document, StoreProblem
+from plm_index.filters import compile_filters
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -455,6 +455,16 @@ class SQLiteStore(Store):
             cached = (version, [json.loads(r[0]) for r in self.db.execute(f"SELECT c.metadata FROM {ORDERED}")])
             self._metadata = cached
         return cached[1]
+
+    def filter_mask(self, filters: Any) -> Any:
+        """The filter spec evaluated over each chunk's metadata (`chunk_metadata`, kept per version)."""
+        import numpy as np
+
+        metadata = self.chunk_metadata()
+        match = compile_filters(filters)
+        if match is None:
+            return np.ones(len(metadata), dtype=bool)
+        return np.fromiter((match(m) for m in metadata), dtype=bool, count=len(metadata))
 
     def consistency_problems(self) -> list[StoreProblem]:
         """Problems that break the store's invariants (empty when consistent)."""

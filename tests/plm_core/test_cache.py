@@ -4,10 +4,10 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from plm_core.cache import CachedEmbedder, CachedStage, SQLiteContentCache, content_key, stage_identity
 from plm_core.component import ComponentConfig
 from plm_core.interfaces import ChunkTransform, Embedder
 from plm_core.records import Chunk
+from plm_index.cache import CachedEmbedder, CachedStage, SQLiteContentCache, content_key, stage_identity
 
 
 class CountingKeywords(ChunkTransform):

@@ -216,8 +216,8 @@ def test_a_missing_abstract_method_fails_at_class_definition() -> None:
 
 
 def test_sync_with_known_changes_touches_only_them(tmp_path: Path, docs: Path) -> None:
-    from plm_core.job import Job
     from plm_core.settings import Settings
+    from plm_index.job import Job
 
     text = BASE.split("[query.retrieve]")[0] + '[query.retrieve]\nuse = "bm25s"\ntokenizer = "bm25s_stem"\n'
     job = Job.from_config(

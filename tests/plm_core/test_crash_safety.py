@@ -28,10 +28,10 @@ from typing import Any
 
 import pytest
 
-from plm_core.corpus import CorpusSnapshot
-from plm_core.job import Job
 from plm_core.records import Document
 from plm_core.settings import Settings
+from plm_index.corpus import CorpusSnapshot
+from plm_index.job import Job
 
 pytestmark = pytest.mark.slow
 
@@ -217,7 +217,7 @@ def test_sigkill_at_random_moments_leaves_the_store_consistent(setup: dict) -> N
 QUERIER = textwrap.dedent(
     """
     import json, sys, time
-    from plm_core.job import Job
+    from plm_index.job import Job
     from plm_core.settings import Settings
     config, index, stop = sys.argv[1], sys.argv[2], sys.argv[3]
     job = Job.from_config(config, index_dir=index, settings=Settings(cache=False, progress=False))

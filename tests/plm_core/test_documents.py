@@ -1,5 +1,5 @@
 """One bad record never stops a sync or loses the good ones, and nothing nonsensical is
-stored: every record and Document passes `plm_core.documents.check_document`."""
+stored: every record and Document passes `plm_index.documents.check_document`."""
 
 from __future__ import annotations
 
@@ -11,7 +11,10 @@ from typing import Any
 
 import pytest
 
-from plm_core.documents import (
+from plm_core.errors import PlmUserError
+from plm_core.records import Document
+from plm_core.settings import Settings
+from plm_index.documents import (
     DocumentError,
     MissingFieldError,
     check_document,
@@ -20,10 +23,7 @@ from plm_core.documents import (
     record_id,
     searchable_text,
 )
-from plm_core.errors import PlmUserError
-from plm_core.job import Job
-from plm_core.records import Document
-from plm_core.settings import Settings
+from plm_index.job import Job
 
 
 def deep(levels: int) -> dict[str, Any]:

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from plm_core.cli_values import parse_filter_args
 from plm_core.errors import PlmUserError
-from plm_core.filters import compile_filters, filter_key
+from plm_index.cli_values import parse_filter_args
+from plm_index.filters import compile_filters, filter_key
 
 
 def _matches(filters: dict[str, Any], meta: dict[str, Any]) -> bool:
@@ -313,7 +313,7 @@ def test_in_with_100k_dates_is_a_set_lookup() -> None:
 
 
 def test_spec_size_is_bounded_with_a_short_error() -> None:
-    from plm_core.filters import MAX_FILTER_KEYS, MAX_IN_VALUES
+    from plm_index.filters import MAX_FILTER_KEYS, MAX_IN_VALUES
 
     with pytest.raises(PlmUserError, match=f"at most {MAX_FILTER_KEYS} are allowed"):
         compile_filters({f"k{i}": i for i in range(MAX_FILTER_KEYS + 1)})

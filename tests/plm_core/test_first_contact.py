@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from plm_core.errors import PlmUserError, StoreError
-from plm_core.job import Job
 from plm_core.settings import Settings
+from plm_index.job import Job
 
 REPO = Path(__file__).resolve().parents[2]
 pytest.importorskip("bm25s")
@@ -256,7 +256,7 @@ def test_a_corrupt_cache_degrades_to_no_cache(setup: dict[str, Any], caplog: pyt
 
 
 def test_a_broken_build_file_map_is_a_store_error(setup: dict[str, Any]) -> None:
-    meta = next(setup["index"].glob("bm25_*/v*/plm_bm25.json"))
+    meta = next(setup["index"].glob("bm25s-*/v*/plm_bm25.json"))
     data = json.loads(meta.read_text())
     data["files"] = {"x": "nonsense"}
     meta.write_text(json.dumps(data))

@@ -16,9 +16,92 @@ def _loaded_after(code: str) -> list[str]:
 
 
 def test_core_imports_no_ml_library() -> None:
-    assert _loaded_after("import plm_core, plm_core.cli, plm_core.job, plm_core.config") == []
+    assert _loaded_after("import plm_core, plm_core.cli, plm_index.job, plm_core.config") == []
 
 
 def test_loading_every_plugin_imports_no_heavy_model_library() -> None:
     loaded = _loaded_after("from plm_core.registry import build_registry; build_registry()")
     assert not {"torch", "sentence_transformers", "spacy", "gliner", "transformers"} & set(loaded)
+
+
+def test_the_kernel_and_the_plugin_face_load_no_runtime_module() -> None:
+    runtime = "' '.join(m for m in sys.modules if m.startswith(('plm_index', 'plm_plugins')))"
+    probe = f"import sys, plm, plm_core\nprint({runtime})"
+    res = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.split() == []
+
+
+FIRST_PARTY = ("plm", "plm_core", "plm_index", "plm_plugins", "plm_eval", "plm_serve")
+
+
+def _import_graph() -> dict[str, set[str]]:
+    """module -> the first-party modules it imports anywhere in its text (top level, inside
+    functions, under TYPE_CHECKING alike: each is a tie between the two)."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    modules = {}
+    for package in FIRST_PARTY:
+        for path in (root / package).rglob("*.py"):
+            parts = path.relative_to(root).with_suffix("").parts
+            modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        edges: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                targets = [
+                    f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in modules else node.module
+                    for a in node.names
+                ]
+            else:
+                continue
+            edges |= {t for t in targets if t in modules and t != name}
+        graph[name] = edges
+    return graph
+
+
+def _circles(graph: dict[str, set[str]]) -> list[set[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[set[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = set()
+            while True:
+                w = stack.pop()
+                component.add(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(component)
+
+    for v in graph:
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_import_circle_and_layers_point_down() -> None:
+    graph = _import_graph()
+    assert _circles(graph) == [{"plm_core.hookspecs", "plm_core.registry"}]  # pluggy's pair, type-only
+    kernel = [m for m in graph if m.startswith("plm_core") and m != "plm_core"]
+    for module in kernel:  # `plm_core.Job` is a lazy convenience of the package, not of a module
+        assert not {t for t in graph[module] if not t.startswith("plm_core")}, module
+    for module in (m for m in graph if m.startswith("plm_plugins")):
+        assert not {t for t in graph[module] if t.startswith("plm_eval")}, module

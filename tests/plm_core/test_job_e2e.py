@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from plm_core.job import Job
 from plm_core.settings import Settings
 from plm_eval.runner import run_job
+from plm_index.job import Job
 
 REPO = Path(__file__).resolve().parents[2]
 POC = REPO / "configs" / "poc_parity.toml"
@@ -59,7 +59,7 @@ def test_new_process_queries_persisted_index_without_reembedding(report: dict, i
     script = f"""
 import json, sys
 from plm_core.interfaces import Embedder
-from plm_core.job import Job
+from plm_index.job import Job
 from plm_core.settings import Settings
 calls = []
 import plm_plugins.embedders.sentence_transformers as st

@@ -21,9 +21,9 @@ import numpy as np
 import pytest
 
 from plm_core.errors import PipelineError, StoreError
-from plm_core.job import Job
 from plm_core.registry import build_registry
 from plm_core.settings import Settings
+from plm_index.job import Job
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -160,7 +160,7 @@ def stored_ids(job: Job) -> list[str]:
 
 def bm25_files(index: Path) -> dict[str, int]:
     """Every path under the BM25 build folder with its mtime."""
-    base = index / "bm25_bm25"
+    (base,) = index.glob("bm25s-*")  # the bm25s stage's build folder
     return {p.relative_to(base).as_posix(): p.stat().st_mtime_ns for p in [base, *base.rglob("*")]}
 
 

@@ -17,9 +17,9 @@ import pytest
 import yaml
 
 from plm_core.config import load_job
-from plm_core.job import Job, index_dir_for
 from plm_core.registry import default_registry
 from plm_core.settings import Settings
+from plm_index.job import Job, index_dir_for
 
 REPO = Path(__file__).resolve().parents[2]
 SQLITE_VOLUME, BM25_VOLUME = "plm-sqlite-data", "plm-bm25-index"
@@ -186,10 +186,10 @@ def test_volumes_are_where_plm_puts_the_store_and_the_bm25_builds(
     sqlite_file = PurePosixPath(served_job.index_dir) / served_job.store.config.model_dump()["filename"]
     assert sqlite_file == data_dir / served_job.config.job.name / "plm.sqlite"
     assert sqlite_file.is_relative_to(data_dir)
-    # The BM25 builds: <index folder>/bm25_<retriever label>/, what the retriever computes.
+    # The BM25 builds: <index folder>/bm25s-<settings hash>/, what the retriever computes.
     (bm25,) = [ix for ix in served_job.searcher.indexes if hasattr(ix, "index_base")]
     base = PurePosixPath(bm25.index_base(served_job.index_dir))
-    assert base == data_dir / served_job.config.job.name / f"bm25_{bm25.label}"
+    assert base.parent == data_dir / served_job.config.job.name and base.name.startswith("bm25s-")
     assert PurePosixPath(where[BM25_VOLUME]) == base
 
 

@@ -11,8 +11,8 @@ from typing import Any
 import anyio
 import pytest
 
-from plm_core.job import Job
 from plm_core.settings import Settings
+from plm_index.job import Job
 from plm_serve.mcp_server import build_server, hit_data, warm
 
 pytest.importorskip("mcp")

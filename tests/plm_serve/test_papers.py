@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from plm_core.job import Job
 from plm_core.settings import Settings
+from plm_index.job import Job
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = REPO / "configs" / "papers.toml"

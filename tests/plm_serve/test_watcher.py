@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from plm_core.job import Job
 from plm_core.settings import Settings
-from plm_core.sync import IngestReport
+from plm_index.job import Job
+from plm_index.sync import IngestReport
 from plm_serve.syncing import sync_paths
 from plm_serve.watcher import FolderWatcher, glob_filter, job_watcher, loader_filter_for, scratch
 

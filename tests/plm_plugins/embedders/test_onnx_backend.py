@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from plm_core.cache import CachedEmbedder, open_cache
 from plm_core.errors import MissingDependencyError, PlmUserError
 from plm_core.settings import Settings
+from plm_index.cache import CachedEmbedder, open_cache
 from plm_plugins.embedders import onnx_backend
 from plm_plugins.embedders.sentence_transformers import SentenceTransformerEmbedder
 

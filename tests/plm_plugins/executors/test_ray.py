@@ -22,9 +22,9 @@ from typing import Any
 
 import pytest
 
-from plm_core.job import Job
 from plm_core.registry import build_registry
 from plm_core.settings import Settings
+from plm_index.job import Job
 
 pytestmark = pytest.mark.slow
 

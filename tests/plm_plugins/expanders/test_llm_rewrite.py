@@ -313,10 +313,10 @@ def test_config_is_checked() -> None:
 def test_alternatives_reach_the_hybrid_stage_through_a_job(api: FakeChatAPI, tmp_path: Path) -> None:
     pytest.importorskip("bm25s")
     from plm_core.config import load_job
-    from plm_core.job import Job
     from plm_core.records import Chunk, Document
     from plm_core.registry import Registry
     from plm_core.settings import Settings
+    from plm_index.job import Job
     from plm_plugins.fusers.rrf import RRFFuser
     from plm_plugins.retrievers.bm25s import BM25Retriever
     from plm_plugins.retrievers.hybrid import HybridRetrieval

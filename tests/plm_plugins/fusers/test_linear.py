@@ -14,10 +14,10 @@ from pydantic import ValidationError
 
 from plm_core.config import load_job
 from plm_core.errors import ConfigError
-from plm_core.job import Job
 from plm_core.records import Chunk, Document, ExpandedQuery, FusionConfig, ScoredChunk
 from plm_core.registry import Registry
 from plm_core.settings import Settings
+from plm_index.job import Job
 from plm_plugins.fusers.linear import LinearFuser, Profile
 
 

@@ -7,10 +7,10 @@ import math
 
 import pytest
 
-from plm_core.cli_values import parse_weight_args
 from plm_core.errors import PlmUserError
 from plm_core.records import ExpandedQuery, Query, ScoredChunk
-from plm_core.search import check_weights
+from plm_index.cli_values import parse_weight_args
+from plm_index.search import check_weights
 from plm_plugins.fusers.linear import LinearFuser
 from plm_plugins.fusers.rrf import RRFFuser
 

@@ -17,10 +17,10 @@ from typer.testing import CliRunner
 
 from plm_core.config import load_job
 from plm_core.errors import ConfigError, ModelNotFoundError
-from plm_core.job import Job
 from plm_core.records import Chunk, Document, ExpandedQuery, Hit, Ranking
 from plm_core.registry import Registry
 from plm_core.settings import Settings
+from plm_index.job import Job
 from plm_plugins.rerankers.cross_encoder import BEFORE, MAX_CANDIDATES, CrossEncoderReranker
 
 pytest.importorskip("bm25s")
@@ -303,7 +303,9 @@ def test_an_absent_model_fails_fast_offline_saying_how_to_get_it(tmp_path: Path)
 
 
 def test_config_check_loads_no_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from plm_core.cli import app
+    from plm_core.cli import loaded_app
+
+    app = loaded_app()
 
     def no_loading(self: CrossEncoderReranker) -> None:
         raise AssertionError("config check loaded the model")

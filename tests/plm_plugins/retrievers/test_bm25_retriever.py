@@ -7,9 +7,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from plm_core.corpus import CorpusSnapshot, CorpusVersion
 from plm_core.errors import StaleIndexError, StoreError
-from plm_core.records import Chunk, ExpandedQuery
+from plm_core.records import Chunk, CorpusVersion, ExpandedQuery
+from plm_index.corpus import CorpusSnapshot
 
 pytest.importorskip("bm25s")
 from plm_plugins.retrievers.bm25s import BM25Retriever  # noqa: E402
@@ -40,7 +40,7 @@ def _snap(chunks: list[Chunk] | None = None, version: CorpusVersion = V0) -> Cor
 
 
 def _bm25(**config: object) -> BM25Retriever:
-    # label "bm25": the config table name these tests use (folder bm25_bm25, ScoredChunk.source)
+    # label "bm25": the config table name these tests use (ScoredChunk.source)
     return BM25Retriever(label="bm25", **config)
 
 
@@ -79,7 +79,7 @@ def test_negative_idf_floor_differs_from_robertson_clipping(tmp_path: Path) -> N
 def test_save_load_mmap_round_trip(tmp_path: Path) -> None:
     built = _built(tmp_path)
     folder = built.index_path(tmp_path, V0)
-    assert folder.parent == tmp_path / "bm25_bm25"
+    assert folder.parent == _bm25().index_base(tmp_path)
     assert (folder / "params.index.json").is_file() and (folder / "plm_bm25.json").is_file()
     assert not [p for p in folder.parent.iterdir() if p.name.startswith(".")]  # temp folder renamed away
     loaded = _bm25()
@@ -105,11 +105,11 @@ def test_versions_stale_builds_and_cleanup(tmp_path: Path) -> None:
     with pytest.raises(StaleIndexError):  # same store and counter, another change (restored from a backup)
         _bm25().load(_snap(version=CorpusVersion("s", 1, "other")), tmp_path)
     _bm25().build(_snap(_chunks(TEXTS[:3]), S2), tmp_path)
-    builds = sorted(p.name for p in (tmp_path / "bm25_bm25").iterdir())
+    builds = sorted(p.name for p in (_bm25().index_base(tmp_path)).iterdir())
     assert len(builds) == 1 and builds[0].startswith("v2-")  # the older build was removed
     # a reader at an older version rebuilding never removes a newer build
     _bm25().build(_snap(version=S1), tmp_path)
-    assert len(list((tmp_path / "bm25_bm25").iterdir())) == 2
+    assert len(list((_bm25().index_base(tmp_path)).iterdir())) == 2
     _bm25().load(_snap(_chunks()[:3], S2), tmp_path)
     with pytest.raises(StoreError, match="holds 3 chunks"):
         _bm25().load(_snap(version=S2), tmp_path)
@@ -204,7 +204,7 @@ def test_leftovers_of_dead_or_stuck_writers_are_removed(tmp_path: Path) -> None:
     import os
     import time
 
-    base = tmp_path / "bm25_bm25"
+    base = _bm25().index_base(tmp_path)
     dead = base / ".tmp-999999999-aaaa"  # no such pid
     stale = base / f".tmp-{os.getpid()}-bbbb"  # a live pid (as in a container), but hours old
     live = base / f".tmp-{os.getpid()}-cccc"  # being written right now

@@ -7,9 +7,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from plm_core.corpus import CorpusSnapshot, CorpusVersion, StoreProblem
 from plm_core.errors import ConfigError, StaleIndexError, StoreError
-from plm_core.records import Chunk, EmbeddedQuery, ExpandedQuery
+from plm_core.records import Chunk, CorpusVersion, EmbeddedQuery, ExpandedQuery, StoreProblem
+from plm_index.corpus import CorpusSnapshot
 from plm_plugins.retrievers.dense import DenseRetriever
 
 # Hand-made unit vectors: row 2 and row 3 are identical (a duplicated page), so they tie.
@@ -160,7 +160,7 @@ def test_saved_vectors_are_refused_when_they_do_not_fit(tmp_path: Path) -> None:
         retriever.load(_opened(n_chunks=4), tmp_path)
     with pytest.raises(StaleIndexError):  # no build for this version
         retriever.load(_opened(), tmp_path / "elsewhere")
-    (vectors,) = tmp_path.glob("vectors_dense/v1-*/vectors.npy")
+    (vectors,) = tmp_path.glob("vectors-*/v1-*/vectors.npy")
     data = bytearray(vectors.read_bytes())
     data[-1] ^= 0xFF
     vectors.write_bytes(bytes(data))

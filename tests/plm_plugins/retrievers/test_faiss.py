@@ -14,12 +14,12 @@ import pytest
 from plm_toys import bag_of_words
 
 from plm_core.config import load_job
-from plm_core.corpus import CorpusSnapshot, CorpusVersion
 from plm_core.errors import ConfigError, MissingDependencyError, StaleIndexError, StoreError
-from plm_core.job import Job
-from plm_core.records import Chunk, Document, EmbeddedQuery
+from plm_core.records import Chunk, CorpusVersion, Document, EmbeddedQuery
 from plm_core.registry import build_registry
 from plm_core.settings import Settings
+from plm_index.corpus import CorpusSnapshot
+from plm_index.job import Job
 from plm_plugins.retrievers.dense import DenseRetriever
 
 pytest.importorskip("faiss")
@@ -208,7 +208,7 @@ def test_build_save_load_and_settings(tmp_path: Path) -> None:
     snap = _snap(points)
     built = _faiss(snap, tmp_path, index="hnsw", quantizer="sq8")
     folder = built.index_path(tmp_path, V1)
-    assert folder.parent == tmp_path / "faiss_faiss"
+    assert folder.parent == built.index_base(tmp_path)
     assert (folder / INDEX_FILE).is_file() and (folder / META_FILE).is_file()
     assert not [p for p in folder.parent.iterdir() if p.name.startswith(".")]  # temp folder renamed away
 
@@ -243,7 +243,7 @@ def test_exact_vectors_are_memory_mapped_or_read_from_the_store(tmp_path: Path) 
     loaded.load(snap, tmp_path)
     assert isinstance(loaded._matrix, np.memmap)  # dense's saved vectors, not the store's rows
     # an index saved before the vectors were: still current, and loads them from the store
-    shutil.rmtree(tmp_path / "vectors_faiss")
+    shutil.rmtree(loaded.vectors_base(tmp_path))
     older = FaissRetriever(index="hnsw", exact_below=0)
     assert older.is_current(V1, tmp_path)
     older.load(snap, tmp_path)
@@ -255,7 +255,8 @@ def test_exact_vectors_are_memory_mapped_or_read_from_the_store(tmp_path: Path) 
 def test_new_version_replaces_the_old_build_and_counts_are_checked(tmp_path: Path) -> None:
     _faiss(_snap(_random(500)), tmp_path, index="ivf")
     _faiss(_snap(_random(400), V2), tmp_path, index="ivf")
-    assert [p.name[:3] for p in (tmp_path / "faiss_faiss").iterdir()] == ["v2-"]  # the older build was removed
+    base = FaissRetriever(index="ivf").index_base(tmp_path)
+    assert [p.name[:3] for p in base.iterdir()] == ["v2-"]  # the older build was removed
     with pytest.raises(StoreError, match="holds 400 vectors.*has 500 chunks"):
         FaissRetriever(index="ivf").load(_snap(_random(500), V2), tmp_path)
 

@@ -13,13 +13,13 @@ from typing import Any
 import numpy as np
 import pytest
 
-from plm_core.cli_values import parse_filter_args
-from plm_core.corpus import CorpusSnapshot
-from plm_core.filters import compile_filters
 from plm_core.interfaces import Retriever
-from plm_core.job import Job
 from plm_core.records import Chunk, EmbeddedQuery, ExpandedQuery, Hit, ScoredChunk
 from plm_core.settings import Settings
+from plm_index.cli_values import parse_filter_args
+from plm_index.corpus import CorpusSnapshot
+from plm_index.filters import compile_filters
+from plm_index.job import Job
 from plm_plugins.retrievers.dense import DenseRetriever
 
 REPO = Path(__file__).resolve().parents[3]

@@ -11,10 +11,10 @@ from plm_toys import bag_of_words
 from plm_core.config import load_job
 from plm_core.errors import PlmUserError
 from plm_core.interfaces import Ranking
-from plm_core.job import Job
 from plm_core.records import Chunk, Document, ExpandedQuery
 from plm_core.registry import Registry
 from plm_core.settings import Settings
+from plm_index.job import Job
 
 pytest.importorskip("bm25s")
 from plm_plugins.embedders.embed_query import QueryEmbedder  # noqa: E402

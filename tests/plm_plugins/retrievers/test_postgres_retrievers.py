@@ -15,9 +15,9 @@ from plm_core.component import ComponentConfig
 from plm_core.config import load_job
 from plm_core.errors import ConfigError
 from plm_core.interfaces import Embedder
-from plm_core.job import Job
 from plm_core.registry import Registry
 from plm_core.settings import Settings
+from plm_index.job import Job
 
 pytest.importorskip("psycopg")
 from plm_plugins.chunkers.markdown_semantic import MarkdownSemanticChunker  # noqa: E402

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from plm_core.errors import PlmUserError
-from plm_core.filters import as_date, compile_filters
+from plm_index.filters import as_date, compile_filters
 from plm_plugins.stores.pg_filters import PY_WHITESPACE, SQL_FUNCTIONS, compile_sql
 
 psycopg = pytest.importorskip("psycopg")
@@ -178,7 +178,7 @@ def _iso_strings(n: int, seed: int = 7) -> list[str]:
 
 
 def test_sql_reads_iso_strings_exactly_as_python(conn: Any) -> None:
-    """plm_when(string) is (day, UTC instant) of plm_core.filters.as_date, or NULLs."""
+    """plm_when(string) is (day, UTC instant) of plm_index.filters.as_date, or NULLs."""
     strings = _iso_strings(6000)
     when = [as_date(s) for s in strings]
     assert sum(isinstance(w, datetime) for w in when) > 800 and sum(type(w) is date for w in when) > 100

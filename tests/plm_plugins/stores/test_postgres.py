@@ -15,9 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from plm_core.corpus import StoreProblem
 from plm_core.errors import StoreError
-from plm_core.records import Chunk, Document
+from plm_core.records import Chunk, Document, StoreProblem
 
 pytest.importorskip("psycopg")
 from plm_plugins.stores.postgres import PostgresStore, redact  # noqa: E402

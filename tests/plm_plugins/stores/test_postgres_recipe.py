@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from plm_core.job import Job
 from plm_core.settings import Settings
+from plm_index.job import Job
 
 pytest.importorskip("psycopg")
 pytestmark = pytest.mark.slow

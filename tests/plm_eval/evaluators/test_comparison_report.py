@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from plm_plugins.evaluators.comparison_report import ComparisonReporter, paired_p_value, per_query_values
-from plm_plugins.evaluators.significance import bootstrap_ci
+from plm_eval.evaluators.comparison_report import ComparisonReporter, paired_p_value, per_query_values
+from plm_eval.evaluators.significance import bootstrap_ci
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 

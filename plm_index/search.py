@@ -18,13 +18,13 @@ from pathlib import Path
 from typing import Any
 
 from plm_core.component import BaseComponent, ComponentConfig
-from plm_core.corpus import CorpusSnapshot, CorpusVersion
-from plm_core.documents import check_text
 from plm_core.errors import PipelineError, PlmUserError, StaleIndexError, StoreError
-from plm_core.filters import filter_key
 from plm_core.interfaces import Embedder, Index, RankingStage, Retriever, Store
 from plm_core.pipeline import Pipeline
-from plm_core.records import ExpandedQuery, FusionConfig, Hit, Query, Ranking, ScoredChunk
+from plm_core.records import CorpusVersion, ExpandedQuery, FusionConfig, Hit, Query, Ranking, ScoredChunk
+from plm_index.corpus import CorpusSnapshot
+from plm_index.documents import check_text
+from plm_index.filters import filter_key
 
 log = logging.getLogger(__name__)
 _warned_stale: list[bool] = []  # non-empty once this process reported a stale index

@@ -1,11 +1,14 @@
-"""Turning a full score vector into ranked candidates, the POC's way (shared by retrievers)."""
+"""Ranking helpers every retriever and reranker may use (re-exported by `plm`): `top_n`
+turns a full score vector into ranked candidates, the POC's way; `rescore` reorders a
+ranking's top hits by a stage's own scores and renumbers them."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-from plm_core.records import ScoredChunk
+from plm_core.records import Ranking, ScoredChunk
 
 
 def top_n(
@@ -59,3 +62,24 @@ def _top_rows(np: Any, scores: Any, n: int, allowed: Any, drop_zero: bool) -> An
         above, ties = rows[above], rows[ties]
     top = np.concatenate([above, ties[: n - len(above)]])  # among equals, the last rows first
     return top[np.lexsort((-top, -scores[top]))]
+
+
+BEFORE = "fused"  # the `Hit.sources` key for a hit's rank and score before a stage rescored it
+
+
+def rescore(ranking: Ranking, scores: Sequence[float], source: str) -> Ranking:
+    """A reranker's result: the first len(scores) hits reordered by these scores (best
+    first; equal scores keep their order), the rest after them in their order, ranks
+    renumbered from 1. Each hit keeps its rank and score before (`Hit.sources["fused"]`);
+    the rescored ones also record this stage's (`sources[source]`)."""
+    head, tail = ranking.hits[: len(scores)], ranking.hits[len(scores) :]
+    order = sorted(range(len(head)), key=lambda i: scores[i], reverse=True)  # stable: ties keep their order
+    moved = [(head[i], float(scores[i]), True) for i in order] + [(hit, hit.score, False) for hit in tail]
+    hits = []
+    for rank, (hit, score, own) in enumerate(moved, start=1):
+        sources = dict(hit.sources)
+        sources.setdefault(BEFORE, (hit.rank, hit.score))
+        if own:
+            sources[source] = (rank, score)
+        hits.append(dataclasses.replace(hit, rank=rank, score=score, sources=sources))
+    return Ranking(query=ranking.query, hits=tuple(hits), fusion=ranking.fusion)

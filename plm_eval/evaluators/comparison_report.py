@@ -28,7 +28,7 @@ from pydantic import Field
 from plm_core.component import BaseComponent, ComponentConfig
 from plm_core.errors import PlmUserError
 from plm_core.hookspecs import hookimpl
-from plm_plugins.evaluators.significance import CONFIDENCE, adjust_p_values, bootstrap_cis, paired_p_value
+from plm_eval.evaluators.significance import CONFIDENCE, adjust_p_values, bootstrap_cis, paired_p_value
 
 __all__ = ["ComparisonReporter", "paired_p_value", "per_query_values"]
 
@@ -218,7 +218,7 @@ class ComparisonReporter(BaseComponent[object, object]):
         self, comparison: Mapping[str, Any], out_dir: Path, top: int = 10, metric: str | None = None
     ) -> dict[str, Path]:
         """Write summary.json, per_query.json, per_query.csv, report.md and metrics.png."""
-        from plm_plugins.evaluators import report_writers as rw
+        from plm_eval.evaluators import report_writers as rw
 
         out_dir.mkdir(parents=True, exist_ok=True)
         diffs = self._first_pair_diffs(comparison, top, metric)

@@ -1,5 +1,5 @@
 """Values typed on the command line: `--set` scalars and `--filter` conditions, read one
-way (`parse_cli_value`) and turned into the filter spec of `plm_core.filters`."""
+way (`parse_cli_value`) and turned into the filter spec of `plm_index.filters`."""
 
 from __future__ import annotations
 
@@ -7,29 +7,13 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from plm_core.config import parse_cli_value
 from plm_core.errors import PlmUserError
-from plm_core.filters import normalize_filters
+from plm_index.filters import normalize_filters
 
 _CLI_OPS = {">=": "gte", "<=": "lte", "!=": "ne", "==": "eq", "=": "eq", ">": "gt", "<": "lt"}
 _CLI_ARG = re.compile(r"^\s*([^=<>!\s]+)\s*(>=|<=|!=|==|=|>|<)\s*(.*?)\s*$", re.DOTALL)
 _CLI_HELP = "e.g. --filter team=storage, --filter tags=db,backup, --filter 'version>=2', --filter 'updated<2024-06-01'"
-_INT = re.compile(r"^[-+]?\d+$")
-_FLOAT = re.compile(r"^[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?$")
-
-
-def parse_cli_value(raw: str) -> Any:
-    """A CLI value: int, float, true/false, else a string; quotes force a string ('"007"')."""
-    value = raw.strip()
-    if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
-        return value[1:-1]
-    lowered = value.lower()
-    if lowered in ("true", "false"):
-        return lowered == "true"
-    if _INT.match(value):
-        return int(value)
-    if _FLOAT.match(value):
-        return float(value)
-    return value
 
 
 def _split_values(raw: str) -> list[str]:

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from plm_plugins.evaluators.ir_metrics import chunk_view, doc_ranking, ir_scores
+from plm_eval.evaluators.ir_metrics import chunk_view, doc_ranking, ir_scores
 
 
 def test_doc_ranking_keeps_first_occurrence() -> None:
@@ -56,7 +56,7 @@ class _FixedJob:
 
 def test_evaluate_per_query_rows_and_aggregates_match_hand_computed_values() -> None:
     from plm_eval.dataset import QuerySet
-    from plm_plugins.evaluators.ir_metrics import IRMetricsEvaluator
+    from plm_eval.evaluators.ir_metrics import IRMetricsEvaluator
 
     # q1: the relevant doc "a" is the 2nd chunk (and 2nd doc); q2: graded, "y" (grade 1)
     # first, "x" (grade 2) later, with "y" repeated so the doc ranking is shorter than

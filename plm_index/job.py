@@ -13,25 +13,17 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from plm_core.assembly import Assembler
-from plm_core.cache import ContentCache, open_cache
 from plm_core.config import JobConfig, load_job
 from plm_core.errors import PlmUserError
 from plm_core.interfaces import Embedder
 from plm_core.records import Hit, Query, Ranking
 from plm_core.registry import Registry, default_registry
-from plm_core.search import Searcher
 from plm_core.settings import Settings, load_settings
-from plm_core.sources import Source, as_sources, load_sources
-from plm_core.sync import (
-    IngestReport,
-    Processor,
-    ProcessorRecipe,
-    Syncer,
-    index_fingerprint,
-    note_other_sources,
-    plan,
-)
+from plm_index.assembly import Assembler
+from plm_index.cache import ContentCache, open_cache
+from plm_index.search import Searcher
+from plm_index.sources import Source, as_sources, load_sources
+from plm_index.sync import IngestReport, Processor, ProcessorRecipe, Syncer, index_fingerprint, note_other_sources, plan
 
 __all__ = ["IngestReport", "Job", "index_dir_for"]
 

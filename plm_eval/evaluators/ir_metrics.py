@@ -18,9 +18,9 @@ from pydantic import Field
 from plm_core.component import BaseComponent, ComponentConfig
 from plm_core.errors import MissingDependencyError
 from plm_core.hookspecs import hookimpl
-from plm_core.progress import progress_iter
 from plm_core.records import Query
 from plm_eval.dataset import QuerySet
+from plm_index.progress import progress_iter
 
 
 def doc_ranking(doc_ids: Sequence[str]) -> list[str]:

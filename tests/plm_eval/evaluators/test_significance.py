@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from plm_plugins.evaluators.significance import adjust_p_values, bootstrap_ci, bootstrap_cis
+from plm_eval.evaluators.significance import adjust_p_values, bootstrap_ci, bootstrap_cis
 
 
 def test_holm_hand_computed_with_monotonicity() -> None:

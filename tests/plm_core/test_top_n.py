@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from plm_plugins.retrievers import ranking
+from plm_index import ranking
 
 
 def full_sort(scores: np.ndarray, n: int, allowed: np.ndarray | None, drop_zero: bool) -> list[int]:

@@ -20,12 +20,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from plm_core.cache import CachedEmbedder, CachedStage, ContentCache
 from plm_core.errors import PipelineError, PlmUserError
 from plm_core.interfaces import Embedder, Executor, Store
 from plm_core.pipeline import Pipeline
-from plm_core.progress import progress_iter
-from plm_core.records import Chunk, Document, LoadFailure
+from plm_core.records import BatchResult, Chunk, Document, LoadFailure
+from plm_index.cache import CachedEmbedder, CachedStage, ContentCache
+from plm_index.progress import progress_iter
 
 FORMAT_VERSION = "1"
 log = logging.getLogger(__name__)
@@ -139,20 +139,6 @@ def plan(docs: Sequence[Document], stored: Mapping[str, str], index_fp: str, red
     )
 
 
-@dataclass
-class BatchResult:
-    """A processed batch: the documents that made it with their chunks and vectors, and
-    the ones that failed."""
-
-    documents: list[Document]
-    chunks: list[Chunk]
-    vectors: Any = None
-    failed: list[LoadFailure] = field(default_factory=list)
-    timings: dict[str, float] = field(default_factory=dict)
-    # stage label -> (computed, cached) for this batch: what the content cache saved
-    work: dict[str, tuple[int, int]] = field(default_factory=dict)
-
-
 @dataclass(frozen=True)
 class ProcessorRecipe:
     """How to build a job's `Processor` from scratch: its validated config and settings.
@@ -163,8 +149,8 @@ class ProcessorRecipe:
     settings: Any  # plm_core.settings.Settings
 
     def build(self) -> Processor:
-        from plm_core.assembly import Assembler
-        from plm_core.cache import open_cache
+        from plm_index.assembly import Assembler
+        from plm_index.cache import open_cache
 
         cache = open_cache(self.settings.data_dir) if self.settings.cache else None
         parts = Assembler(self.config, None, self.settings, Path(self.settings.data_dir)).assemble(cache)

@@ -1,63 +1,23 @@
-"""What index builders see of a store: a version value, and one committed state read lazily.
+"""What index builders see of a store: one committed state, read lazily.
 
-`CorpusVersion` identifies a committed state (which store, which change); `CorpusSnapshot`
-gives its chunk ids, chunks, metadata and vectors, each read on first use, checked, and
-kept; `StoreProblem` is a broken invariant as a value, so callers decide by its kind.
+`CorpusSnapshot` gives a `CorpusVersion`'s chunk ids, chunks, metadata and vectors, each
+read on first use, checked, and kept. It is the runtime's implementation of the kernel's
+`plm_core.interfaces.Snapshot` protocol, which is all an `Index` sees.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from plm_core.errors import StoreError
+from plm_core.records import CorpusVersion
 
 if TYPE_CHECKING:
     from plm_core.interfaces import Store
     from plm_core.records import Chunk
-
-
-@dataclass(frozen=True)
-class CorpusVersion:
-    """One committed state of one store. `counter` orders a store's states; `nonce` is new
-    with every change, so a store restored from a backup never matches an index built for
-    the state it reaches again later; `store_id` is new for every store created."""
-
-    store_id: str
-    counter: int
-    nonce: str = ""
-
-    @property
-    def token(self) -> str:
-        """The version as one string, "<store_id>:<nonce>.<counter>" (what index builds record)."""
-        return f"{self.store_id}:{self.nonce}.{self.counter}"
-
-    def __str__(self) -> str:
-        return self.token
-
-
-@dataclass(frozen=True)
-class StoreProblem:
-    """A broken store invariant: `kind` is one of the constants below."""
-
-    kind: str
-    count: int
-    message: str
-
-    ORPHAN_CHUNKS = "orphan_chunks"  # chunks whose document is gone
-    MISSING_VECTORS = "missing_vectors"  # some chunks have vectors, these have none
-    MIXED_MODELS = "mixed_models"  # vectors from more than one model
-
-    @property
-    def about_vectors(self) -> bool:
-        """A problem only a config that uses vectors cares about."""
-        return self.kind in (self.MISSING_VECTORS, self.MIXED_MODELS)
-
-    def __str__(self) -> str:
-        return self.message
 
 
 class CorpusSnapshot:

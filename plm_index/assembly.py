@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from plm_core.cache import CachedStage, ContentCache
 from plm_core.component import BaseComponent, fits, type_name
 from plm_core.config import JobConfig, StageSpec
 from plm_core.errors import ConfigError, PlmUserError
@@ -22,8 +21,9 @@ from plm_core.interfaces import Embedder, Executor, Loader, Ranking, Retriever, 
 from plm_core.pipeline import Pipeline
 from plm_core.records import Chunk, Document
 from plm_core.registry import Registry
-from plm_core.search import CorpusView, SingleRetrieval
 from plm_core.settings import Settings
+from plm_index.cache import CachedStage, ContentCache
+from plm_index.search import CorpusView, SingleRetrieval
 
 # What a slot holds, in words, for error messages.
 KINDS: dict[type, str] = {

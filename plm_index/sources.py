@@ -7,10 +7,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from plm_core.documents import check_document, check_id, document_from_record
 from plm_core.errors import ConfigError, PlmUserError
 from plm_core.interfaces import Loader
 from plm_core.records import Document, LoadFailure
+from plm_index.documents import check_document, check_id, document_from_record
 
 Source = str | Path | Document | Mapping[str, Any]
 

@@ -1,6 +1,10 @@
 """Versioned, checksummed, atomically swapped build folders: shared machinery for every
 stage that saves an index (BM25, an ANN graph), importable by any plugin.
 
+A stage with a plain save/load path subclasses `SavedIndex` and gets all of this for
+free; a stage that needs more (several files per version, a build shared with another
+stage) calls the functions below itself, under its `stage_folder`.
+
 Layout: `<base>/v<counter>-<key>/` holds one build for one corpus version (`key` hashes
 the store id, the version's nonce and the build's settings), with a metadata file
 recording the version, the settings and each file's size and CRC32. `save_build` writes
@@ -21,15 +25,25 @@ import shutil
 import time
 import uuid
 import zlib
+from abc import abstractmethod
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from plm_core.corpus import CorpusVersion
 from plm_core.errors import StaleIndexError, StoreError
+from plm_core.interfaces import Index, Snapshot
+from plm_core.records import CorpusVersion
 
 META_FILE = "plm_build.json"
 LEFTOVER_MAX_AGE_S = 3600  # temp folders older than this are a dead writer's, whatever their pid
+
+
+def stage_folder(index_dir: Path, kind: str, settings: Mapping[str, Any]) -> Path:
+    """The folder of one stage's builds: named by what the stage is and the settings its
+    builds depend on, never by its table label, so the same index under another label is
+    the same folder (no rebuild), and two differently configured ones never share one."""
+    identity = json.dumps(dict(settings), sort_keys=True, default=str)
+    return Path(index_dir) / f"{kind}-{hashlib.sha1(identity.encode()).hexdigest()[:12]}"
 
 
 def build_path(base: Path, version: CorpusVersion, settings: Mapping[str, Any]) -> Path:
@@ -241,3 +255,50 @@ def _alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+class SavedIndex(Index):
+    """An `Index` with a plain in-memory build and save/load path (bm25s's shape): write
+    `index`, `save` and `open_saved`; the runtime keeps one build per corpus version under
+    the stage's `stage_folder`, versioned, checksummed and swapped in atomically, and opens
+    the one made for the version being searched (or rebuilds in memory when there is none).
+    Mix it into a family base: `class MyRetriever(plm.Retriever, plm.SavedIndex)`."""
+
+    def build_settings(self) -> dict[str, Any]:
+        """What a saved build depends on besides the corpus (default: the stage's config);
+        a build saved with other settings is never opened."""
+        config = getattr(self, "config", None)
+        return {"index": type(self).__qualname__, **(config.model_dump(mode="json") if config is not None else {})}
+
+    @abstractmethod
+    def index(self, snapshot: Snapshot) -> None:
+        """Build the index in memory from the snapshot (its `chunk_ids`, `index_texts`, ...)."""
+
+    @abstractmethod
+    def save(self, folder: Path) -> None:
+        """Write the in-memory index into `folder` (an empty temporary folder)."""
+
+    @abstractmethod
+    def open_saved(self, folder: Path, snapshot: Snapshot) -> None:
+        """Load what `save` wrote for this snapshot's version (checked before this is called)."""
+
+    def builds_folder(self, index_dir: Path) -> Path:
+        return stage_folder(index_dir, str(getattr(self, "name", type(self).__name__)), self.build_settings())
+
+    def _build_path(self, index_dir: Path, version: CorpusVersion) -> Path:
+        return build_path(self.builds_folder(index_dir), version, self.build_settings())
+
+    def build(self, snapshot: Snapshot, index_dir: Path | None) -> None:
+        self.index(snapshot)
+        if index_dir is not None:
+            meta = {**self.build_settings(), "version": snapshot.version.token}
+            save_build(self._build_path(index_dir, snapshot.version), self.save, meta)
+
+    def is_current(self, version: CorpusVersion, index_dir: Path) -> bool:
+        return build_matches(self._build_path(index_dir, version), version, self.build_settings())
+
+    def load(self, snapshot: Snapshot, index_dir: Path) -> None:
+        path = self._build_path(index_dir, snapshot.version)
+        label = getattr(self, "label", type(self).__name__)
+        open_build(path, snapshot.version, self.build_settings(), f"index {label!r} under {path.parent}")
+        self.open_saved(path, snapshot)

@@ -1,0 +1,5 @@
+"""plm's index runtime, above the kernel (`plm_core`): a config assembled into live stages
+(`assembly`), documents loaded (`sources`, `documents`) and synced into a store (`sync`,
+`cache`), derived indexes built and opened (`builds`, `corpus`), queries answered
+(`search`, `filters`), all behind one facade (`job.Job`), and the index commands
+(`commands`: ingest, query, delete, status, index, config, plugins)."""

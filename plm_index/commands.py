@@ -1,0 +1,325 @@
+"""The index commands (`ingest`, `query`, `delete`, `status`, `index`, `config`, `plugins`),
+added to the `plm` CLI through `plm_register_commands` as `plm_eval` and `plm_serve` add
+theirs, and the options and printers those packages share (`open_job`, `out`, ...)."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from plm_core.config import load_job
+from plm_core.errors import PlmUserError
+from plm_core.hookspecs import hookimpl
+from plm_core.registry import default_registry
+from plm_core.settings import Settings, load_settings
+from plm_index.job import Job
+
+config_app = typer.Typer(help="Check job configs.", no_args_is_help=True)
+plugins_app = typer.Typer(help="Registered components (`plm plugins show NAME` for one's config keys).")
+index_app = typer.Typer(help="Inspect and rebuild an index.", no_args_is_help=True)
+
+
+# soft_wrap: long lines (paths, errors) stay one line when piped or logged, so they grep.
+out = Console(soft_wrap=True)
+err = Console(stderr=True, soft_wrap=True)
+
+ConfigOpt = Annotated[Path, typer.Option("--config", "-c", help="Job config (TOML).")]
+SetOpt = Annotated[
+    list[str] | None, typer.Option("--set", help="Override a config value: query.retrieve.fuser.rank_base=1")
+]
+DatasetOpt = Annotated[
+    Path | None, typer.Option(help="BEIR-layout dataset folder (default: the config's job.dataset).")
+]
+IndexOpt = Annotated[
+    Path | None, typer.Option("--index", help="Index folder (default: PLM_DATA_DIR/<job>[-<dataset>]).")
+]
+
+
+def open_job(config: Path, overrides: list[str] | None, dataset: Path | None, index: Path | None) -> Job:
+    if config is None:  # older typers let a required option through as None
+        raise typer.BadParameter("the job config is required", param_hint="'--config' / '-c'")
+    settings = load_settings()
+    logging.basicConfig(level=settings.log_level)
+    return Job.from_config(config, overrides or [], index_dir=index, dataset=dataset, settings=settings)
+
+
+@plugins_app.callback(invoke_without_command=True)
+def plugins(ctx: typer.Context, as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
+    """List registered components: name, family, package, version, module."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from plm_index.plugin_info import plugin_rows
+
+    rows = plugin_rows(default_registry())
+    if as_json:
+        print(json.dumps(rows, indent=1))
+        return
+    # Names are what users type: never cut. A table on a terminal, aligned columns otherwise.
+    columns = ["name", "family", "package", "version", "module"]
+    widths = {c: max(len(c), *(len(r[c]) for r in rows)) for c in columns}
+    for row in [dict(zip(columns, columns, strict=True)), *rows]:
+        print("  ".join(row[c].ljust(widths[c]) for c in columns).rstrip())
+
+
+@plugins_app.command("show")
+def plugins_show(name: Annotated[str, typer.Argument(help="A registered name, e.g. bm25s (or family:name).")]) -> None:
+    """A component's config keys: type, default, constraints and what each does."""
+    from plm_index.plugin_info import render_show
+
+    print(render_show(default_registry().get(name)))
+
+
+@config_app.command("check")
+def config_check(file: Path, set_: SetOpt = None) -> None:
+    """Validate a config and print the resolved pipelines; runs nothing."""
+    job = load_job(file, default_registry(), set_ or [])
+    # Assemble every component (typed slots, pipeline types, cross-stage checks) without
+    # opening anything or loading a model.
+    Job(job, Path("(not opened)"), Settings(cache=False), default_registry())
+    out.print(job.describe(), highlight=False, markup=False)
+    out.print(f"[green]ok[/green]: {file} is valid")
+
+
+def ingest(
+    paths: Annotated[list[Path], typer.Argument(help="Files or folders for the [index] loader.")],
+    config: ConfigOpt,
+    set_: SetOpt = None,
+    index: IndexOpt = None,
+    prune: Annotated[bool, typer.Option(help="Delete stored documents the paths no longer yield.")] = False,
+    force: Annotated[bool, typer.Option(help="Re-process every document, recomputing cached work.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
+    executor: Annotated[
+        str | None, typer.Option(help="Where documents are processed: local (default) or ray ([executor] use).")
+    ] = None,
+    address: Annotated[
+        str | None, typer.Option(help="With --executor ray: the cluster, auto or HOST:PORT or ray://HOST:10001.")
+    ] = None,
+) -> None:
+    """Sync an index with files: new and changed documents are indexed, unchanged ones
+    skipped. Exits 1 when some files failed (the others are stored)."""
+    set_ = list(set_ or [])
+    if executor is not None:
+        set_.append(f"executor.use={executor}")
+    if address is not None:
+        if executor != "ray":
+            raise typer.BadParameter("--address needs --executor ray", param_hint="--address")
+        set_.append(f"executor.address={address}")
+    job = open_job(config, set_, None, index)
+    report = job.ingest(paths, force=force, prune=prune)
+    if as_json:
+        print(json.dumps({**report.as_dict(), "index_dir": str(job.index_dir)}, indent=1))
+    else:
+        _print_sync(report, job)
+    if report.failed:
+        raise typer.Exit(1)
+
+
+def delete(
+    doc_ids: Annotated[list[str], typer.Argument(help="Document ids to remove.")],
+    config: ConfigOpt,
+    set_: SetOpt = None,
+    dataset: DatasetOpt = None,
+    index: IndexOpt = None,
+) -> None:
+    """Remove documents (with their chunks and vectors) from an index. Exits 1 if an id is unknown."""
+    job = open_job(config, set_, dataset, index)
+    report = job.delete(doc_ids)
+    missing = [i for i in doc_ids if i not in set(report.deleted)]
+    n = len(report.deleted)
+    out.print(
+        f"deleted {n} document{'' if n == 1 else 's'} in {report.seconds:.1f}s; "
+        f"{report.chunks} chunks left in {job.index_dir}",
+        highlight=False,
+        markup=False,
+    )
+    if missing:
+        err.print(f"not found: {', '.join(missing)}", highlight=False, markup=False)
+        raise typer.Exit(1)
+
+
+def _print_sync(report: Any, job: Job) -> None:
+    out.print(report.summary(), highlight=False, markup=False)
+    out.print(f"index: {report.chunks} chunks in {job.index_dir} (model {report.model})", highlight=False, markup=False)
+    for failure in report.failed:
+        err.print(f"failed: {failure.path}: {failure.error}", highlight=False, markup=False)
+    for note in report.notes:
+        err.print(note, highlight=False, markup=False)
+    print_timings("ingest", report.timings)
+
+
+def query_payload(text: str, ranking: Any, timings: dict[str, float], filters: Any) -> dict[str, Any]:
+    """A query's result as JSON data: what `plm query --json` prints and `plm serve` returns."""
+    return {
+        "query": text,
+        "expanded": ranking.query.text,
+        "fired": list(ranking.query.fired),
+        "filters": filters,
+        "hits": [h.as_dict() for h in ranking.hits],
+        "timings_ms": {s: round(1000 * t, 3) for s, t in timings.items()},
+    }
+
+
+def print_query_result(payload: dict[str, Any]) -> None:
+    """The hit list `plm query` prints, from the JSON data (local or from a server)."""
+    if payload.get("fired"):
+        out.print(f"expanded ({', '.join(payload['fired'])}): {payload['expanded']}", highlight=False)
+    # A list, not a table: ids and heading paths are long and must not be cut.
+    for h in payload["hits"]:
+        srcs = " ".join(f"{s}#{v['rank']}" for s, v in h["sources"].items())
+        title = str(h["metadata"].get("title", ""))
+        shown = f"  {escape(title)}" if title and title != h["doc_id"] else ""
+        out.print(
+            f"[bold]{h['rank']}.[/bold] {h['score']:.4f}  [cyan]{escape(h['doc_id'])}[/cyan]{shown}  ({srcs})",
+            highlight=False,
+        )
+        if h["heading_path"]:
+            out.print("   " + " > ".join(h["heading_path"]), markup=False, highlight=False)
+        out.print("   " + " ".join(h["text"].split())[:200], markup=False, highlight=False)
+    if not payload["hits"]:
+        filters = payload.get("filters")
+        why = f" matches the filters {json.dumps(filters, default=str)}" if filters else " matches the query"
+        out.print(f"no match: no chunk{why}", highlight=False, markup=False)
+
+
+ServerOpt = Annotated[
+    str | None,
+    typer.Option("--server", help="Ask a running `plm serve` at this URL (default: PLM_SERVER) instead of an index."),
+]
+
+
+def query(
+    text: str,
+    config: Annotated[Path | None, typer.Option("--config", "-c", help="Job config (TOML).")] = None,
+    k: Annotated[int, typer.Option("-k", help="Hits to return.")] = 5,
+    set_: SetOpt = None,
+    dataset: DatasetOpt = None,
+    index: IndexOpt = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    filter_: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--filter",
+            help="Keep only chunks whose metadata matches; repeat to AND: team=storage, tags=db,backup "
+            "(one of), 'version>=2', 'updated<2024-06-01', 'team!=search'. Quote a value to keep it "
+            "a string: id='\"007\"'.",
+        ),
+    ] = None,
+    weight: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--weight",
+            help="Fusion weight of a source for this query, e.g. --weight dense=0.3 --weight bm25=1 "
+            "(replaces the fuser profile's weight of that source).",
+        ),
+    ] = None,
+    server: ServerOpt = None,
+) -> None:
+    """Query an index built by `plm ingest` or `plm run`, or a running `plm serve` (--server)."""
+    from plm_index import remote
+    from plm_index.cli_values import parse_filter_args, parse_weight_args
+
+    filters = parse_filter_args(filter_ or [])  # bad syntax fails before the index is opened
+    weights = parse_weight_args(weight or [])
+    url = remote.server_url(server) if config is None or server else None
+    if url:
+        body = {"text": text, "k": k, "filters": filters or None, **({"weights": weights} if weights else {})}
+        payload = remote.call(url, "POST", "/query", body)
+        payload.pop("corpus_version", None)
+    else:
+        if config is None:
+            raise typer.BadParameter("give the job config, or --server URL (or PLM_SERVER)", param_hint="'--config'")
+        job = open_job(config, set_, dataset, index)
+        ranking, timings = job.search(text, k=k, filters=filters or None, weights=weights or None)
+        payload = query_payload(text, ranking, timings, filters)
+    if as_json:
+        print(json.dumps(payload, indent=1, default=str))
+    else:
+        print_query_result(payload)
+
+
+def status(
+    server: ServerOpt = None, as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False
+) -> None:
+    """What a running `plm serve` holds and does (for a local index: `plm index stats`)."""
+    from plm_index import remote
+
+    url = remote.server_url(server)
+    if not url:
+        raise PlmUserError(
+            "plm status asks a running server: pass --server URL or set PLM_SERVER (for a local index: "
+            "plm index stats --config FILE)"
+        )
+    payload = remote.call(url, "GET", "/status")
+    if as_json:
+        print(json.dumps(payload, indent=1, default=str))
+        return
+    for key, value in payload.items():
+        shown = json.dumps(value, default=str) if isinstance(value, (dict, list)) else value
+        out.print(f"{key:>16}: {shown}", highlight=False, markup=False)
+
+
+@index_app.command("stats")
+def index_stats(
+    config: ConfigOpt,
+    set_: SetOpt = None,
+    dataset: DatasetOpt = None,
+    index: IndexOpt = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Counts, model, dimensions and sizes of an index, and any damage or inconsistency."""
+    job = open_job(config, set_, dataset, index).open(create=False)
+    stats = job.store.stats()
+    problems = [*job.store.integrity_problems(), *map(str, job.store.consistency_problems())]
+    stats["problems"] = problems
+    stats["index_dir"] = str(job.index_dir)
+    stats["index_dir_bytes"] = sum(p.stat().st_size for p in job.index_dir.rglob("*") if p.is_file())
+    if as_json:
+        print(json.dumps(stats, indent=1, default=str))
+    else:
+        for key, value in stats.items():
+            shown = "; ".join(value) or "none" if key == "problems" else value
+            out.print(f"{key:>16}: {shown}", highlight=False, markup=False)
+    if problems:
+        err.print(
+            "the index is damaged or inconsistent: run `plm index rebuild`, or delete the index folder and "
+            "run `plm ingest` again",
+            highlight=False,
+            markup=False,
+        )
+        raise typer.Exit(1)
+
+
+@index_app.command("rebuild")
+def index_rebuild(config: ConfigOpt, set_: SetOpt = None, dataset: DatasetOpt = None, index: IndexOpt = None) -> None:
+    """Regenerate everything derived from the store: missing or damaged vectors (re-embedded)
+    and every retrieval index (BM25, ...)."""
+    job = open_job(config, set_, dataset, index)
+    report = job.rebuild()
+    for note in report.notes:
+        out.print(note, highlight=False, markup=False)
+    out.print(f"rebuilt from {report.chunks} stored chunks in {report.seconds:.1f}s", highlight=False)
+    print_timings("rebuild", report.timings)
+    problems = job.store.consistency_problems()
+    if problems:
+        raise PlmUserError(f"the store in {job.index_dir} is still inconsistent: {'; '.join(map(str, problems))}")
+
+
+def print_timings(what: str, timings: dict[str, Any]) -> None:
+    if timings:
+        out.print(f"{what} time: " + ", ".join(f"{k} {v:.2f}s" for k, v in timings.items()), highlight=False)
+
+
+@hookimpl(tryfirst=True)  # the index commands head `plm --help`
+def plm_register_commands(app: Any) -> None:
+    """`ingest`, `delete`, `query`, `status` and the `plugins`, `config` and `index` groups."""
+    for command in (ingest, delete, query, status):
+        app.command()(command)
+    app.add_typer(plugins_app, name="plugins")
+    app.add_typer(config_app, name="config")
+    app.add_typer(index_app, name="index")
