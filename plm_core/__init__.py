@@ -1,24 +1,8 @@
 """plm's kernel: records, components, pipelines, plugins, configs, contracts. Imports no ML
-library and none of the index runtime (`plm_index`); plugin authors import `plm`."""
+library and none of the index runtime (`plm_index`). Plugin authors import `plm`, which
+gathers what a stage needs from these modules."""
 
 from typing import Any
-
-from plm_core.component import BaseComponent, Component, ComponentConfig
-from plm_core.errors import ConfigError, PipelineError, PlmUserError, PluginError, TypeValidationError
-from plm_core.hookspecs import hookimpl
-from plm_core.pipeline import Pipeline
-from plm_core.records import (
-    Chunk,
-    Document,
-    EmbeddedQuery,
-    ExpandedQuery,
-    FusionConfig,
-    Hit,
-    PipelineResult,
-    Query,
-    RewrittenQuery,
-    ScoredChunk,
-)
 
 __version__ = "0.1.0"
 
@@ -29,28 +13,3 @@ def __getattr__(name: str) -> Any:
 
         return Job
     raise AttributeError(f"module 'plm_core' has no attribute {name!r}")
-
-
-__all__ = [
-    "BaseComponent",
-    "Chunk",
-    "Component",
-    "ComponentConfig",
-    "ConfigError",
-    "Document",
-    "EmbeddedQuery",
-    "ExpandedQuery",
-    "FusionConfig",
-    "Hit",
-    "Job",
-    "Pipeline",
-    "PipelineError",
-    "PipelineResult",
-    "PlmUserError",
-    "PluginError",
-    "Query",
-    "RewrittenQuery",
-    "ScoredChunk",
-    "TypeValidationError",
-    "hookimpl",
-]

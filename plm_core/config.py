@@ -164,21 +164,11 @@ def format_validation(err: ValidationError, where: str, model: type[BaseModel]) 
 def _expect(cls: Any, use: str, family: str, base: type | None, where: str, registry: Registry) -> None:
     """A slot takes one kind of component: say so, and what fits, before its parameters."""
     if base is not None and not (isinstance(cls, type) and issubclass(cls, base)):
-        kind = SLOT_KINDS.get(base.__name__, base.__name__.lower())
+        kind = base.__name__.lower()
         fitting = sorted(r.name for r in registry.all() if isinstance(r.cls, type) and issubclass(r.cls, base))
         raise ConfigError(
             f"{where}: {use!r} is a {family} component, not a {kind}; use one of: {', '.join(fitting) or '(none)'}"
         )
-
-
-SLOT_KINDS = {
-    "Store": "store",
-    "Embedder": "embedder",
-    "Retriever": "retriever",
-    "Fuser": "fuser",
-    "Loader": "loader",
-    "Executor": "executor",
-}
 
 
 def build_spec(table: Any, label: str, registry: Registry, path: Path, expect: type | None = None) -> StageSpec:

@@ -1,17 +1,10 @@
-"""Base classes for each family of stage, and the contracts between the core and them.
+"""Base classes for each family of stage, and the contracts between the runtime and them.
 
 A plugin subclasses one base and writes its abstract methods; a missing one fails when
-the class is defined (see `BaseComponent.__init_subclass__`). Array-valued arguments are
-numpy arrays at run time; the core never imports numpy at module level, so they are
-typed `Any` here.
-
-- Index protocol: a stage that keeps an index derived from the store subclasses `Index`
-  (`build` / `is_current` / `load` against a `Snapshot`); the core's `Searcher`
-  keeps every such stage current with the store's `CorpusVersion`.
-- Stores are four small contracts (`DocumentStore`, `ChunkReader`, `VectorStore`,
-  `StoreDiagnostics`) joined in `Store`.
-- An `Executor` runs the pure part of a sync (documents -> chunks and vectors) in this
-  process or on a cluster; the job stays the single writer of its store.
+the class is defined. Array arguments are numpy arrays at run time, typed `Any` here (the
+kernel imports no numpy). An `Index` is kept current with the store's `CorpusVersion` by
+the runtime; a `Store` joins four small contracts; an `Executor` runs the pure part of a
+sync (documents -> chunks and vectors) anywhere, while the job stays the single writer.
 """
 
 from __future__ import annotations
@@ -24,7 +17,7 @@ from typing import Any, ClassVar, Protocol
 
 from plm_core.component import BaseComponent
 from plm_core.errors import ConfigError
-from plm_core.records import (  # noqa: F401 - Ranking and friends are part of this API
+from plm_core.records import (
     BatchResult,
     Chunk,
     CorpusVersion,
@@ -166,13 +159,10 @@ class QueryExpander(BaseComponent[Query, ExpandedQuery]):
 
 
 class Index(ABC):
-    """A stage that keeps an index derived from the store (a BM25 matrix, an ANN graph).
-
-    The core calls `build` after ingest (with a folder: save it there, atomically, since
-    other processes may be loading) and at query time `load`, or `build` in memory when
-    `load` raises StaleIndexError (queries never write). Everything an index holds must be
-    rebuildable from the snapshot alone.
-    """
+    """A stage that keeps an index derived from the store (a BM25 matrix, an ANN graph): the
+    runtime calls `build` after ingest (with a folder: save there, atomically) and `load` at
+    query time, or `build` in memory when `load` raises StaleIndexError (queries never
+    write). Everything it holds must be rebuildable from the snapshot alone."""
 
     needs_vectors: ClassVar[bool] = False  # the snapshot's vectors are read (and checked) for it
 
@@ -247,12 +237,10 @@ class Reranker(RankingStage):
 
 # ---------------------------------------------------------------------------- executors
 class Executor(BaseComponent[object, object]):
-    """Where a sync's documents are turned into chunks and vectors: `local` (this process)
-    or a cluster. It gets the batches to process, the job's live `Processor` (to use in
-    this process) and the picklable `ProcessorRecipe` a worker elsewhere builds its own
-    from; it yields every batch's result exactly once, as soon as it is ready, in any
-    order. It never writes the store: the job commits each result (whole documents, so a
-    retried batch is harmless)."""
+    """Where a sync's documents become chunks and vectors: `local` (this process) or a
+    cluster, with the job's live processor or, elsewhere, one built from the picklable
+    recipe. It yields each batch's result once, as soon as ready, in any order, and never
+    writes the store: the job commits each result (whole documents: a retry is harmless)."""
 
     family = "executors"
 

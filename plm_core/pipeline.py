@@ -19,7 +19,6 @@ class Pipeline:
 
     def __init__(self) -> None:
         self.stages: list[Component] = []
-        self.last_timings: dict[str, float] = {}
 
     def add(self, stage: Component) -> Pipeline:
         if self.stages:
@@ -62,7 +61,6 @@ class Pipeline:
                 raise PipelineError(label, exc) from exc
             finally:
                 timings[label] = timings.get(label, 0.0) + time.perf_counter() - t0
-        self.last_timings = timings
         return PipelineResult(output=data, timings=timings)
 
     def __repr__(self) -> str:

@@ -1,8 +1,5 @@
-"""Immutable records that flow between stages.
-
-Every stage takes one of these (or a list of them) and returns another; nothing is
-mutated in place, so a stage can be re-run or cached on its input alone.
-"""
+"""Immutable records that flow between stages (nothing is mutated in place, so a stage can
+be re-run or cached on its input alone), and the plain values of the index runtime."""
 
 from __future__ import annotations
 
@@ -129,10 +126,6 @@ class ExpandedQuery(Query):
             weights=query.weights,
             original=query.text,
         )
-
-
-# The POC's name for a query rewritten before retrieval.
-RewrittenQuery = ExpandedQuery
 
 
 @dataclass(frozen=True)

@@ -17,9 +17,9 @@ from typing import Any
 from plm_core.component import BaseComponent, fits, type_name
 from plm_core.config import JobConfig, StageSpec
 from plm_core.errors import ConfigError, PlmUserError
-from plm_core.interfaces import Embedder, Executor, Loader, Ranking, Retriever, Store
+from plm_core.interfaces import Embedder, Executor, Loader, Retriever, Store
 from plm_core.pipeline import Pipeline
-from plm_core.records import Chunk, Document
+from plm_core.records import Chunk, Document, Ranking
 from plm_core.registry import Registry
 from plm_core.settings import Settings
 from plm_index.cache import CachedStage, ContentCache

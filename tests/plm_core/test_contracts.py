@@ -147,7 +147,7 @@ PROBE = '''
 import json
 from pathlib import Path
 
-from plm_core import ComponentConfig, hookimpl
+from plm import ComponentConfig, hookimpl
 from plm_core.interfaces import Reranker
 from plm_core.records import Ranking
 

@@ -2,9 +2,10 @@ from __future__ import annotations
 
 import pytest
 
-from plm_core import BaseComponent, Chunk, Document, Pipeline, PipelineError, Query, TypeValidationError
-from plm_core.component import ComponentConfig, fits
-from plm_core.records import ExpandedQuery
+from plm_core.component import BaseComponent, ComponentConfig, fits
+from plm_core.errors import PipelineError, TypeValidationError
+from plm_core.pipeline import Pipeline
+from plm_core.records import Chunk, Document, ExpandedQuery, Query
 
 
 class Split(BaseComponent[list[Document], list[Chunk]]):

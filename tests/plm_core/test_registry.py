@@ -4,7 +4,8 @@ import types
 
 import pytest
 
-from plm_core import BaseComponent, PluginError
+from plm_core.component import BaseComponent
+from plm_core.errors import PluginError
 from plm_core.hookspecs import hookimpl
 from plm_core.registry import Registry, build_registry
 

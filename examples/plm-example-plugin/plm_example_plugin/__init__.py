@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
-from plm_core import BaseComponent, ComponentConfig, Query, hookimpl
+from plm import BaseComponent, ComponentConfig, Query, hookimpl
 
 DEFAULT_DROP = ["how", "do", "does", "i", "we", "can", "what", "is", "are", "the", "a", "an", "to", "my", "our"]
 

@@ -46,8 +46,7 @@ class _FixedJob:
         self.runs = runs
 
     def search(self, query):  # type: ignore[no-untyped-def]
-        from plm_core.interfaces import Ranking
-        from plm_core.records import ExpandedQuery, Hit
+        from plm_core.records import ExpandedQuery, Hit, Ranking
 
         docs = self.runs[query.id][: query.k]
         hits = tuple(Hit(chunk_id=f"{d}#{i}", doc_id=d, score=1.0 / (i + 1), rank=i) for i, d in enumerate(docs))

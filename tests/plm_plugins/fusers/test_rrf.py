@@ -99,3 +99,28 @@ def test_single_source_and_empty() -> None:
     assert _scores(fuser.fuse({"bm25": _ranking("bm25", "a")}, settings)) == [("a", 1 / 60)]
     assert fuser.fuse({}, settings) == []
     assert _scores(fuser.run({"dense": _ranking("dense", "a b")})) == [("a", 1 / 60), ("b", 1 / 61)]
+
+
+def test_defaults_follow_the_retrievers_configured() -> None:
+    fuser = RRFFuser()
+    fuser.check_sources(["bm25", "mine"])  # what the hybrid stage does with its retrievers
+    plain = fuser.settings_for(ExpandedQuery(text="q", k=5), 100)
+    assert plain.weights == {"bm25": 1.0, "mine": 1.0}
+    # the POC's expanded profile belongs to its dense + bm25 pair: other sources get default
+    assert fuser.settings_for(ExpandedQuery(text="q", k=5, profile="expanded"), 100).profile == "default"
+    # order: bm25 (of the usual pair) first, then the others in their table order
+    fused = fuser.fuse({"mine": _ranking("mine", "x"), "bm25": _ranking("bm25", "p")}, plain)
+    assert [s.chunk_id for s in fused] == ["p", "x"]
+    # weights given must still name exactly the retrievers
+    with pytest.raises(ConfigError, match="missing"):
+        RRFFuser(default={"weights": {"bm25": 1.0}}).check_sources(["bm25", "mine"])
+
+
+def test_a_profile_given_in_part_keeps_its_other_defaults() -> None:
+    fuser = RRFFuser(expanded={"candidates_factor": 5})
+    fuser.check_sources(["dense", "bm25"])
+    expanded = fuser.settings_for(ExpandedQuery(text="q", k=5, profile="expanded"), 1000)
+    # k 10 and the weights 0.3/3.0 stay the expanded profile's; only candidates changed
+    assert expanded == FusionConfig(
+        candidates=25, weights={"dense": 0.3, "bm25": 3.0}, profile="expanded", params={"k": 10}
+    )

@@ -10,8 +10,7 @@ from plm_toys import bag_of_words
 
 from plm_core.config import load_job
 from plm_core.errors import PlmUserError
-from plm_core.interfaces import Ranking
-from plm_core.records import Chunk, Document, ExpandedQuery
+from plm_core.records import Chunk, Document, ExpandedQuery, Ranking
 from plm_core.registry import Registry
 from plm_core.settings import Settings
 from plm_index.job import Job
