@@ -43,7 +43,8 @@ class Snapshot(Protocol):
     metadata: list[dict[str, Any]]
     n_chunks: int
     vectors: Any  # float32 (n_chunks, dim), checked against the job's model
-    vectors_model: str | None
+    vectors_model: str | None  # the model the store records for its vectors
+    model: str | None  # the model the job loads (vectors of another are refused)
 
     @property
     def empty(self) -> bool: ...

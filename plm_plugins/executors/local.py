@@ -6,10 +6,9 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 from plm_core.hookspecs import hookimpl
-from plm_core.interfaces import Executor
+from plm_core.interfaces import BatchProcessor, Executor, ProcessorFactory
 from plm_core.records import BatchResult, Document
 from plm_core.registry import Registry
-from plm_index.sync import Processor, ProcessorRecipe
 
 
 class LocalExecutor(Executor):
@@ -19,7 +18,7 @@ class LocalExecutor(Executor):
     name = "local"
 
     def process(
-        self, batches: Sequence[Sequence[Document]], local: Processor, recipe: ProcessorRecipe, read_cache: bool
+        self, batches: Sequence[Sequence[Document]], local: BatchProcessor, recipe: ProcessorFactory, read_cache: bool
     ) -> Iterator[BatchResult]:
         yield from local.process_all(batches, read_cache)
 

@@ -22,10 +22,9 @@ from pydantic import Field
 from plm_core.component import ComponentConfig
 from plm_core.errors import PlmUserError
 from plm_core.hookspecs import hookimpl
-from plm_core.interfaces import Executor
+from plm_core.interfaces import BatchProcessor, Executor, ProcessorFactory
 from plm_core.records import BatchResult, Document
 from plm_core.registry import Registry
-from plm_index.sync import Processor, ProcessorRecipe
 
 
 class RayExecutor(Executor):
@@ -46,7 +45,7 @@ class RayExecutor(Executor):
     config: Config
 
     def process(
-        self, batches: Sequence[Sequence[Document]], local: Processor, recipe: ProcessorRecipe, read_cache: bool
+        self, batches: Sequence[Sequence[Document]], local: BatchProcessor, recipe: ProcessorFactory, read_cache: bool
     ) -> Iterator[BatchResult]:
         if not batches:
             return
@@ -101,7 +100,7 @@ class RayExecutor(Executor):
 class _BatchWorker:
     """One actor: builds the job's stages once, then processes one batch per call."""
 
-    def __init__(self, recipe: ProcessorRecipe, read_cache: bool) -> None:
+    def __init__(self, recipe: ProcessorFactory, read_cache: bool) -> None:
         os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
         self.processor, self.read_cache = recipe.build(), read_cache
 

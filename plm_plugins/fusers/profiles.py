@@ -105,7 +105,7 @@ class ProfiledFuser(Fuser):
         }
 
     def _order(self) -> list[str]:
-        if "order" in self._config.model_fields_set:
+        if "order" in cast(Any, self._config).model_fields_set:
             return list(self._config.order)
         return [s for s in DEFAULT_SOURCES if s in self.sources]
 

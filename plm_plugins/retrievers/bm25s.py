@@ -24,10 +24,9 @@ from pydantic import Field
 from plm_core.component import ComponentConfig
 from plm_core.errors import MissingDependencyError, StaleIndexError, StoreError
 from plm_core.hookspecs import hookimpl
-from plm_core.interfaces import Retriever
+from plm_core.interfaces import Retriever, Snapshot
 from plm_core.records import CorpusVersion, ExpandedQuery, ScoredChunk
 from plm_index import builds
-from plm_index.corpus import CorpusSnapshot
 from plm_index.ranking import top_n
 from plm_plugins.retrievers.columns import IDS_FILE, load_ids, save_ids
 
@@ -112,7 +111,7 @@ class BM25Retriever(Retriever):
         """What the saved index depends on (search-time options left out)."""
         return {"format": FORMAT, **self.config.model_dump(exclude={"drop_zero_scores"})}
 
-    def build(self, snapshot: CorpusSnapshot, index_dir: Path | None) -> None:
+    def build(self, snapshot: Snapshot, index_dir: Path | None) -> None:
         texts = snapshot.index_texts
         retriever = self._index(texts)
         self._retriever, self._n_docs = retriever, len(texts)
@@ -132,7 +131,7 @@ class BM25Retriever(Retriever):
     def is_current(self, version: CorpusVersion, index_dir: Path) -> bool:
         return builds.build_matches(self.index_path(index_dir, version), version, self._settings(), META_FILE)
 
-    def load(self, snapshot: CorpusSnapshot, index_dir: Path) -> None:
+    def load(self, snapshot: Snapshot, index_dir: Path) -> None:
         path, version, n_chunks = self.index_path(index_dir, snapshot.version), snapshot.version, snapshot.n_chunks
         what = f"BM25 index {self.label!r} under {self.index_base(index_dir)}"
         meta = builds.open_build(path, version, self._settings(), what, META_FILE)

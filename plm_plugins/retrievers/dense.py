@@ -17,10 +17,9 @@ from typing import TYPE_CHECKING, Any, Literal
 from plm_core.component import ComponentConfig
 from plm_core.errors import StaleIndexError, StoreError
 from plm_core.hookspecs import hookimpl
-from plm_core.interfaces import Embedder, Retriever, require_embedder
+from plm_core.interfaces import Embedder, Retriever, Snapshot, require_embedder
 from plm_core.records import CorpusVersion, EmbeddedQuery, ExpandedQuery, ScoredChunk
 from plm_index import builds
-from plm_index.corpus import CorpusSnapshot
 from plm_index.ranking import top_n
 from plm_plugins.retrievers.columns import IDS_FILE, VECTORS_FILE, load_ids, load_vectors, save_ids, save_vectors
 
@@ -65,7 +64,7 @@ class DenseRetriever(Retriever):
                 f"retriever {self.label!r}: {matrix.shape[0] if matrix.ndim else 0} vectors for "
                 f"{len(chunk_ids)} chunks; run `plm ingest --force` to rebuild them"
             )
-        self._matrix, self._chunk_ids = matrix, list(chunk_ids)
+        self._matrix, self._chunk_ids = matrix, list(chunk_ids)  # type: Any, Sequence[str]
 
     # ------------------------------------------------------------------ index
     def vectors_base(self, index_dir: Path) -> Path:
@@ -74,7 +73,7 @@ class DenseRetriever(Retriever):
     def _vectors_path(self, index_dir: Path, version: CorpusVersion) -> Path:
         return builds.build_path(self.vectors_base(index_dir), version, {"format": VECTORS_FORMAT})
 
-    def build(self, snapshot: CorpusSnapshot, index_dir: Path | None) -> None:
+    def build(self, snapshot: Snapshot, index_dir: Path | None) -> None:
         self._take(snapshot.chunk_ids, snapshot.vectors)
         if index_dir is not None:
             matrix, ids = self._matrix, self._chunk_ids
@@ -91,7 +90,7 @@ class DenseRetriever(Retriever):
         path = self._vectors_path(index_dir, version)
         return builds.build_matches(path, version, {"format": VECTORS_FORMAT}, VECTORS_META)
 
-    def load(self, snapshot: CorpusSnapshot, index_dir: Path) -> None:
+    def load(self, snapshot: Snapshot, index_dir: Path) -> None:
         path, version, rows = self._vectors_path(index_dir, snapshot.version), snapshot.version, snapshot.n_chunks
         what = f"vectors of {self.label!r} under {self.vectors_base(index_dir)}"
         meta = builds.open_build(path, version, {"format": VECTORS_FORMAT}, what, VECTORS_META)

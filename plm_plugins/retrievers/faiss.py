@@ -30,9 +30,9 @@ from pydantic import Field
 
 from plm_core.errors import MissingDependencyError, StaleIndexError, StoreError
 from plm_core.hookspecs import hookimpl
+from plm_core.interfaces import Snapshot
 from plm_core.records import CorpusVersion, ExpandedQuery, ScoredChunk
 from plm_index import builds
-from plm_index.corpus import CorpusSnapshot
 from plm_index.ranking import top_n
 from plm_plugins.retrievers.dense import DenseRetriever
 
@@ -111,7 +111,7 @@ class FaissRetriever(DenseRetriever):
             return max(1, min(self.config.nlist, rows))  # k-means needs a point per list
         return max(1, min(round(4 * math.sqrt(rows)), rows // MIN_POINTS_PER_LIST))
 
-    def build(self, snapshot: CorpusSnapshot, index_dir: Path | None) -> None:
+    def build(self, snapshot: Snapshot, index_dir: Path | None) -> None:
         super().build(snapshot, index_dir)  # the exact vectors (_matrix, _chunk_ids)
         rows = self._matrix.shape[0]
         index = self._new_index(self._matrix) if rows else None
@@ -161,7 +161,7 @@ class FaissRetriever(DenseRetriever):
         # (no HNSW rebuild for that); `load` then reads the exact vectors from the store.
         return builds.build_matches(self.index_path(index_dir, version), version, self._settings(), META_FILE)
 
-    def load(self, snapshot: CorpusSnapshot, index_dir: Path) -> None:
+    def load(self, snapshot: Snapshot, index_dir: Path) -> None:
         path, version = self.index_path(index_dir, snapshot.version), snapshot.version
         what = f"faiss index {self.label!r} under {self.index_base(index_dir)}"
         meta = builds.open_build(path, version, self._settings(), what, META_FILE)

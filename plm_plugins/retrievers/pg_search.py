@@ -18,9 +18,8 @@ from pydantic import Field
 
 from plm_core.component import ComponentConfig
 from plm_core.errors import ConfigError, StoreError
-from plm_core.interfaces import Embedder, Retriever, require_embedder
+from plm_core.interfaces import Embedder, Retriever, Snapshot, require_embedder
 from plm_core.records import CorpusVersion, EmbeddedQuery, ExpandedQuery, ScoredChunk
-from plm_index.corpus import CorpusSnapshot
 from plm_index.search import CorpusView
 
 MAX_WORDS = 256  # distinct query words a keyword search ORs together
@@ -75,7 +74,7 @@ class PostgresRetriever(Retriever):
     def wants_hnsw(self) -> bool:
         return self.uses_vectors and not getattr(self.config, "exact", True)
 
-    def build(self, snapshot: CorpusSnapshot, index_dir: Path | None) -> None:
+    def build(self, snapshot: Snapshot, index_dir: Path | None) -> None:
         self.load(snapshot, index_dir or Path("."))
         if index_dir is not None and self.wants_hnsw:  # after an ingest (queries never write)
             self.store.ensure_hnsw(self.dim)
@@ -86,7 +85,7 @@ class PostgresRetriever(Retriever):
             return True
         return bool(self.store.has_hnsw(int(self.store.get_meta("dimension") or 0)))
 
-    def load(self, snapshot: CorpusSnapshot, index_dir: Path) -> None:
+    def load(self, snapshot: Snapshot, index_dir: Path) -> None:
         if not self.uses_vectors:
             return
         embedder = require_embedder(self, "embeds the query")
