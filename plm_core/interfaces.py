@@ -131,7 +131,8 @@ class Embedder(BaseComponent[list[str], Any]):
         """A float32 matrix, one row per text."""
 
     def embed_query(self, text: str) -> Any:
-        """One query's vector; override when queries are embedded differently (prefixes)."""
+        """One query's vector (warming up first); override when queries are embedded differently."""
+        self.ensure_warm()
         return self.embed([text])[0]
 
     def run(self, data: list[str]) -> Any:

@@ -35,7 +35,6 @@ class QueryEmbedder(BaseComponent[ExpandedQuery, EmbeddedQuery]):
 
     def run(self, data: ExpandedQuery) -> EmbeddedQuery:
         embedder = require_embedder(self, "needs the job's embedder to embed queries")
-        embedder.ensure_warm()
         return EmbeddedQuery.with_vector(data, embedder.embed_query(data.text), embedder.model_name)
 
 

@@ -162,3 +162,86 @@ def use_onnx(model: Any, path: Path, threads: int) -> None:
             return {"last_hidden_state": torch.from_numpy(hidden)}
 
     setattr(module, attribute, OnnxTransformer())
+
+
+def find_export(models_dir: Path, model_version: str, quantize: str) -> Path | None:
+    """An existing export of this model version (any torch version traced it: the function is
+    the same), found without importing torch; None when there is none yet."""
+    found = []
+    for source in (models_dir / "onnx").glob("*/source.json"):
+        try:
+            same = json.loads(source.read_text()).get("model_version") == model_version
+        except (OSError, ValueError):
+            continue
+        target = source.parent / FILES[quantize]
+        if same and target.is_file():
+            found.append((target.stat().st_mtime_ns, target))
+    return max(found)[1] if found else None
+
+
+class QueryEncoder:
+    """One query's vector with no torch and no sentence-transformers: the model's own fast
+    tokenizer (`tokenizer.json`), the exported transformer in ONNX Runtime, and the model's
+    pooling and normalisation in numpy, as sentence-transformers computes them (within 1e-5).
+    `load` returns None for a model it cannot follow (another pooling, extra modules, no
+    tokenizer.json, no export yet); the embedder then takes the full path."""
+
+    def __init__(self, tokenizer: Any, session: Any, mean: bool, normalize: bool, lower: bool) -> None:
+        self.tokenizer, self.session, self.mean, self.normalize, self.lower = tokenizer, session, mean, normalize, lower
+        self.inputs = [i.name for i in session.get_inputs()]
+
+    @classmethod
+    def load(cls, path: Path, export: Path, max_seq_length: int | None, threads: int) -> QueryEncoder | None:
+        try:
+            modules = [m["type"].rsplit(".", 1)[-1] for m in json.loads((path / "modules.json").read_text())]
+            pooling = json.loads((path / "1_Pooling" / "config.json").read_text())
+            bert = _json_or_empty(path / "sentence_bert_config.json")
+            longest = _json_or_empty(path / "tokenizer_config.json").get("model_max_length")
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return None
+        # sentence-transformers < 6 writes pooling_mode_<mode>_tokens flags, 6 one pooling_mode
+        modes = {k.removeprefix("pooling_mode_") for k, v in pooling.items() if k.startswith("pooling_mode_") and v}
+        modes |= {pooling["pooling_mode"]} if isinstance(pooling.get("pooling_mode"), str) else set()
+        if modules[:2] != ["Transformer", "Pooling"] or set(modules[2:]) - {"Normalize"} or len(modes) != 1:
+            return None
+        if modes - {"mean_tokens", "mean", "cls_token", "cls"} or not (path / "tokenizer.json").is_file():
+            return None
+        if not max_seq_length:  # as sentence-transformers: its own setting, else the tokenizer's
+            max_seq_length = bert.get("max_seq_length") or (longest if isinstance(longest, int) else None) or 512
+        import onnxruntime as ort
+        from tokenizers import Tokenizer
+
+        tokenizer = Tokenizer.from_file(str(path / "tokenizer.json"))
+        tokenizer.no_padding()
+        tokenizer.enable_truncation(min(int(max_seq_length), 1 << 20))
+        options = ort.SessionOptions()
+        options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
+        session = ort.InferenceSession(str(export), options, providers=["CPUExecutionProvider"])
+        mean = bool(modes & {"mean_tokens", "mean"})
+        return cls(tokenizer, session, mean, "Normalize" in modules, bool(bert.get("do_lower_case")))
+
+    def encode(self, text: str, normalize: bool) -> Any:
+        import numpy as np
+
+        text = text.strip()  # as sentence-transformers' Transformer.tokenize
+        encoding = self.tokenizer.encode(text.lower() if self.lower else text)
+        features = {
+            "input_ids": encoding.ids,
+            "attention_mask": encoding.attention_mask,
+            "token_type_ids": encoding.type_ids,
+        }
+        feed = {name: np.asarray([features[name]], dtype=np.int64) for name in self.inputs}
+        (hidden,) = self.session.run(["last_hidden_state"], feed)
+        tokens = hidden[0].astype(np.float32)
+        if self.mean:
+            mask = np.asarray(encoding.attention_mask, dtype=np.float32)[:, None]
+            vector = (tokens * mask).sum(axis=0) / max(float(mask.sum()), 1e-9)
+        else:
+            vector = tokens[0]
+        if normalize or self.normalize:
+            vector = vector / max(float(np.linalg.norm(vector)), 1e-12)
+        return np.ascontiguousarray(vector, dtype=np.float32)
+
+
+def _json_or_empty(path: Path) -> dict[str, Any]:
+    return dict(json.loads(path.read_text())) if path.is_file() else {}

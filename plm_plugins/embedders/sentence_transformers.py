@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+import os
 from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
@@ -142,6 +143,8 @@ class SentenceTransformerEmbedder(Embedder):
     @property
     def model_name(self) -> str:
         """The model actually loaded, as the config named it (e.g. "all-MiniLM-L6-v2")."""
+        if not self._warm and self._query_encoder() is not None:
+            return self.expected_model_name  # what the torch-free query path loaded
         self.ensure_warm()
         return self._name
 
@@ -152,16 +155,36 @@ class SentenceTransformerEmbedder(Embedder):
         load and another is used, the search refuses the vectors (see `Searcher.search`)."""
         if self._warm:
             return self._name
+        return self._located()[0]
+
+    def _located(self) -> tuple[str, Path]:
+        """The first candidate found and its folder, without loading it."""
         if getattr(self, "_expected", None) is None:
             settings = self._settings()
-            self._expected, _ = models.locate(
+            found: list[Path] = []
+            name, _ = models.locate(
                 self.candidates,
                 models.hub_offline(settings.offline),
-                lambda n, p: None,
+                lambda n, p: found.append(p),  # type: ignore[func-returns-value]
                 f"embedder {self.label!r}",
                 FIX_HINT,
             )
-        return str(self._expected)
+            self._expected = (name, found[-1])
+        return self._expected
+
+    def _query_encoder(self) -> onnx_backend.QueryEncoder | None:
+        """With backend = "onnx" and the model exported already: queries are embedded with
+        no torch and no sentence-transformers import (a cold `plm query` in seconds less)."""
+        if "_light" not in self.__dict__:
+            self._light = None
+            if self.config.backend == "onnx" and importlib.util.find_spec("onnxruntime") is not None:
+                _, path = self._located()
+                models_dir = Path(self._settings().data_dir) / "models"
+                export = onnx_backend.find_export(models_dir, _model_version(path), self.config.quantize)
+                if export is not None and importlib.util.find_spec("tokenizers") is not None:
+                    threads = os.cpu_count() or 1
+                    self._light = onnx_backend.QueryEncoder.load(path, export, self.config.max_seq_length, threads)
+        return self._light
 
     @property
     def model_path(self) -> Path:
@@ -209,18 +232,22 @@ class SentenceTransformerEmbedder(Embedder):
         evaluation asks for the same query at two depths."""
         import numpy as np
 
-        self.ensure_warm()
         cache: OrderedDict[str, Any] = self.__dict__.setdefault("_recent", OrderedDict())
         if text in cache:
             cache.move_to_end(text)
             return cache[text]
-        vector = self._model.encode(
-            self.config.query_prefix + text,
-            batch_size=self.config.batch_size,
-            normalize_embeddings=self.config.normalize,
-            show_progress_bar=False,
-            convert_to_numpy=True,
-        )
+        light = None if self._warm else self._query_encoder()
+        if light is not None:
+            vector = light.encode(self.config.query_prefix + text, self.config.normalize)
+        else:
+            self.ensure_warm()
+            vector = self._model.encode(
+                self.config.query_prefix + text,
+                batch_size=self.config.batch_size,
+                normalize_embeddings=self.config.normalize,
+                show_progress_bar=False,
+                convert_to_numpy=True,
+            )
         vector = np.ascontiguousarray(vector, dtype=np.float32)
         vector.flags.writeable = False  # shared between callers through the cache
         cache[text] = vector

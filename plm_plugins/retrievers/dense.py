@@ -117,9 +117,7 @@ class DenseRetriever(Retriever):
 
         vector = query.vector if isinstance(query, EmbeddedQuery) else None
         if vector is None:
-            embedder = require_embedder(self, "needs chunk and query vectors")
-            embedder.ensure_warm()
-            vector = embedder.embed_query(query.text)
+            vector = require_embedder(self, "needs chunk and query vectors").embed_query(query.text)
         vector = np.asarray(vector, dtype=np.float32).reshape(-1)
         if self._matrix.shape[0] and vector.shape[0] != self._matrix.shape[1]:
             raise StoreError(

@@ -127,3 +127,52 @@ def test_minilm_onnx_matches_torch(minilm_path: str, tmp_path: Path) -> None:
     torch_vectors = _embedder(minilm_path, tmp_path).embed(texts)
     onnx_vectors = _embedder(minilm_path, tmp_path, backend="onnx").embed(texts)
     assert np.abs(onnx_vectors - torch_vectors).max() < 1e-5
+
+
+def test_queries_need_no_torch_once_exported_and_match_the_full_path(tiny_model: str, tmp_path: Path) -> None:
+    full = _embedder(tiny_model, tmp_path, backend="onnx")
+    full.ensure_warm()  # exports the model, then embeds through sentence-transformers
+    expected = [full.embed_query(t) for t in TEXTS]
+    light = _embedder(tiny_model, tmp_path, backend="onnx")
+    assert light._query_encoder() is not None
+    got = [light.embed_query(t) for t in TEXTS]  # the long one is cut at max_seq_length, as above
+    assert not light._warm and light.model_name == full.model_name  # no model was loaded
+    for want, have in zip(expected, got, strict=True):
+        np.testing.assert_allclose(have, want, atol=1e-5)
+    # not exported yet (another data folder): the full path, which exports
+    fresh = _embedder(tiny_model, tmp_path / "other", backend="onnx")
+    assert fresh._query_encoder() is None
+    np.testing.assert_allclose(fresh.embed_query(TEXTS[0]), expected[0], atol=1e-5)
+    assert fresh._warm
+
+
+def test_a_cold_hybrid_query_imports_no_torch(tiny_model: str, tmp_path: Path) -> None:
+    import json
+    import os
+    import subprocess
+    import sys
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for i, text in enumerate(TEXTS):
+        (docs / f"d{i}.md").write_text(f"# Doc {i}\n\n{text}\n")
+    config = tmp_path / "job.toml"
+    config.write_text(
+        f'[job]\nname = "cold"\n[embedder]\nuse = "sentence_transformers"\nmodel = {json.dumps(tiny_model)}\n'
+        'backend = "onnx"\n[index.load]\nuse = "markdown_dir"\n[index.chunk]\nuse = "markdown_semantic"\n'
+        '[query.embed]\nuse = "embed_query"\n[query.retrieve]\nuse = "hybrid"\n'
+        '[query.retrieve.retrievers.dense]\nuse = "dense"\n[query.retrieve.retrievers.bm25]\nuse = "bm25s"\n'
+        '[query.retrieve.fuser]\nuse = "rrf"\n'
+    )
+    env = {**os.environ, "PLM_DATA_DIR": str(tmp_path / "data"), "PLM_PROGRESS": "0", "HF_HUB_OFFLINE": "1"}
+    cli = [sys.executable, "-m", "plm_core.cli"]
+    res = subprocess.run([*cli, "ingest", str(docs), "-c", str(config)], capture_output=True, text=True, env=env)
+    assert res.returncode == 0, res.stderr
+    probe = (
+        "import sys\nfrom plm_index.job import Job\n"
+        f"hits = Job.from_config({str(config)!r}).retrieve('gold', k=2)\n"
+        "print(hits[0].doc_id, 'torch' in sys.modules, 'sentence_transformers' in sys.modules)"
+    )
+    res = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, timeout=300)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.split() == ["d2", "False", "False"]
