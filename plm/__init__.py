@@ -22,7 +22,8 @@ plus an entry point in the package's pyproject (`[project.entry-points.plm] shou
 
 What is here:
 - families: `Loader`, `Chunker`, `ChunkTransform`, `Embedder`, `QueryExpander`,
-  `Retriever`, `Fuser`, `RankingStage`, `Reranker`, `Store`, `Executor`, and `Index`
+  `Retriever`, `Fuser`, `RankingStage`, `Reranker`, `Store`, `Executor`, `Tokenizer` (a
+  part of the stage that tokenizes, e.g. `tokenizer = "snowball"` in a bm25s table), and `Index`
   for a stage that keeps an index derived from the store (`SavedIndex`: the same with a
   plain index/save/open_saved path; the runtime versions, checksums and swaps builds);
 - records: `Document`, `Chunk`, `Query`, `ExpandedQuery`, `EmbeddedQuery`, `ScoredChunk`,
@@ -66,6 +67,7 @@ from plm_core.interfaces import (
     Retriever,
     Snapshot,
     Store,
+    Tokenizer,
     require_embedder,
 )
 from plm_core.records import (
@@ -145,6 +147,7 @@ __all__ = [
     "StaleIndexError",
     "Store",
     "StoreError",
+    "Tokenizer",
     "hookimpl",
     "require_embedder",
     # loaded on first use (_LAZY)

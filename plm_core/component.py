@@ -67,7 +67,8 @@ class BaseComponent(Generic[In, Out], metaclass=ABCMeta):
             )
 
     def __init__(self, config: ComponentConfig | None = None, /, *, label: str | None = None, **kwargs: Any) -> None:
-        given = {key: kwargs.pop(key) for key in (*self.needs, *self.parts) if key in kwargs}
+        # A part given by name or table (tokenizer="snowball") stays config: the component resolves it.
+        given = {k: kwargs.pop(k) for k in (*self.needs, *self.parts) if k in kwargs and not _names(kwargs[k])}
         self.config = config if config is not None else self.Config(**kwargs)
         if config is not None and kwargs:
             raise TypeError(f"{type(self).__name__}: unexpected arguments {sorted(kwargs)}")
@@ -114,6 +115,10 @@ class BaseComponent(Generic[In, Out], metaclass=ABCMeta):
 # its shared embedder (or None), the folder of its config file (for relative paths), and
 # the live corpus view (`plm_index.search.CorpusView`: filter masks and hit lookup).
 RESOURCES = frozenset({"settings", "embedder", "config_dir", "corpus"})
+
+
+def _names(value: Any) -> bool:
+    return isinstance(value, str) or (isinstance(value, dict) and "use" in value)
 
 
 def type_name(tp: Any) -> str:

@@ -186,6 +186,9 @@ def build_spec(table: Any, label: str, registry: Registry, path: Path, expect: t
     cls: Any = reg.cls
     _expect(cls, reg.name, reg.family, expect, where, registry)
     parts: dict[str, type] = dict(getattr(cls, "parts", {}))
+    for key in parts:  # a part by name alone: `tokenizer = "bm25s_stem"`
+        if isinstance(params.get(key), str):
+            params[key] = {"use": params[key]}
     nested: dict[str, Any] = {}
     for key, value in list(params.items()):
         if isinstance(value, dict) and "use" in value:

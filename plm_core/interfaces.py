@@ -151,6 +151,24 @@ def require_embedder(component: BaseComponent[Any, Any], why: str) -> Embedder:
     return embedder  # type: ignore[no-any-return]
 
 
+class Tokenizer(BaseComponent[list[str], list[list[str]]]):
+    """Texts -> tokens, deterministic: a part of the stage that tokenizes (`tokenizer = "snowball"`).
+    `identity` goes into that index's build settings: a changed tokenizer rebuilds the index."""
+
+    family = "tokenizers"
+    input_type = list[str]
+    output_type = list[list[str]]
+
+    @abstractmethod
+    def tokenize(self, texts: Sequence[str]) -> list[list[str]]:
+        """Each text's tokens, in order, repeats kept (BM25 counts them)."""
+
+    @property
+    def identity(self) -> dict[str, Any]:
+        """What the tokens depend on: name and settings (override to add e.g. a data version)."""
+        return {"name": getattr(self, "name", type(self).__name__), **self.config.model_dump(mode="json")}
+
+
 class QueryExpander(BaseComponent[Query, ExpandedQuery]):
     """A query -> the text retrieval searches for. An expander may name the fusion profile
     the query should get (`ExpandedQuery.profile`); the fuser's config maps names to settings."""

@@ -71,6 +71,9 @@ class Assembler:
                 raise ConfigError(f"{self.path} [{spec.label}.{key}]: {spec.use!r} takes no component table here")
         for key, base in cls.parts.items():
             nested = spec.nested.get(key)
+            field = type(spec.config).model_fields.get(key)
+            if nested is None and field is not None and not field.is_required():
+                continue  # left to its default, which the component resolves (bm25s's tokenizer)
             if nested is None:
                 raise ConfigError(
                     f"{self.path} [{spec.label}]: {spec.use!r} needs [{spec.label}.{key}] table(s) naming a "

@@ -24,8 +24,9 @@ from pydantic import Field
 from plm_core.component import ComponentConfig
 from plm_core.errors import MissingDependencyError, StaleIndexError, StoreError
 from plm_core.hookspecs import hookimpl
-from plm_core.interfaces import Retriever, Snapshot
+from plm_core.interfaces import Retriever, Snapshot, Tokenizer
 from plm_core.records import CorpusVersion, ExpandedQuery, ScoredChunk
+from plm_core.registry import default_registry
 from plm_index import builds
 from plm_index.ranking import top_n
 from plm_plugins.retrievers.columns import IDS_FILE, load_ids, save_ids
@@ -41,11 +42,16 @@ class BM25Retriever(Retriever):
     """Sparse lexical retrieval; ranks by the full score vector like the POC."""
 
     name = "bm25s"
+    parts = {"tokenizer": Tokenizer}
+    tokenizer: Tokenizer | None
 
     class Config(ComponentConfig):
-        tokenizer: Literal["whitespace_lower", "bm25s_stem"] = "whitespace_lower"
-        """whitespace_lower: `text.lower().split()` (the POC: no stopwords, no stemming);
-        bm25s_stem: bm25s's regex tokenizer, English stopwords, Snowball English stemmer."""
+        tokenizer: str | dict[str, Any] = "whitespace_lower"
+        """The tokenizer (a `tokenizers` plugin, see `plm plugins`): its name, or a table with `use`
+        and its settings ([...bm25.tokenizer] use = "snowball", language = "german").
+        whitespace_lower: `text.lower().split()` (the POC); bm25s_stem: bm25s's regex, English stop
+        words, Snowball English stemmer; snowball: any language; identifiers: camelCase and
+        snake_case names split into words too."""
         method: Literal["rank_bm25_okapi", "robertson", "lucene", "atire", "bm25l", "bm25+"] = "rank_bm25_okapi"
         """The BM25 variant: rank_bm25_okapi is the POC's rank_bm25.BM25Okapi, bit for bit; the
         others are bm25s's own."""
@@ -69,31 +75,23 @@ class BM25Retriever(Retriever):
     config: Config
 
     # ------------------------------------------------------------------ tokens
+    @property
+    def tokens(self) -> Tokenizer:
+        """The tokenizer part: the assembly builds it from the config's `tokenizer`; a retriever
+        made by hand (`BM25Retriever(tokenizer="snowball")`) looks the name up in the installed plugins."""
+        if self.tokenizer is None:
+            table = self.config.tokenizer
+            params = {"use": table} if isinstance(table, str) else dict(table)
+            found = default_registry().get(str(params.pop("use")), family="tokenizers")
+            self.tokenizer = found.cls(found.cls.Config(**params), label="tokenizer")
+        return self.tokenizer
+
     def tokenize(self, texts: Sequence[str]) -> list[list[str]]:
-        if self.config.tokenizer == "whitespace_lower":
-            return [text.lower().split() for text in texts]
-        return [list(tokens) for tokens in self._stemmed(texts, return_ids=False)]
-
-    def _stemmed(self, texts: Sequence[str], return_ids: bool) -> Any:
-        """bm25s's English tokenizer: stop words removed, Snowball-stemmed."""
-        bm25s = _import_bm25s()
-        stemmer = self._stemmer()
-        return bm25s.tokenize(list(texts), stopwords="en", stemmer=stemmer, return_ids=return_ids, show_progress=False)
-
-    def _stemmer(self) -> Any:
-        if getattr(self, "_stemmer_obj", None) is None:
-            try:
-                import Stemmer
-            except ImportError:
-                raise MissingDependencyError("PyStemmer", "bm25") from None
-            self._stemmer_obj = Stemmer.Stemmer("english")
-        return self._stemmer_obj
+        return self.tokens.tokenize(texts)
 
     def _token_ids(self, texts: Sequence[str]) -> Any:
         """Texts as bm25s's `Tokenized` (token ids and their vocabulary): indexing ids is
         about 1.7x faster than indexing lists of strings (bench/bench_scale.py)."""
-        if self.config.tokenizer == "bm25s_stem":
-            return self._stemmed(texts, return_ids=True)
         vocab: dict[str, int] = {}
         ids = [[vocab.setdefault(t, len(vocab)) for t in tokens] for tokens in self.tokenize(texts)]
         return _import_bm25s().tokenization.Tokenized(ids=ids, vocab=vocab)
@@ -109,7 +107,9 @@ class BM25Retriever(Retriever):
 
     def _settings(self) -> dict[str, Any]:
         """What the saved index depends on (search-time options left out)."""
-        return {"format": FORMAT, **self.config.model_dump(exclude={"drop_zero_scores"})}
+        # The tokenizer by its identity (name and settings, defaults included), not as written.
+        settings = self.config.model_dump(exclude={"drop_zero_scores", "tokenizer"})
+        return {"format": FORMAT, **settings, "tokenizer": self.tokens.identity}
 
     def build(self, snapshot: Snapshot, index_dir: Path | None) -> None:
         texts = snapshot.index_texts

@@ -1,0 +1,106 @@
+"""Snowball stemming in any language PyStemmer ships, with that language's stop words.
+
+Words are what bm25s's tokenizer takes (two or more letters or digits, lowercased), so
+`language = "english"` gives exactly the tokens of `bm25s_stem`. Stop words are bm25s's
+lists (from NLTK), for the languages bm25s has one; the others get none unless the config
+lists them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Literal
+
+import plm
+
+# PyStemmer 2.2's `Stemmer.algorithms()`, spelled out so `plm plugins show snowball` lists
+# them without importing it (tests check the list against the installed PyStemmer).
+Language = Literal[
+    "arabic", "armenian", "basque", "catalan", "czech", "danish", "dutch", "dutch_porter", "english",
+    "esperanto", "estonian", "finnish", "french", "german", "greek", "hindi", "hungarian", "indonesian",
+    "irish", "italian", "lithuanian", "nepali", "norwegian", "persian", "polish", "porter", "portuguese",
+    "romanian", "russian", "serbian", "sesotho", "spanish", "swedish", "tamil", "turkish", "yiddish",
+]  # fmt: skip
+# language -> bm25s's stop-word list (bm25s.stopwords.STOPWORDS_<NAME>)
+STOPWORD_LISTS = {
+    "english": "EN", "porter": "EN", "german": "GERMAN", "dutch": "DUTCH", "dutch_porter": "DUTCH",
+    "french": "FRENCH", "spanish": "SPANISH", "portuguese": "PORTUGUESE", "italian": "ITALIAN",
+    "russian": "RUSSIAN", "swedish": "SWEDISH", "norwegian": "NORWEGIAN", "turkish": "TURKISH", "danish": "DANISH",
+}  # fmt: skip
+WORD = re.compile(r"(?u)\b\w\w+\b")  # bm25s's (and scikit-learn's) token pattern
+
+
+def stopwords_for(language: str, setting: bool | list[str]) -> frozenset[str]:
+    """The stop words a config's `stopwords` setting means for a language."""
+    if isinstance(setting, list):
+        return frozenset(w.lower() for w in setting)
+    if not setting or language not in STOPWORD_LISTS:
+        return frozenset()
+    try:
+        from bm25s import stopwords
+    except ImportError:
+        raise plm.MissingDependencyError("bm25s", "bm25") from None
+    return frozenset(getattr(stopwords, f"STOPWORDS_{STOPWORD_LISTS[language]}"))
+
+
+def words_digest(words: Iterable[str]) -> str:
+    return hashlib.sha256("\n".join(sorted(words)).encode()).hexdigest()[:16]
+
+
+def stemmer_for(language: str | None) -> Callable[[list[str]], list[str]]:
+    """PyStemmer's `stemWords` for a language; None: words unchanged."""
+    if language is None:
+        return lambda words: words
+    try:
+        import Stemmer
+    except ImportError:
+        raise plm.MissingDependencyError("PyStemmer", "bm25") from None
+    stem_words: Callable[[list[str]], list[str]] = Stemmer.Stemmer(language).stemWords
+    return stem_words
+
+
+def stem_all(docs: list[list[str]], stem_words: Callable[[list[str]], list[str]]) -> list[list[str]]:
+    """Each distinct word stemmed once (as bm25s does): most of a corpus's words repeat."""
+    unique = list(dict.fromkeys(w for doc in docs for w in doc))
+    stems = dict(zip(unique, stem_words(unique), strict=True))
+    return [[stems[w] for w in doc] for doc in docs]
+
+
+class SnowballTokenizer(plm.Tokenizer):
+    """Lowercased words of two or more letters or digits, the language's stop words removed,
+    then Snowball-stemmed: for German, "Speicherplätze" and "Speicherplatz" both become
+    "speicherplatz" and "der", "die", "und" are dropped."""
+
+    name = "snowball"
+
+    class Config(plm.ComponentConfig):
+        language: Language = "english"
+        """The Snowball stemmer: any language PyStemmer ships (`porter` is the original English Porter)."""
+        stopwords: bool | list[str] = True
+        """true: the language's stop words where bm25s has a list (danish, dutch, english, french,
+        german, italian, norwegian, portuguese, russian, spanish, swedish, turkish; none for the
+        others); false: none; a list: these words (matched lowercased, before stemming)."""
+
+    config: Config
+
+    def warm_up(self) -> None:
+        self._stem_words = stemmer_for(self.config.language)
+        self._stop = stopwords_for(self.config.language, self.config.stopwords)
+
+    def tokenize(self, texts: Sequence[str]) -> list[list[str]]:
+        self.ensure_warm()
+        stop = self._stop
+        return stem_all([[w for w in WORD.findall(text.lower()) if w not in stop] for text in texts], self._stem_words)
+
+    @property
+    def identity(self) -> dict[str, Any]:
+        # The stop words themselves, not just "true": another bm25s release may change a list.
+        self.ensure_warm()
+        return {**super().identity, "stopwords_sha256": words_digest(self._stop)}
+
+
+@plm.hookimpl
+def plm_register_components(registry: plm.Registry) -> None:
+    registry.add(SnowballTokenizer)
