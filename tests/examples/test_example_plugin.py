@@ -37,3 +37,41 @@ def test_normalizer_drops_boilerplate() -> None:
     stage = example.QuestionNormalizer()
     out = stage.run(Query(text="How do I rotate the API keys?", k=3))
     assert out.text == "rotate api keys" and out.k == 3
+
+
+TOKENIZER_JOB = """
+[job]
+name = "ngrams"
+[index.load]
+use = "markdown_dir"
+[index.chunk]
+use = "markdown_semantic"
+[query.retrieve]
+use = "bm25s"
+method = "lucene"
+tokenizer = "{tokenizer}"
+"""
+
+
+def test_a_third_party_tokenizer_from_toml(tmp_path: Path) -> None:
+    from plm_core.settings import Settings
+    from plm_index.job import Job
+
+    pytest.importorskip("bm25s")
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "hpa.md").write_text("# Autoscaling\n\nThe horizontal pod autoscaler scales replicas on CPU.\n")
+    (docs / "backup.md").write_text("# Backups\n\nSnapshots are taken nightly and kept for a week.\n")
+    found = {}
+    for tokenizer in ("char_ngrams", "bm25s_stem"):
+        config = tmp_path / f"{tokenizer}.toml"
+        config.write_text(TOKENIZER_JOB.format(tokenizer=tokenizer))
+        settings = Settings(progress=False, data_dir=str(tmp_path / "data"))
+        job = Job.from_config(config, index_dir=tmp_path / tokenizer, settings=settings)
+        if tokenizer == "char_ngrams":
+            (retrieve,) = job.query_stages
+            assert type(retrieve.retriever.tokenizer).__name__ == "CharNgramTokenizer"
+        job.ingest([docs])
+        found[tokenizer] = [h.doc_id for h in job.search("autoscalr", k=2)[0].hits]
+        job.close()
+    assert found == {"char_ngrams": ["hpa"], "bm25s_stem": []}  # the misspelling only matches as n-grams
