@@ -41,18 +41,20 @@ def name_tokens(name: str, keep_whole: bool = True) -> list[str]:
 
 class IdentifierTokenizer(plm.Tokenizer):
     """Words and names (camelCase, PascalCase, snake_case, kebab-case, dotted or slashed),
-    each name indexed whole and by its parts; parts shorter than `min_length` and stop words
-    are dropped, then every token is stemmed."""
+    each name indexed whole and by its parts; tokens shorter than `min_length` (and stop words,
+    when set) are dropped, then tokens are stemmed (when set)."""
 
     name = "identifiers"
 
     class Config(plm.ComponentConfig):
         language: Language = "english"
         """The language of the stemmer and stop words (see `snowball`)."""
-        stem: bool = True
-        """Snowball-stem every token, whole names included (false: exact lowercased tokens)."""
-        stopwords: bool | list[str] = True
-        """true: the language's stop words (bm25s's lists, as `snowball`); false: none; a list: these words."""
+        stem: bool = False
+        """Snowball-stem every token, whole names included (false: exact lowercased tokens; it
+        won on poc_needle's `informed`, BENCHMARKS.md section 13)."""
+        stopwords: bool | list[str] = False
+        """true: the language's stop words (bm25s's lists, as `snowball`); false: none (won on
+        `informed`); a list: these words."""
         keep_whole: bool = True
         """Also index each name whole (`poddisruptionbudget` next to its parts), so the exact
         name outranks pages that only share its words."""

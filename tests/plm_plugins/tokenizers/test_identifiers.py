@@ -14,7 +14,7 @@ pytest.importorskip("bm25s")
 from plm_plugins.retrievers.bm25s import BM25Retriever  # noqa: E402
 from plm_plugins.tokenizers.identifiers import IdentifierTokenizer  # noqa: E402
 
-EXACT = IdentifierTokenizer(stem=False, stopwords=False)
+EXACT = IdentifierTokenizer()  # no stemming, no stop words: the defaults
 
 
 @pytest.mark.parametrize(
@@ -37,11 +37,13 @@ def test_names_are_split_and_kept_whole(text: str, tokens: list[str]) -> None:
 
 def test_settings_stem_drop_stop_words_and_whole_names() -> None:
     assert IdentifierTokenizer().tokenize(["The PodDisruptionBudgets"]) == [
-        ["poddisruptionbudget", "pod", "disrupt", "budget"]
-    ]
+        ["the", "poddisruptionbudgets", "pod", "disruption", "budgets"]
+    ]  # defaults (chosen on poc_needle's informed set): no stemming, no stop words
+    stemmed = IdentifierTokenizer(stem=True, stopwords=True)
+    assert stemmed.tokenize(["The PodDisruptionBudgets"]) == [["poddisruptionbudget", "pod", "disrupt", "budget"]]
     parts_only = IdentifierTokenizer(stem=False, stopwords=False, keep_whole=False)
     assert parts_only.tokenize(["PodDisruptionBudget pod"]) == [["pod", "disruption", "budget", "pod"]]
-    assert IdentifierTokenizer(stem=False, min_length=4).tokenize(["a maxSurge of 25"]) == [["maxsurge", "surge"]]
+    assert IdentifierTokenizer(min_length=4).tokenize(["a maxSurge of 25"]) == [["maxsurge", "surge"]]
 
 
 TEXTS = [
