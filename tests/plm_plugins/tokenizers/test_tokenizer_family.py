@@ -80,7 +80,7 @@ def test_config_check_accepts_a_name_or_a_table(tmp_path: Path, tokenizer: str, 
     ("tokenizer", "error"),
     [
         ('tokenizer = "snowbal"\n', "Did you mean 'snowball'?"),
-        ('tokenizer = "rrf"\n', "'rrf' is a fusers component, not a tokenizer; use one of: bm25s_stem, identifiers"),
+        ('tokenizer = "rrf"\n', "'rrf' is a fusers component, not a tokenizer; use one of: bm25s_stem, "),
         ('[query.retrieve.tokenizer]\nuse = "snowball"\nlang = "german"\n', "unknown key 'lang'"),
         ('[query.retrieve.tokenizer]\nuse = "snowball"\nlanguage = "klingon"\n', "key 'language' = 'klingon'"),
     ],
