@@ -8,6 +8,10 @@ more than half of the chunks) replaced by epsilon x the mean IDF, where bm25s's
 bm25s's matrix with that IDF and ATIRE's term-frequency part (the (k1 + 1) numerator
 rank_bm25 uses), in float64 and in rank_bm25's operation order, so its scores are
 bit-identical; the index is saved and loaded with bm25s's own format.
+
+Texts become tokens through a `tokenizers` plugin, a part of this stage
+(`tokenizer = "bm25s_stem"`, or a `[...bm25.tokenizer]` table); its identity is part of
+the saved index's settings, so another tokenizer never reads this one's index.
 """
 
 from __future__ import annotations
@@ -82,8 +86,8 @@ class BM25Retriever(Retriever):
         if self.tokenizer is None:
             table = self.config.tokenizer
             params = {"use": table} if isinstance(table, str) else dict(table)
-            found = default_registry().get(str(params.pop("use")), family="tokenizers")
-            self.tokenizer = found.cls(found.cls.Config(**params), label="tokenizer")
+            cls: Any = default_registry().get(str(params.pop("use")), family="tokenizers").cls
+            self.tokenizer = cls(cls.Config(**params), label="tokenizer")
         return self.tokenizer
 
     def tokenize(self, texts: Sequence[str]) -> list[list[str]]:
