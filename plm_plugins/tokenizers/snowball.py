@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 import plm
 
-# PyStemmer 2.2's `Stemmer.algorithms()`, spelled out so `plm plugins show snowball` lists
+# PyStemmer 3.1's `Stemmer.algorithms()`, spelled out so `plm plugins show snowball` lists
 # them without importing it (tests check the list against the installed PyStemmer).
 Language = Literal[
     "arabic", "armenian", "basque", "catalan", "czech", "danish", "dutch", "dutch_porter", "english",
