@@ -40,11 +40,8 @@ class Document:
 
 @dataclass(frozen=True)
 class LoadFailure:
-    """A file (or record) a loader could not turn into a document, and why.
-
-    `doc_id` is set when the id is known (e.g. the file stem), so a sync keeps the stored
-    version of that document instead of pruning it.
-    """
+    """A file (or record) a loader could not turn into a document, and why; `doc_id` when
+    known (e.g. the file stem), so a sync keeps the stored document instead of pruning it."""
 
     path: str
     error: str
@@ -117,15 +114,7 @@ class ExpandedQuery(Query):
         """`query` as an ExpandedQuery (unchanged when it already is one)."""
         if isinstance(query, ExpandedQuery):
             return query
-        return cls(
-            text=query.text,
-            k=query.k,
-            filters=query.filters,
-            id=query.id,
-            depth=query.depth,
-            weights=query.weights,
-            original=query.text,
-        )
+        return cls(**{f.name: getattr(query, f.name) for f in dataclasses.fields(Query)}, original=query.text)
 
 
 @dataclass(frozen=True)
