@@ -20,6 +20,7 @@ import re
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections import OrderedDict
 from string import Formatter
@@ -58,10 +59,28 @@ _LINE_PREFIX = re.compile(
     re.IGNORECASE,
 )
 _QUOTES = {'"': '"', "'": "'", "`": "`", "\u201c": "\u201d"}
+# Whatever follows "Bearer" in a message is a key (e.g. a header value quoted by an error).
+_BEARER = re.compile(r"(Bearer\s+)\S+", re.IGNORECASE)
 
 
 class RewriteFailed(Exception):
     """Why the LLM's answer cannot be used (one line, never holding the API key)."""
+
+
+class _RefuseRedirects(urllib.request.HTTPRedirectHandler):
+    """The key goes to base_url's origin only: a redirect is never followed (urllib would
+    send the Authorization header on to wherever the Location points)."""
+
+    def redirect_request(self, req: Any, fp: Any, code: int, msg: str, headers: Any, newurl: str) -> None:
+        target = urllib.parse.urlsplit(urllib.parse.urljoin(req.full_url, newurl))
+        raise RewriteFailed(
+            f"{req.full_url} answered {code} with a redirect to {target.scheme}://{target.hostname or ''}"
+            f"{':' + str(target.port) if target.port else ''}; redirects are not followed, so that the API key "
+            "goes nowhere else: set base_url to the address that answers"
+        )
+
+
+_OPENER = urllib.request.build_opener(_RefuseRedirects)
 
 
 def parse_reply(content: str) -> list[str]:
@@ -179,7 +198,8 @@ class LLMRewriteExpander(QueryExpander):
             try:
                 queries = self._usable(data.text, self._ask(messages))
             except RewriteFailed as err:
-                log.warning("expander %r (llm_rewrite): %s; searching with the original query", self.label, err)
+                why = _BEARER.sub(r"\1***", str(err))  # the last guard: no message carries a key
+                log.warning("expander %r (llm_rewrite): %s; searching with the original query", self.label, why)
                 return ExpandedQuery.of(data)
             self._remember(key, queries)
         return self._expanded(data, queries)
@@ -252,13 +272,13 @@ class LLMRewriteExpander(QueryExpander):
         c = self.config
         body = json.dumps({"model": c.model, "messages": messages, "temperature": c.temperature}).encode()
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
-        key = os.environ.get(c.api_key_env) if c.api_key_env else None
+        key = self._api_key()
         if key:
             headers["Authorization"] = f"Bearer {key}"
         request = urllib.request.Request(self.endpoint, data=body, headers=headers, method="POST")
         try:
             try:
-                with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 - the config's URL
+                with _OPENER.open(request, timeout=timeout) as response:
                     raw = response.read(MAX_BODY_BYTES + 1)
             except urllib.error.HTTPError as err:
                 raise RewriteFailed(f"{self.endpoint} answered {err.code} {err.reason}{_error_message(err)}") from None
@@ -275,6 +295,18 @@ class LLMRewriteExpander(QueryExpander):
         except RewriteFailed as err:
             # Some servers quote the key they refused; it must not reach a log.
             raise RewriteFailed(str(err).replace(key, "***") if key else str(err)) from None
+
+    def _api_key(self) -> str | None:
+        """The key from the environment, surrounding whitespace (a file's trailing newline)
+        removed; RewriteFailed naming the variable, never the value, if it cannot be a header."""
+        env = self.config.api_key_env
+        key = (os.environ.get(env) or "").strip() if env else ""
+        if key and not (key.isascii() and key.isprintable() and not any(ch.isspace() for ch in key)):
+            raise RewriteFailed(
+                f"the API key in ${env} holds a space, a control or a non-ASCII character, so it cannot be sent; "
+                "export the key alone"
+            )
+        return key or None
 
     def _cached(self, key: tuple[str, str, str]) -> tuple[str, ...] | None:
         with self._lock:
