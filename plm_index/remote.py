@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import urllib.error
+import urllib.parse
 import urllib.request
 from typing import Any
 
@@ -14,12 +16,46 @@ from plm_core.errors import PlmUserError
 TIMEOUT_S = 60.0  # PLM_SERVER_TIMEOUT overrides it
 
 
+class _RefuseRedirects(urllib.request.HTTPRedirectHandler):
+    """PLM_API_KEY goes to the server named only: a redirect is an error, never followed
+    (urllib would send the Authorization header on to wherever the Location points)."""
+
+    def redirect_request(self, req: Any, fp: Any, code: int, msg: str, headers: Any, newurl: str) -> None:
+        target = urllib.parse.urlsplit(urllib.parse.urljoin(req.full_url, newurl))
+        raise PlmUserError(
+            f"{_origin(req.full_url)} answered {code} with a redirect to {_origin(target.geturl())}; "
+            "the client does not follow redirects (the API key goes to the server named only): "
+            "pass the address that answers as --server"
+        )
+
+
+_OPENER = urllib.request.build_opener(_RefuseRedirects)
+
+
+def _origin(url: str) -> str:
+    parts = urllib.parse.urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}"
+
+
 def server_url(explicit: str | None) -> str | None:
     """The server to ask: --server, else PLM_SERVER, else None (use a local index)."""
     url = (explicit or os.environ.get("PLM_SERVER") or "").strip().rstrip("/")
-    if url and not url.startswith(("http://", "https://")):
-        raise PlmUserError(f"--server takes an http:// or https:// URL, got {url!r}")
-    return url or None
+    if not url:
+        return None
+    # Messages name the URL without what may be a password (user:password@host).
+    shown = re.sub(r"//[^/?#]*@", "//***@", url)
+    if not url.startswith(("http://", "https://")):
+        raise PlmUserError(f"--server takes an http:// or https:// URL, got {shown!r}")
+    if "@" in re.split(r"[/?#]", url.split("//", 1)[1], maxsplit=1)[0]:
+        raise PlmUserError(
+            f"--server {shown}: a user name or password in the URL is not sent; a server started with PLM_API_KEY "
+            "takes its key from PLM_API_KEY here too (export PLM_API_KEY=...)"
+        )
+    try:
+        urllib.parse.urlsplit(url).port  # noqa: B018 - raises for a malformed host or port
+    except ValueError as err:
+        raise PlmUserError(f"--server {shown}: not a valid URL ({err})") from None
+    return url
 
 
 def call(url: str, method: str, path: str, body: Any = None, timeout: float | None = None) -> Any:
@@ -37,7 +73,7 @@ def call(url: str, method: str, path: str, body: Any = None, timeout: float | No
         headers["Authorization"] = f"Bearer {key}"
     request = urllib.request.Request(url + path, data=data, headers=headers, method=method)
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 - the user's URL
+        with _OPENER.open(request, timeout=timeout) as response:
             raw = response.read()
     except urllib.error.HTTPError as err:
         raise PlmUserError(_http_error(url, err)) from None

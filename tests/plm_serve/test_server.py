@@ -234,6 +234,43 @@ def test_client_errors_are_one_line(server: Server, tmp_path: Path) -> None:
         silent.close()
 
 
+def test_the_client_never_echoes_a_password_nor_sends_the_key_to_another_origin(tmp_path: Path) -> None:
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    seen: dict[int, list[str | None]] = {}
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+            port = self.server.server_address[1]
+            seen.setdefault(port, []).append(self.headers.get("Authorization"))
+            self.send_response(302 if port == first.server_address[1] else 200)
+            self.send_header("Location", f"http://127.0.0.1:{second.server_address[1]}/status")
+            self.send_header("Content-Length", "2")
+            self.end_headers()
+            self.wfile.write(b"{}")
+
+    first, second = (ThreadingHTTPServer(("127.0.0.1", 0), Handler) for _ in range(2))
+    for srv in (first, second):
+        threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    env = {k: v for k, v in os.environ.items() if k != "PLM_SERVER"}
+    try:
+        url = f"http://127.0.0.1:{first.server_address[1]}"
+        res = plm("status", "--server", url, env={**env, "PLM_API_KEY": "k3y"})
+        assert seen[first.server_address[1]] == ["Bearer k3y"] and second.server_address[1] not in seen
+        assert res.returncode == 2 and "redirect" in res.stderr and "k3y" not in res.stderr, res.stderr
+        for url in (f"http://user:pw-S3cret@127.0.0.1:{first.server_address[1]}", "http://u:pw-S3cret@[::1"):
+            res = plm("query", "x", "--server", url, env=env)
+            assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
+            assert "pw-S3cret" not in res.stderr and "PLM_API_KEY" in res.stderr, res.stderr
+    finally:
+        for srv in (first, second):
+            srv.shutdown()
+            srv.server_close()
+
+
 def test_an_api_key_guards_everything_but_health(tmp_path: Path) -> None:
     root = make_root(tmp_path)
     srv = Server(root, {"PLM_API_KEY": "k3y"}, args=("--readers", "2"))  # two queries at once
