@@ -46,6 +46,7 @@ import typer
 from plm_core.errors import PlmUserError
 from plm_index.commands import ConfigOpt, IndexOpt, SetOpt, open_job, out
 from plm_index.job import Job
+from plm_index.sources import inside
 from plm_index.sync import IngestReport
 from plm_serve.syncing import sync_paths
 
@@ -176,6 +177,15 @@ class FolderWatcher:
         root = next((r for r in self.dirs if under(path, r)), None)
         return root is not None and not any(map(scratch, path.relative_to(root).parts))
 
+    def _contained(self, path: Path) -> bool:
+        """Whether the path, symlinks resolved, is inside the watched folder it was found in."""
+        return any(under(path, r) and inside(path, r) for r in self.dirs)
+
+    def _refuse(self, path: Path) -> None:
+        self.log(f"failed: {path}: a symlink leading outside the watched folder, which is not read")
+        with self._lock:
+            self._state["failed_files"] += 1
+
     def _files(self, folder: Path) -> Iterable[Path]:
         for where, subdirs, names in os.walk(folder):
             subdirs[:] = [d for d in subdirs if not scratch(d)]
@@ -208,6 +218,12 @@ class FolderWatcher:
                 continue
             except OSError:  # unreadable: the loader says why
                 st = None
+            if not self._contained(path):  # a symlink out of the folder: never read, gone if it was
+                del self._pending[path]
+                if self._sent.pop(path, None) is not None:
+                    removed.append(path)
+                self._refuse(path)
+                continue
             if st is not None and stat.S_ISDIR(st.st_mode):  # made or moved in: read what it holds
                 del self._pending[path]
                 self._pending.update((p, None) for p in self._files(path) if p not in self._pending)

@@ -318,6 +318,28 @@ def test_bad_files_are_logged_and_the_watcher_goes_on(watching: Watching, docs: 
     assert watching.watcher.state()["running"]
 
 
+def test_a_symlink_out_of_the_watched_folder_is_never_read(tmp_path: Path, docs: Path) -> None:
+    outside = tmp_path / "outside"
+    (outside / "deep").mkdir(parents=True)
+    (outside / "secret.md").write_text(page("Secret", "the outside secret zanzibar"))
+    (outside / "deep" / "hidden.md").write_text(page("Hidden", "the outside hidden quokka"))
+    (docs / "early.md").symlink_to(outside / "secret.md")  # there at the catch-up (the loader's walk)
+    (docs / "inner.md").symlink_to(docs / "alpha.md")  # a link inside the folder is fine
+    w = Watching(tmp_path, docs)
+    try:
+        assert "early" not in w.paths() and "inner" in w.paths()
+        (docs / "host.md").symlink_to(outside / "secret.md")  # made while watching
+        (docs / "linked").symlink_to(outside / "deep", target_is_directory=True)
+        (docs / "marker.md").write_text(page("Marker", "the batch is done"))
+        wait_until(lambda: "marker" in w.paths(), "the batch with the links is synced")
+        wait_until(lambda: w.watcher.state()["failed_files"] >= 2, "the links are reported")
+        assert not {"early", "host", "hidden"} & set(w.paths())
+        assert w.hits("zanzibar") == [] and w.hits("quokka") == []
+        assert any(line.startswith(f"failed: {docs / 'host.md'}: ") and "outside" in line for line in w.lines)
+    finally:
+        w.close()
+
+
 def test_an_exception_from_apply_is_logged_and_the_watcher_goes_on(tmp_path: Path, docs: Path) -> None:
     holder: list[Watching] = []
 
