@@ -185,6 +185,25 @@ def test_the_body_size_is_limited(server: Server) -> None:
     assert response.status_code == 413 and "larger than 10 MB" in response.json()["error"]
 
 
+def test_a_chunked_body_is_refused_while_it_is_read_not_after(server: Server) -> None:
+    # A chunked body has no length to check first: the server must count while it reads and
+    # answer 413 once the limit is passed, not wait for (and hold) the whole body.
+    host, port = server.url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=30) as conn:
+        conn.sendall(b"POST /query HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n")
+        conn.sendall(b"Transfer-Encoding: chunked\r\n\r\n")
+        chunk = b"x" * 65536
+        for _ in range(11 * 16 + 1):  # 11 MB, over the 10 MB limit; the body never ends
+            conn.sendall(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+        conn.settimeout(15)
+        answer = b""
+        while b"}" not in answer and (part := conn.recv(65536)):  # the JSON body may come apart
+            answer += part
+    assert answer.startswith(b"HTTP/1.1 413"), answer[:200]
+    assert b"larger than 10 MB" in answer
+    assert httpx.get(server.url + "/health").status_code == 200
+
+
 def test_metrics_count_requests_and_show_the_version(server: Server) -> None:
     httpx.get(server.url + "/query", params={"q": "tokens"})
     text = httpx.get(server.url + "/metrics").text
