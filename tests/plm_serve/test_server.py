@@ -5,6 +5,7 @@ documents, status, metrics, errors, the API key, another process's sync, SIGTERM
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import socket
@@ -172,6 +173,34 @@ def test_bad_input_is_a_4xx_with_one_error_line(
     assert response.status_code == status, response.text
     if status >= 400 and message:
         assert message in response.json()["error"]
+
+
+def test_concurrent_writes_each_return_once_their_write_is_served(server: Server) -> None:
+    # Each write waits until a version at least as new as its own is served; waiting for its
+    # exact version hung for the full 60 s whenever another write moved the reloader past it
+    # (a race: several rounds of six writes at once).
+    ids = [f"concurrent{i}" for i in range(6)]
+
+    def post(doc_id: str, words: str) -> None:
+        start = time.monotonic()
+        record = {"id": doc_id, "text": f"The {doc_id} walrus ledger says {words}."}
+        response = httpx.post(server.url + "/documents", json={"records": [record]}, timeout=120)
+        took[doc_id] = time.monotonic() - start if response.status_code == 200 else math.inf
+
+    try:
+        for round_ in range(4):
+            took: dict[str, float] = {}
+            threads = [threading.Thread(target=post, args=(doc_id, f"round {round_}")) for doc_id in ids]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join(150)
+            assert len(took) == len(ids) and max(took.values()) < 30, took
+        hits = httpx.get(server.url + "/query", params={"q": "walrus ledger", "k": 10}).json()["hits"]
+        assert {h["doc_id"] for h in hits} >= set(ids)
+    finally:
+        for doc_id in ids:
+            httpx.delete(server.url + f"/documents/{doc_id}", timeout=120)
 
 
 def test_a_record_without_an_id_fails_alone(server: Server) -> None:
