@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import os
 import pickle
+import socket
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -84,6 +85,7 @@ class RayExecutor(Executor):
             return False
         address = self.config.address or os.environ.get("RAY_ADDRESS") or None
         try:
+            _answers(address)
             if address is None:
                 ray.init(include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
             else:
@@ -96,6 +98,21 @@ class RayExecutor(Executor):
         for name in ("ray", "ray.data"):  # Ray's own INFO lines would drown the ingest's output
             logging.getLogger(name).setLevel(logging.WARNING)
         return True
+
+
+def _answers(address: str | None, timeout: float = 5.0) -> None:
+    """ConnectionError unless something listens at a HOST:PORT (or ray://HOST:PORT) address:
+    Ray's own client retries an address where nothing listens for minutes, silently."""
+    if not address or address in ("auto", "local"):
+        return
+    where = address.removeprefix("ray://").rstrip("/")
+    host, sep, port = where.rpartition(":")
+    if not sep or not port.isdigit():
+        return  # a form Ray knows better (e.g. no port): left to Ray
+    try:
+        socket.create_connection((host.strip("[]") or "127.0.0.1", int(port)), timeout=timeout).close()
+    except OSError as err:
+        raise ConnectionError(f"nothing answers there ({err.strerror or type(err).__name__})") from None
 
 
 class _BatchWorker:
