@@ -340,6 +340,21 @@ def test_a_symlink_out_of_the_watched_folder_is_never_read(tmp_path: Path, docs:
         w.close()
 
 
+def test_the_root_folder_deleted_and_made_again_is_watched_again(watching: Watching, docs: Path) -> None:
+    shutil.rmtree(docs)
+    wait_until(lambda: not watching.paths(), "the deleted folder's documents are deleted")
+    docs.mkdir()
+    for doc_id, text in CORPUS.items():
+        (docs / f"{doc_id}.md").write_text(text)
+    (docs / "reborn.md").write_text(page("Reborn", "the folder came back with a phoenix"))
+    wait_until(lambda: "reborn" in watching.paths(), "a file in the folder made again is stored")
+    (docs / "later.md").write_text(page("Later", "and later edits are seen too"))
+    wait_until(lambda: "later" in watching.paths(), "a later file is stored")
+    assert sorted(watching.paths()) == sorted([*CORPUS, "later", "reborn"])
+    assert watching.hits("phoenix") == ["reborn"] and watching.watcher.state()["running"]
+    assert f"{docs} was deleted: waiting for it to come back" in watching.lines
+
+
 def test_an_exception_from_apply_is_logged_and_the_watcher_goes_on(tmp_path: Path, docs: Path) -> None:
     holder: list[Watching] = []
 
