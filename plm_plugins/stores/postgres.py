@@ -33,7 +33,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, field_serializer
 
 from plm_core.component import ComponentConfig
 from plm_core.errors import MissingDependencyError, StoreError
@@ -162,6 +162,12 @@ class PostgresStore(Store):
 
         dsn: str = ""
         """A libpq connection string or URL; empty: the PLM_DATABASE_URL environment variable."""
+
+        @field_serializer("dsn")
+        def _without_password(self, value: str) -> str:
+            # A dump is what `plm config check` and a repr print: never the password.
+            return redact(value, value)
+
         schema_name: str = Field("plm", alias="schema", pattern=IDENT)
         """The schema holding this index's tables (lower-case letters, digits, '_'): one per
         index, so several indexes share one database."""

@@ -150,6 +150,10 @@ def test_no_credential_form_libpq_accepts_reaches_a_message(dsn: str, monkeypatc
         message = str(err.value)
         assert "Secr3tPw" not in message and "pass'" not in message and "***" in message, message
     assert "Secr3tPw" not in redact(f"connection to {dsn!r} failed", dsn)
+    # nor what `plm config check` and a component's repr print (a config dump)
+    configured = PostgresStore(PostgresStore.Config(dsn=dsn))
+    assert "Secr3tPw" not in repr(configured) and "Secr3tPw" not in str(configured.config.model_dump())
+    assert configured.config.dsn == dsn  # the store itself still connects with the password
 
 
 def test_no_dsn_says_where_to_put_one(monkeypatch: pytest.MonkeyPatch) -> None:
