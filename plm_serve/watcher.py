@@ -140,9 +140,13 @@ class FolderWatcher:
         there now, each with a catch-up, and a missing one is waited for."""
         self._set(running=True)
         try:
+            waited: set[Path] = set()  # folders found missing by the loop below
             while not stop.is_set():
                 folders = self._identity()
                 present = [d for d in self.dirs if folders[d] is not None]
+                for d in sorted(waited.intersection(present)):
+                    self.log(f"{d} is back: watching it again")
+                waited = {d for d in self.dirs if folders[d] is None}
                 if present:
                     self._watch(stop, present, folders)
                 else:  # nothing to watch until a folder comes back

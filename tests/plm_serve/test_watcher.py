@@ -352,7 +352,10 @@ def test_the_root_folder_deleted_and_made_again_is_watched_again(watching: Watch
     wait_until(lambda: "later" in watching.paths(), "a later file is stored")
     assert sorted(watching.paths()) == sorted([*CORPUS, "later", "reborn"])
     assert watching.hits("phoenix") == ["reborn"] and watching.watcher.state()["running"]
-    assert f"{docs} was deleted: waiting for it to come back" in watching.lines
+    # what is logged depends on whether a tick fell between the rmtree and the mkdir
+    assert {f"{docs} was deleted: waiting for it to come back", f"{docs} was replaced: watching it again"} & set(
+        watching.lines
+    )
 
 
 def test_an_exception_from_apply_is_logged_and_the_watcher_goes_on(tmp_path: Path, docs: Path) -> None:
