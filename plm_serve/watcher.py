@@ -257,13 +257,14 @@ class FolderWatcher:
                 continue
             except OSError:  # unreadable: the loader says why
                 st = None
-            if not self._contained(path):  # a symlink out of the folder: never read, gone if it was
+            folder = st is not None and stat.S_ISDIR(st.st_mode)
+            if not self._contained(path) and (folder or self.accepts(path)):  # a link out: never read
                 del self._pending[path]
                 if self._sent.pop(path, None) is not None:
                     removed.append(path)
                 self._refuse(path)
                 continue
-            if st is not None and stat.S_ISDIR(st.st_mode):  # made or moved in: read what it holds
+            if folder:  # made or moved in: read what it holds
                 del self._pending[path]
                 self._pending.update((p, None) for p in self._files(path) if p not in self._pending)
                 continue
