@@ -213,6 +213,8 @@ def test_create_and_edit(watching: Watching, docs: Path) -> None:
     (docs / "alpha.md").write_text(page("Alpha", "reticulate the alpha splines"))
     wait_until(lambda: watching.hits("reticulate") == ["alpha"], "the edit is searchable")
     assert watching.hits("install agent") == []  # the old text is gone
+    # the batch is recorded once its sync returns, a moment after its commit is searchable
+    wait_until(lambda: (watching.watcher.state()["last_batch"] or {}).get("updated") == 1, "batch 2 is recorded")
     state = watching.watcher.state()
     assert state["running"] and state["batches"] == 2 and state["pending"] == 0
     assert state["last_batch"]["changed"] == 1 and state["last_batch"]["updated"] == 1
