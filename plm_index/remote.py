@@ -16,6 +16,20 @@ from plm_core.errors import PlmUserError
 TIMEOUT_S = 60.0  # PLM_SERVER_TIMEOUT overrides it
 
 
+def bearer_key(env: str) -> str | None:
+    """The API key in environment variable `env` (None when unset or empty), surrounding
+    whitespace (a file's trailing newline) removed; PlmUserError naming the variable, never
+    the value, when what is left cannot be sent as a header. What `plm serve`, its client and
+    `llm_rewrite` read their keys with."""
+    key = (os.environ.get(env) or "").strip()
+    if key and not (key.isascii() and key.isprintable() and not any(ch.isspace() for ch in key)):
+        raise PlmUserError(
+            f"the API key in ${env} holds a space, a control or a non-ASCII character, so it cannot be sent "
+            "as a header; export the key alone"
+        )
+    return key or None
+
+
 class _RefuseRedirects(urllib.request.HTTPRedirectHandler):
     """PLM_API_KEY goes to the server named only: a redirect is an error, never followed
     (urllib would send the Authorization header on to wherever the Location points)."""
@@ -69,7 +83,7 @@ def call(url: str, method: str, path: str, body: Any = None, timeout: float | No
     data = None
     if body is not None:
         data, headers["Content-Type"] = json.dumps(body).encode(), "application/json"
-    if key := os.environ.get("PLM_API_KEY"):
+    if key := bearer_key("PLM_API_KEY"):
         headers["Authorization"] = f"Bearer {key}"
     request = urllib.request.Request(url + path, data=data, headers=headers, method=method)
     try:

@@ -22,7 +22,6 @@ bodies are limited (`--max-body-mb`); CORS is off unless `--cors-origin` is give
 import hmac
 import json
 import logging
-import os
 import signal
 import threading
 import time
@@ -34,6 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from plm_core.errors import PlmUserError
 from plm_core.records import Query
+from plm_index.remote import bearer_key
 from plm_index.search import MAX_K, MAX_QUERY_CHARS
 from plm_serve.schemas import HitModel
 from plm_serve.service import NotReady, Service
@@ -322,7 +322,7 @@ def serve_command(
         service.watcher = job_watcher(writer, watch, locked=service.apply, log=lambda line: log.info("watch: %s", line))
         watcher_thread = threading.Thread(target=service.watcher.run, args=(stop,), name="plm-watcher", daemon=True)
         watcher_thread.start()
-    api_key = os.environ.get("PLM_API_KEY") or None
+    api_key = bearer_key("PLM_API_KEY")  # the client strips it too: a key file's newline is no key
     app = create_app(service, api_key=api_key, cors_origins=tuple(cors_origin or ()), max_body_mb=max_body_mb)
     logging.getLogger("plm.serve").setLevel(logging.INFO)
     access.setLevel(logging.INFO)

@@ -15,7 +15,6 @@ import dataclasses
 import http.client
 import json
 import logging
-import os
 import re
 import threading
 import time
@@ -29,10 +28,11 @@ from typing import TYPE_CHECKING, Any
 from pydantic import Field, field_validator
 
 from plm_core.component import ComponentConfig
-from plm_core.errors import ConfigError
+from plm_core.errors import ConfigError, PlmUserError
 from plm_core.hookspecs import hookimpl
 from plm_core.interfaces import QueryExpander
 from plm_core.records import ExpandedQuery, Query
+from plm_index.remote import bearer_key
 
 if TYPE_CHECKING:
     from plm_core.registry import Registry
@@ -299,14 +299,10 @@ class LLMRewriteExpander(QueryExpander):
     def _api_key(self) -> str | None:
         """The key from the environment, surrounding whitespace (a file's trailing newline)
         removed; RewriteFailed naming the variable, never the value, if it cannot be a header."""
-        env = self.config.api_key_env
-        key = (os.environ.get(env) or "").strip() if env else ""
-        if key and not (key.isascii() and key.isprintable() and not any(ch.isspace() for ch in key)):
-            raise RewriteFailed(
-                f"the API key in ${env} holds a space, a control or a non-ASCII character, so it cannot be sent; "
-                "export the key alone"
-            )
-        return key or None
+        try:
+            return bearer_key(self.config.api_key_env) if self.config.api_key_env else None
+        except PlmUserError as err:
+            raise RewriteFailed(str(err)) from None
 
     def _cached(self, key: tuple[str, str, str]) -> tuple[str, ...] | None:
         with self._lock:

@@ -306,9 +306,12 @@ def test_the_client_never_echoes_a_password_nor_sends_the_key_to_another_origin(
     env = {k: v for k, v in os.environ.items() if k != "PLM_SERVER"}
     try:
         url = f"http://127.0.0.1:{first.server_address[1]}"
-        res = plm("status", "--server", url, env={**env, "PLM_API_KEY": "k3y"})
+        res = plm("status", "--server", url, env={**env, "PLM_API_KEY": "k3y\n"})  # a key file's newline
         assert seen[first.server_address[1]] == ["Bearer k3y"] and second.server_address[1] not in seen
         assert res.returncode == 2 and "redirect" in res.stderr and "k3y" not in res.stderr, res.stderr
+        res = plm("status", "--server", url, env={**env, "PLM_API_KEY": "k3y\nmore"})
+        assert res.returncode == 2 and "Traceback" not in res.stderr and "$PLM_API_KEY" in res.stderr, res.stderr
+        assert "k3y" not in res.stderr and len(seen[first.server_address[1]]) == 1  # nothing sent
         for url in (f"http://user:pw-S3cret@127.0.0.1:{first.server_address[1]}", "http://u:pw-S3cret@[::1"):
             res = plm("query", "x", "--server", url, env=env)
             assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
