@@ -30,23 +30,24 @@ def bearer_key(env: str) -> str | None:
     return key or None
 
 
+class RedirectRefused(PlmUserError):
+    """A server answered with a redirect, which a client holding a key does not follow."""
+
+
 class _RefuseRedirects(urllib.request.HTTPRedirectHandler):
-    """PLM_API_KEY goes to the server named only: a redirect is an error, never followed
-    (urllib would send the Authorization header on to wherever the Location points)."""
-
     def redirect_request(self, req: Any, fp: Any, code: int, msg: str, headers: Any, newurl: str) -> None:
-        target = urllib.parse.urlsplit(urllib.parse.urljoin(req.full_url, newurl))
-        raise PlmUserError(
-            f"{_origin(req.full_url)} answered {code} with a redirect to {_origin(target.geturl())}; "
-            "the client does not follow redirects (the API key goes to the server named only): "
-            "pass the address that answers as --server"
-        )
+        target = origin(urllib.parse.urljoin(req.full_url, newurl))
+        raise RedirectRefused(f"{origin(req.full_url)} answered {code} with a redirect to {target}")
 
 
-_OPENER = urllib.request.build_opener(_RefuseRedirects)
+NO_REDIRECTS = urllib.request.build_opener(_RefuseRedirects)
+"""An opener that follows no redirect (RedirectRefused instead): urllib would send the
+Authorization header on to wherever a Location points, so a key goes to the origin it was
+configured for only. The --server client and llm_rewrite open every request with it."""
 
 
-def _origin(url: str) -> str:
+def origin(url: str) -> str:
+    """scheme://host[:port] of a URL, without what may be a user name and password."""
     parts = urllib.parse.urlsplit(url)
     return f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}"
 
@@ -87,8 +88,13 @@ def call(url: str, method: str, path: str, body: Any = None, timeout: float | No
         headers["Authorization"] = f"Bearer {key}"
     request = urllib.request.Request(url + path, data=data, headers=headers, method=method)
     try:
-        with _OPENER.open(request, timeout=timeout) as response:
+        with NO_REDIRECTS.open(request, timeout=timeout) as response:
             raw = response.read()
+    except RedirectRefused as err:
+        raise PlmUserError(
+            f"{err}; the client does not follow redirects (the API key goes to the server named only): "
+            "pass the address that answers as --server"
+        ) from None
     except urllib.error.HTTPError as err:
         raise PlmUserError(_http_error(url, err)) from None
     except (urllib.error.URLError, OSError) as err:

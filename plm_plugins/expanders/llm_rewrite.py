@@ -32,7 +32,7 @@ from plm_core.errors import ConfigError, PlmUserError
 from plm_core.hookspecs import hookimpl
 from plm_core.interfaces import QueryExpander
 from plm_core.records import ExpandedQuery, Query
-from plm_index.remote import bearer_key
+from plm_index.remote import NO_REDIRECTS, RedirectRefused, bearer_key
 
 if TYPE_CHECKING:
     from plm_core.registry import Registry
@@ -65,22 +65,6 @@ _BEARER = re.compile(r"(Bearer\s+)\S+", re.IGNORECASE)
 
 class RewriteFailed(Exception):
     """Why the LLM's answer cannot be used (one line, never holding the API key)."""
-
-
-class _RefuseRedirects(urllib.request.HTTPRedirectHandler):
-    """The key goes to base_url's origin only: a redirect is never followed (urllib would
-    send the Authorization header on to wherever the Location points)."""
-
-    def redirect_request(self, req: Any, fp: Any, code: int, msg: str, headers: Any, newurl: str) -> None:
-        target = urllib.parse.urlsplit(urllib.parse.urljoin(req.full_url, newurl))
-        raise RewriteFailed(
-            f"{req.full_url} answered {code} with a redirect to {target.scheme}://{target.hostname or ''}"
-            f"{':' + str(target.port) if target.port else ''}; redirects are not followed, so that the API key "
-            "goes nowhere else: set base_url to the address that answers"
-        )
-
-
-_OPENER = urllib.request.build_opener(_RefuseRedirects)
 
 
 def parse_reply(content: str) -> list[str]:
@@ -278,8 +262,12 @@ class LLMRewriteExpander(QueryExpander):
         request = urllib.request.Request(self.endpoint, data=body, headers=headers, method="POST")
         try:
             try:
-                with _OPENER.open(request, timeout=timeout) as response:
+                with NO_REDIRECTS.open(request, timeout=timeout) as response:
                     raw = response.read(MAX_BODY_BYTES + 1)
+            except RedirectRefused as err:  # the key goes to base_url's origin only
+                raise RewriteFailed(
+                    f"{err}; redirects are not followed: set base_url to the address that answers"
+                ) from None
             except urllib.error.HTTPError as err:
                 raise RewriteFailed(f"{self.endpoint} answered {err.code} {err.reason}{_error_message(err)}") from None
             except http.client.HTTPException as err:  # a dropped connection, a bad status line
