@@ -19,7 +19,6 @@ import re
 import threading
 import time
 import urllib.error
-import urllib.parse
 import urllib.request
 from collections import OrderedDict
 from string import Formatter
