@@ -100,9 +100,15 @@ class RayExecutor(Executor):
         return True
 
 
+# An HTTP/2 client's first bytes and an empty SETTINGS frame: every gRPC server (Ray's GCS
+# and its client server) answers at once with a SETTINGS frame of its own (type 4).
+_HTTP2_HELLO = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
+
+
 def _answers(address: str | None, timeout: float = 5.0) -> None:
-    """ConnectionError unless something listens at a HOST:PORT (or ray://HOST:PORT) address:
-    Ray's own client retries an address where nothing listens for minutes, silently."""
+    """ConnectionError unless a gRPC server (as Ray's are) answers at a HOST:PORT or
+    ray://HOST:PORT address within `timeout`: Ray's own client retries an address where
+    nothing listens, or something else does, for minutes, silently."""
     if not address or address in ("auto", "local"):
         return
     where = address.removeprefix("ray://").rstrip("/")
@@ -110,9 +116,14 @@ def _answers(address: str | None, timeout: float = 5.0) -> None:
     if not sep or not port.isdigit():
         return  # a form Ray knows better (e.g. no port): left to Ray
     try:
-        socket.create_connection((host.strip("[]") or "127.0.0.1", int(port)), timeout=timeout).close()
+        with socket.create_connection((host.strip("[]") or "127.0.0.1", int(port)), timeout=timeout) as conn:
+            conn.settimeout(timeout)
+            conn.sendall(_HTTP2_HELLO)
+            answer = conn.recv(9)
     except OSError as err:
         raise ConnectionError(f"nothing answers there ({err.strerror or type(err).__name__})") from None
+    if len(answer) < 4 or answer[3] != 4:
+        raise ConnectionError("something listens there, but it does not answer as a Ray cluster (gRPC) does")
 
 
 class _BatchWorker:
