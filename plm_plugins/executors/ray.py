@@ -115,14 +115,16 @@ def _answers(address: str | None, timeout: float = 5.0) -> None:
     host, sep, port = where.rpartition(":")
     if not sep or not port.isdigit():
         return  # a form Ray knows better (e.g. no port): left to Ray
+    plain = os.environ.get("RAY_USE_TLS", "").lower() not in ("1", "true")  # with TLS: connecting is all
     try:
         with socket.create_connection((host.strip("[]") or "127.0.0.1", int(port)), timeout=timeout) as conn:
             conn.settimeout(timeout)
-            conn.sendall(_HTTP2_HELLO)
-            answer = conn.recv(9)
+            if plain:
+                conn.sendall(_HTTP2_HELLO)
+                answer = conn.recv(9)
     except OSError as err:
         raise ConnectionError(f"nothing answers there ({err.strerror or type(err).__name__})") from None
-    if len(answer) < 4 or answer[3] != 4:
+    if plain and (len(answer) < 4 or answer[3] != 4):
         raise ConnectionError("something listens there, but it does not answer as a Ray cluster (gRPC) does")
 
 
