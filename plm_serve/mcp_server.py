@@ -196,7 +196,8 @@ def unreadable_reply(exc: Exception) -> dict[str, Any]:
     """The JSON-RPC error answering a line the SDK could not read (`exc`, its validation
     error): a parse error (malformed, a lone surrogate escape, nested too deeply) or an
     invalid request, with the request's id when one can still be read, else null."""
-    errors = exc.errors() if callable(getattr(exc, "errors", None)) else []
+    listed = getattr(exc, "errors", None)  # a pydantic ValidationError's
+    errors = listed() if callable(listed) else []
     first = errors[0] if errors else {}
     data = first.get("input")
     if first.get("type") == "json_invalid":
