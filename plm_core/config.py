@@ -171,10 +171,20 @@ def _expect(cls: Any, use: str, family: str, base: type | None, where: str, regi
         )
 
 
+_LABEL = re.compile(r"\w[\w-]{0,63}")
+
+
 def build_spec(table: Any, label: str, registry: Registry, path: Path, expect: type | None = None) -> StageSpec:
     """Validate one component table (and the component tables nested in it): its name is
     registered, it is the kind of component the slot takes (`expect`), its parameters fit
     its Config."""
+    name = label.rsplit(".", 1)[-1]
+    if not _LABEL.fullmatch(name):  # it names sources in hits, messages and logs
+        shown = label.encode("unicode_escape").decode("ascii")
+        raise ConfigError(
+            f"{path} [{shown}]: a table name may hold letters, digits, '_' and '-' only (at most 64), "
+            f"not {name.encode('unicode_escape').decode('ascii')!r}; rename the table"
+        )
     where = f"{path} [{label}]"
     if not isinstance(table, dict):
         raise ConfigError(f"{where}: expected a table with a 'use' key, got {table!r}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import codecs
 import csv
 import json
+import os
 import re
 import reprlib
 from dataclasses import dataclass
@@ -130,6 +131,13 @@ def resolve_corpus(config: JobConfig, dataset: Path, corpus: str | None = None) 
     """What the loader reads inside a dataset: --corpus, else the first of [job].corpus that exists."""
     candidates = [corpus] if corpus else list(config.job.corpus)
     for cand in candidates:
+        # Read as written, the path stays inside the dataset: a config cannot reach other files.
+        # (A symlink in the dataset folder is its owner's choice and is followed.)
+        if os.path.isabs(cand) or os.path.normpath(cand).split(os.sep)[0] == os.pardir:
+            where = "--corpus" if corpus else f"{config.path} [job] corpus"
+            raise PlmUserError(
+                f"{where}: {cand!r} leads outside the dataset folder {dataset}; name a file or folder inside it"
+            )
         if (dataset / cand).exists():
             return dataset / cand
     raise PlmUserError(f"none of {candidates} exists in dataset {dataset}; pass --corpus SUBPATH")

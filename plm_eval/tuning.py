@@ -8,7 +8,6 @@ set, or on k-1 folds of it, is then only averages over those per-query scores.
 
 from __future__ import annotations
 
-import itertools
 import json
 import math
 import random
@@ -64,20 +63,43 @@ def parse_param(arg: str) -> Param:
     return Param(key, tuple(values))
 
 
+MAX_TRIALS = 10_000
+"""The most trials one `plm tune` runs; each is a full evaluation, and the grid is counted,
+never built, before this is checked."""
+
+
 def trials(params: Sequence[Param], search: str = "grid", n: int | None = None, seed: int = 0) -> list[dict[str, str]]:
-    """The assignments to evaluate: the whole grid, or `n` distinct draws from it ("random")."""
+    """The assignments to evaluate: the whole grid, or `n` distinct draws from it ("random");
+    ConfigError when that is more than MAX_TRIALS."""
     keys = [p.key for p in params]
     if len(set(keys)) != len(keys):
         raise ConfigError("--param: a key is given twice; list all its values in one --param")
-    grid = [dict(zip(keys, combo, strict=True)) for combo in itertools.product(*(p.values for p in params))]
+    size = math.prod(len(p.values) for p in params)
     if search == "grid":
-        return grid
+        if size > MAX_TRIALS:
+            raise ConfigError(
+                f"--param: the grid has {size:,} combinations, more than the {MAX_TRIALS:,} trials plm tune "
+                "runs; draw some of them with --search random --trials N, or list fewer values"
+            )
+        return [_combination(params, i) for i in range(size)]
     if search != "random":
         raise ConfigError(f"--search {search!r}: choose grid or random")
     if n is None or n < 1:
         raise ConfigError("--search random needs --trials N (N >= 1)")
+    if min(n, size) > MAX_TRIALS:
+        raise ConfigError(f"--trials {n:,}: more than the {MAX_TRIALS:,} trials plm tune runs")
     rng = random.Random(seed)
-    return [grid[i] for i in sorted(rng.sample(range(len(grid)), min(n, len(grid))))]
+    # Indexes into the grid (in itertools.product's order), drawn without building it.
+    return [_combination(params, i) for i in sorted(rng.sample(range(size), min(n, size)))]
+
+
+def _combination(params: Sequence[Param], index: int) -> dict[str, str]:
+    """The grid's `index`-th assignment, the last parameter varying fastest."""
+    values = []
+    for p in reversed(params):
+        index, at = divmod(index, len(p.values))
+        values.append(p.values[at])
+    return dict(zip((p.key for p in params), reversed(values), strict=True))
 
 
 def overrides_of(trial: Mapping[str, str]) -> list[str]:

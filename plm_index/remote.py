@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import urllib.error
+import urllib.parse
 import urllib.request
 from typing import Any
 
@@ -14,12 +16,61 @@ from plm_core.errors import PlmUserError
 TIMEOUT_S = 60.0  # PLM_SERVER_TIMEOUT overrides it
 
 
+def bearer_key(env: str) -> str | None:
+    """The API key in environment variable `env` (None when unset or empty), surrounding
+    whitespace (a file's trailing newline) removed; PlmUserError naming the variable, never
+    the value, when what is left cannot be sent as a header. What `plm serve`, its client and
+    `llm_rewrite` read their keys with."""
+    key = (os.environ.get(env) or "").strip()
+    if key and not (key.isascii() and key.isprintable() and not any(ch.isspace() for ch in key)):
+        raise PlmUserError(
+            f"the API key in ${env} holds a space, a control or a non-ASCII character, so it cannot be sent "
+            "as a header; export the key alone"
+        )
+    return key or None
+
+
+class RedirectRefused(PlmUserError):
+    """A server answered with a redirect, which a client holding a key does not follow."""
+
+
+class _RefuseRedirects(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, req: Any, fp: Any, code: int, msg: str, headers: Any, newurl: str) -> None:
+        target = origin(urllib.parse.urljoin(req.full_url, newurl))
+        raise RedirectRefused(f"{origin(req.full_url)} answered {code} with a redirect to {target}")
+
+
+NO_REDIRECTS = urllib.request.build_opener(_RefuseRedirects)
+"""An opener that follows no redirect (RedirectRefused instead): urllib would send the
+Authorization header on to wherever a Location points, so a key goes to the origin it was
+configured for only. The --server client and llm_rewrite open every request with it."""
+
+
+def origin(url: str) -> str:
+    """scheme://host[:port] of a URL, without what may be a user name and password."""
+    parts = urllib.parse.urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}"
+
+
 def server_url(explicit: str | None) -> str | None:
     """The server to ask: --server, else PLM_SERVER, else None (use a local index)."""
     url = (explicit or os.environ.get("PLM_SERVER") or "").strip().rstrip("/")
-    if url and not url.startswith(("http://", "https://")):
-        raise PlmUserError(f"--server takes an http:// or https:// URL, got {url!r}")
-    return url or None
+    if not url:
+        return None
+    # Messages name the URL without what may be a password (user:password@host).
+    shown = re.sub(r"//[^/?#]*@", "//***@", url)
+    if not url.startswith(("http://", "https://")):
+        raise PlmUserError(f"--server takes an http:// or https:// URL, got {shown!r}")
+    if "@" in re.split(r"[/?#]", url.split("//", 1)[1], maxsplit=1)[0]:
+        raise PlmUserError(
+            f"--server {shown}: a user name or password in the URL is not sent; a server started with PLM_API_KEY "
+            "takes its key from PLM_API_KEY here too (export PLM_API_KEY=...)"
+        )
+    try:
+        urllib.parse.urlsplit(url).port  # noqa: B018 - raises for a malformed host or port
+    except ValueError as err:
+        raise PlmUserError(f"--server {shown}: not a valid URL ({err})") from None
+    return url
 
 
 def call(url: str, method: str, path: str, body: Any = None, timeout: float | None = None) -> Any:
@@ -33,12 +84,17 @@ def call(url: str, method: str, path: str, body: Any = None, timeout: float | No
     data = None
     if body is not None:
         data, headers["Content-Type"] = json.dumps(body).encode(), "application/json"
-    if key := os.environ.get("PLM_API_KEY"):
+    if key := bearer_key("PLM_API_KEY"):
         headers["Authorization"] = f"Bearer {key}"
     request = urllib.request.Request(url + path, data=data, headers=headers, method=method)
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 - the user's URL
+        with NO_REDIRECTS.open(request, timeout=timeout) as response:
             raw = response.read()
+    except RedirectRefused as err:
+        raise PlmUserError(
+            f"{err}; the client does not follow redirects (the API key goes to the server named only): "
+            "pass the address that answers as --server"
+        ) from None
     except urllib.error.HTTPError as err:
         raise PlmUserError(_http_error(url, err)) from None
     except (urllib.error.URLError, OSError) as err:

@@ -3,6 +3,7 @@ plain records, with one rule for duplicate ids: the first claim wins."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,13 @@ def as_sources(sources: Any) -> list[Source]:
         if not isinstance(item, (str, Path, Document, Mapping)):
             raise PlmUserError(f"a source must be a path, a Document or a record (dict), got {type(item).__name__}")
     return items
+
+
+def inside(path: str | Path, root: str | Path) -> bool:
+    """Whether `path`, every symlink resolved, is `root` (resolved too) or lies under it: the
+    boundary of a folder being loaded or watched, which a link must not lead out of."""
+    real, base = os.path.realpath(path), os.path.realpath(root)
+    return real == base or real.startswith(base.rstrip(os.sep) + os.sep)
 
 
 def _printable(text: Any) -> str:

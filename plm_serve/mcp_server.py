@@ -9,7 +9,10 @@ Two read-only tools, for an assistant that should cite your documents:
 
 A user error (an empty query, k outside 1..10,000, a bad filter, an index emptied by
 `plm delete`) is a tool error carrying plm's one-paragraph message, never a crash of the
-server; a bug is the SDK's generic tool error, with its traceback on stderr.
+server; a bug is the SDK's generic tool error, with its traceback on stderr. A line the
+SDK cannot read (malformed JSON, a lone surrogate escape, JSON nested too deeply, not a
+JSON-RPC message), which the SDK itself drops without a reply, is answered here with a
+JSON-RPC error (`AnswerUnreadable`), and serving goes on.
 
 Like `plm query`, the command never creates an index: a missing one stops it before the
 protocol starts, with the message saying how to build it. The model is loaded before the
@@ -186,11 +189,99 @@ def build_server(job: Job, log_level: LogLevel = "WARNING") -> "MCPServer[Any]":
     return server
 
 
+PARSE_ERROR, INVALID_REQUEST = -32700, -32600  # JSON-RPC 2.0's codes
+
+
+def unreadable_reply(exc: Exception) -> dict[str, Any]:
+    """The JSON-RPC error answering a line the SDK could not read (`exc`, its validation
+    error): a parse error (malformed, a lone surrogate escape, nested too deeply) or an
+    invalid request, with the request's id when one can still be read, else null."""
+    listed = getattr(exc, "errors", None)  # a pydantic ValidationError's
+    errors = listed() if callable(listed) else []
+    first = errors[0] if errors else {}
+    data = first.get("input")
+    if first.get("type") == "json_invalid":
+        code, message = PARSE_ERROR, f"Parse error: {first.get('msg', 'invalid JSON')}"
+        if "hex escape" in message or "surrogate" in message:
+            message += " (a \\ud800-\\udfff escape must be half of a surrogate pair: a lone surrogate is not text)"
+        try:
+            data = json.loads(data) if isinstance(data, str) else None  # only to find the id
+        except (ValueError, RecursionError):
+            data = None
+    else:
+        code, message = INVALID_REQUEST, f"Invalid Request: not a JSON-RPC 2.0 message ({len(errors)} problem(s))"
+    request_id = data.get("id") if isinstance(data, dict) else None
+    if isinstance(request_id, bool) or not isinstance(request_id, (int, str)):
+        request_id = None
+    elif isinstance(request_id, str) and not request_id.isprintable():
+        request_id = None  # e.g. a lone surrogate, which could not be written back
+    return {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}}
+
+
+class AnswerUnreadable:
+    """The stdio transport's read stream, minus the lines it could not read: the SDK's
+    dispatcher drops those without a reply (a client would wait for ever), so each is
+    answered here with `unreadable_reply` and never reaches the SDK."""
+
+    def __init__(self, inner: Any, write_stream: Any) -> None:
+        self.inner, self.write_stream = inner, write_stream
+
+    @property
+    def last_context(self) -> Any:
+        return getattr(self.inner, "last_context", None)
+
+    async def receive(self) -> Any:
+        from mcp.shared.message import SessionMessage
+        from mcp_types import jsonrpc_message_adapter
+
+        while True:
+            item = await self.inner.receive()
+            if not isinstance(item, Exception):
+                return item
+            reply = jsonrpc_message_adapter.validate_python(unreadable_reply(item))
+            await self.write_stream.send(SessionMessage(reply))
+
+    def __aiter__(self) -> "AnswerUnreadable":
+        return self
+
+    async def __anext__(self) -> Any:
+        import anyio
+
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def __aenter__(self) -> "AnswerUnreadable":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.inner.aclose()
+
+    def close(self) -> None:
+        self.inner.close()
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+async def serve_stdio(server: "MCPServer[Any]") -> None:
+    """`server.run("stdio")` (the SDK's run_stdio_async), with unreadable lines answered."""
+    from mcp.server.stdio import stdio_server
+
+    lowlevel = server._lowlevel_server  # what run_stdio_async runs; the SDK has no public name for it
+    async with stdio_server() as (read_stream, write_stream):
+        options = lowlevel.create_initialization_options()
+        await lowlevel.run(AnswerUnreadable(read_stream, write_stream), write_stream, options)
+
+
 def mcp_command(config: ConfigOpt, set_: SetOpt = None, index: IndexOpt = None) -> None:
     """Serve an index's search as Model Context Protocol tools (`search`, `status`) over
     stdio, for an MCP client such as an AI assistant; the index must exist (`plm ingest`)."""
+    import anyio
+
     job = warm(open_job(config, set_, None, index))
     try:
-        build_server(job, job.settings.log_level).run("stdio")
+        anyio.run(serve_stdio, build_server(job, job.settings.log_level))
     finally:
         job.close()

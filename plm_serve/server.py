@@ -22,7 +22,6 @@ bodies are limited (`--max-body-mb`); CORS is off unless `--cors-origin` is give
 import hmac
 import json
 import logging
-import os
 import signal
 import threading
 import time
@@ -34,6 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from plm_core.errors import PlmUserError
 from plm_core.records import Query
+from plm_index.remote import bearer_key
 from plm_index.search import MAX_K, MAX_QUERY_CHARS
 from plm_serve.schemas import HitModel
 from plm_serve.service import NotReady, Service
@@ -107,6 +107,7 @@ def create_app(
     from fastapi.exceptions import RequestValidationError
     from fastapi.responses import JSONResponse, PlainTextResponse
     from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+    from starlette.exceptions import HTTPException
 
     app = FastAPI(title="plm", version=_version(), description=__doc__.split("\n\n")[0] if __doc__ else "")
     registry = CollectorRegistry()
@@ -119,9 +120,44 @@ def create_app(
     if service.generation is not None and service.generation.version is not None:
         version_gauge.set(service.generation.version.counter)
     limit = int(max_body_mb * 1024 * 1024)
+    too_large = f"the request body is larger than {max_body_mb:g} MB"
 
     def error(status: int, message: str) -> JSONResponse:
         return JSONResponse({"error": message}, status_code=status)
+
+    class BodyTooLarge(HTTPException):
+        """The body read so far is over the limit (an HTTPException, so FastAPI's body
+        parsing lets it through rather than calling it a parse error)."""
+
+    class BodyLimit:
+        """ASGI middleware: the body is counted while it is received, by whoever reads it,
+        and BodyTooLarge raised once it passes the limit, so a chunked body (no length to
+        check first) is never held whole."""
+
+        def __init__(self, app: Any) -> None:
+            self.app = app
+
+        async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+            if scope["type"] != "http":
+                return await self.app(scope, receive, send)
+            read = 0
+
+            async def counted() -> Any:
+                nonlocal read
+                message = await receive()
+                if message["type"] == "http.request":
+                    read += len(message.get("body", b""))
+                    if read > limit:
+                        raise BodyTooLarge(413, too_large)
+                return message
+
+            return await self.app(scope, counted, send)
+
+    app.add_middleware(BodyLimit)
+
+    @app.exception_handler(BodyTooLarge)
+    async def body_too_large(request: Request, exc: BodyTooLarge) -> JSONResponse:
+        return error(413, str(exc.detail))
 
     @app.middleware("http")
     async def guard(request: Request, call_next: Any) -> Any:
@@ -153,12 +189,8 @@ def create_app(
                 return error(401, "missing or wrong API key: send `Authorization: Bearer <PLM_API_KEY>`")
         length = request.headers.get("content-length")
         if length is not None and (not length.isdigit() or int(length) > limit):
-            return error(413, f"the request body is larger than {max_body_mb:g} MB")
-        if request.method in ("POST", "PUT", "PATCH"):
-            body = await request.body()  # chunked bodies have no length header: count them
-            if len(body) > limit:
-                return error(413, f"the request body is larger than {max_body_mb:g} MB")
-        return await call_next(request)
+            return error(413, too_large)
+        return await call_next(request)  # a chunked body is counted as it is read (BodyLimit)
 
     if cors_origins:
         from fastapi.middleware.cors import CORSMiddleware
@@ -290,7 +322,7 @@ def serve_command(
         service.watcher = job_watcher(writer, watch, locked=service.apply, log=lambda line: log.info("watch: %s", line))
         watcher_thread = threading.Thread(target=service.watcher.run, args=(stop,), name="plm-watcher", daemon=True)
         watcher_thread.start()
-    api_key = os.environ.get("PLM_API_KEY") or None
+    api_key = bearer_key("PLM_API_KEY")  # the client strips it too: a key file's newline is no key
     app = create_app(service, api_key=api_key, cors_origins=tuple(cors_origin or ()), max_body_mb=max_body_mb)
     logging.getLogger("plm.serve").setLevel(logging.INFO)
     access.setLevel(logging.INFO)

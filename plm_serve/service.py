@@ -30,6 +30,14 @@ from plm_index.sync import IngestReport
 log = logging.getLogger("plm.serve")
 
 
+def _at_least(served: CorpusVersion | None, target: CorpusVersion | None) -> bool:
+    """Whether the served version holds everything `target` does: it, or a later state of
+    the same store."""
+    if served is None or target is None:
+        return served == target
+    return served == target or (served.store_id == target.store_id and served.counter >= target.counter)
+
+
 class NotReady(PlmUserError):
     """The index is empty or not loaded yet (HTTP 503)."""
 
@@ -161,13 +169,14 @@ class Service:
                 self._swapped.notify_all()
 
     def refresh(self, timeout: float = 60.0) -> None:
-        """Ask the reloader for the newest version and wait until it has been swapped in
-        (so a client sees its own writes); queries keep being answered meanwhile."""
+        """Ask the reloader for the newest version and wait until it, or a newer one, has been
+        swapped in (so a client sees its own writes); queries keep being answered meanwhile.
+        Another write may move the reloader past this one's version: that serves it too."""
         with self.write_lock:
             target = self.writer.store.version()
         deadline = time.monotonic() + timeout
         with self._swapped:
-            while self.generation is None or self.generation.version != target:
+            while self.generation is None or not _at_least(self.generation.version, target):
                 self._wake.set()
                 left = deadline - time.monotonic()
                 if left <= 0 or self._thread is None:

@@ -46,6 +46,7 @@ import typer
 from plm_core.errors import PlmUserError
 from plm_index.commands import ConfigOpt, IndexOpt, SetOpt, open_job, out
 from plm_index.job import Job
+from plm_index.sources import inside
 from plm_index.sync import IngestReport
 from plm_serve.syncing import sync_paths
 
@@ -132,37 +133,76 @@ class FolderWatcher:
             return {"dirs": [str(d) for d in self.dirs], **self._state, "pending": len(self._pending)}
 
     def run(self, stop: threading.Event) -> None:
-        """Catch up, then watch until `stop` is set; the batch in progress is finished first."""
-        from watchfiles import watch
+        """Catch up, then watch until `stop` is set; the batch in progress is finished first.
 
+        A watch dies with its folder: when a watched folder is deleted or replaced (another
+        folder renamed or made in its place), the watch is set up again for the folders
+        there now, each with a catch-up, and a missing one is waited for."""
         self._set(running=True)
         try:
-            for n, changes in enumerate(
-                watch(
-                    *self.dirs,
-                    watch_filter=lambda _change, path: self._relevant(Path(path)),
-                    step=self.debounce_ms,  # quiet this long: a batch
-                    debounce=self.max_wait_ms,  # or this long under constant churn
-                    stop_event=stop,
-                    rust_timeout=max(self.debounce_ms, self.settle_ms // 2),  # re-check unsettled files
-                    yield_on_timeout=True,
-                    raise_interrupt=False,
-                )
-            ):
-                if n == 0:  # the watch is in place: nothing changed from now on can be missed
-                    self._catch_up(stop)
-                self._pending.update((Path(path), None) for _change, path in changes)
-                while not stop.is_set() and any(batch := self._ready()):
-                    self._batch(*batch)
+            waited: set[Path] = set()  # folders found missing by the loop below
+            while not stop.is_set():
+                folders = self._identity()
+                present = [d for d in self.dirs if folders[d] is not None]
+                for d in sorted(waited.intersection(present)):
+                    self.log(f"{d} is back: watching it again")
+                waited = {d for d in self.dirs if folders[d] is None}
+                if present:
+                    self._watch(stop, present, folders)
+                else:  # nothing to watch until a folder comes back
+                    self._drain(stop)
+                    stop.wait(self.debounce_ms / 1000)
         finally:
             self._set(running=False)
+
+    def _identity(self) -> dict[Path, tuple[int, int] | None]:
+        """Each watched folder's (device, inode), None when it is not there."""
+        found: dict[Path, tuple[int, int] | None] = {}
+        for d in self.dirs:
+            try:
+                st = os.stat(d)
+                found[d] = (st.st_dev, st.st_ino) if stat.S_ISDIR(st.st_mode) else None
+            except OSError:
+                found[d] = None
+        return found
+
+    def _watch(self, stop: threading.Event, present: list[Path], folders: dict[Path, Any]) -> None:
+        """One watch of the folders present, until `stop` or until a folder is gone or replaced."""
+        from watchfiles import watch
+
+        for n, changes in enumerate(
+            watch(
+                *present,
+                watch_filter=lambda _change, path: self._relevant(Path(path)),
+                step=self.debounce_ms,  # quiet this long: a batch
+                debounce=self.max_wait_ms,  # or this long under constant churn
+                stop_event=stop,
+                rust_timeout=max(self.debounce_ms, self.settle_ms // 2),  # re-check unsettled files
+                yield_on_timeout=True,
+                raise_interrupt=False,
+            )
+        ):
+            if n == 0:  # the watch is in place: nothing changed from now on can be missed
+                self._catch_up(stop, present)
+            self._pending.update((Path(path), None) for _change, path in changes)
+            self._drain(stop)
+            if (now := self._identity()) != folders:
+                for d in self.dirs:
+                    if now[d] != folders[d]:
+                        what = "is back" if folders[d] is None else "was deleted" if now[d] is None else "was replaced"
+                        self.log(f"{d} {what}: {'watching it again' if now[d] else 'waiting for it to come back'}")
+                return
+
+    def _drain(self, stop: threading.Event) -> None:
+        while not stop.is_set() and any(batch := self._ready()):
+            self._batch(*batch)
 
     def _set(self, **values: Any) -> None:
         with self._lock:
             self._state.update(values)
 
-    def _catch_up(self, stop: threading.Event) -> None:
-        for root in self.dirs:
+    def _catch_up(self, stop: threading.Event, roots: list[Path]) -> None:
+        for root in roots:
             for path in self._files(root):  # what the catch-up syncs
                 with suppress(OSError):
                     st = os.stat(path)
@@ -175,6 +215,15 @@ class FolderWatcher:
     def _relevant(self, path: Path) -> bool:
         root = next((r for r in self.dirs if under(path, r)), None)
         return root is not None and not any(map(scratch, path.relative_to(root).parts))
+
+    def _contained(self, path: Path) -> bool:
+        """Whether the path, symlinks resolved, is inside the watched folder it was found in."""
+        return any(under(path, r) and inside(path, r) for r in self.dirs)
+
+    def _refuse(self, path: Path) -> None:
+        self.log(f"failed: {path}: a symlink leading outside the watched folder, which is not read")
+        with self._lock:
+            self._state["failed_files"] += 1
 
     def _files(self, folder: Path) -> Iterable[Path]:
         for where, subdirs, names in os.walk(folder):
@@ -208,7 +257,14 @@ class FolderWatcher:
                 continue
             except OSError:  # unreadable: the loader says why
                 st = None
-            if st is not None and stat.S_ISDIR(st.st_mode):  # made or moved in: read what it holds
+            folder = st is not None and stat.S_ISDIR(st.st_mode)
+            if not self._contained(path) and (folder or self.accepts(path)):  # a link out: never read
+                del self._pending[path]
+                if self._sent.pop(path, None) is not None:
+                    removed.append(path)
+                self._refuse(path)
+                continue
+            if folder:  # made or moved in: read what it holds
                 del self._pending[path]
                 self._pending.update((p, None) for p in self._files(path) if p not in self._pending)
                 continue

@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import os
 import pickle
+import socket
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -83,6 +84,7 @@ class RayExecutor(Executor):
             return False
         address = self.config.address or os.environ.get("RAY_ADDRESS") or None
         try:
+            _answers(address)
             if address is None:
                 ray.init(include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
             else:
@@ -95,6 +97,34 @@ class RayExecutor(Executor):
         for name in ("ray", "ray.data"):  # Ray's own INFO lines would drown the ingest's output
             logging.getLogger(name).setLevel(logging.WARNING)
         return True
+
+
+# An HTTP/2 client's first bytes and an empty SETTINGS frame: every gRPC server (Ray's GCS
+# and its client server) answers at once with a SETTINGS frame of its own (type 4).
+_HTTP2_HELLO = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
+
+
+def _answers(address: str | None, timeout: float = 5.0) -> None:
+    """ConnectionError unless a gRPC server (as Ray's are) answers at a HOST:PORT or
+    ray://HOST:PORT address within `timeout`: Ray's own client retries an address where
+    nothing listens, or something else does, for minutes, silently."""
+    if not address or address in ("auto", "local"):
+        return
+    where = address.removeprefix("ray://").rstrip("/")
+    host, sep, port = where.rpartition(":")
+    if not sep or not port.isdigit():
+        return  # a form Ray knows better (e.g. no port): left to Ray
+    plain = os.environ.get("RAY_USE_TLS", "").lower() not in ("1", "true")  # with TLS: connecting is all
+    try:
+        with socket.create_connection((host.strip("[]") or "127.0.0.1", int(port)), timeout=timeout) as conn:
+            conn.settimeout(timeout)
+            if plain:
+                conn.sendall(_HTTP2_HELLO)
+                answer = conn.recv(9)
+    except OSError as err:
+        raise ConnectionError(f"nothing answers there ({err.strerror or type(err).__name__})") from None
+    if plain and (len(answer) < 4 or answer[3] != 4):
+        raise ConnectionError("something listens there, but it does not answer as a Ray cluster (gRPC) does")
 
 
 class _BatchWorker:

@@ -15,7 +15,6 @@ import dataclasses
 import http.client
 import json
 import logging
-import os
 import re
 import threading
 import time
@@ -28,10 +27,11 @@ from typing import TYPE_CHECKING, Any
 from pydantic import Field, field_validator
 
 from plm_core.component import ComponentConfig
-from plm_core.errors import ConfigError
+from plm_core.errors import ConfigError, PlmUserError
 from plm_core.hookspecs import hookimpl
 from plm_core.interfaces import QueryExpander
 from plm_core.records import ExpandedQuery, Query
+from plm_index.remote import NO_REDIRECTS, RedirectRefused, bearer_key
 
 if TYPE_CHECKING:
     from plm_core.registry import Registry
@@ -58,6 +58,8 @@ _LINE_PREFIX = re.compile(
     re.IGNORECASE,
 )
 _QUOTES = {'"': '"', "'": "'", "`": "`", "\u201c": "\u201d"}
+# Whatever follows "Bearer" in a message is a key (e.g. a header value quoted by an error).
+_BEARER = re.compile(r"(Bearer\s+)\S+", re.IGNORECASE)
 
 
 class RewriteFailed(Exception):
@@ -179,7 +181,8 @@ class LLMRewriteExpander(QueryExpander):
             try:
                 queries = self._usable(data.text, self._ask(messages))
             except RewriteFailed as err:
-                log.warning("expander %r (llm_rewrite): %s; searching with the original query", self.label, err)
+                why = _BEARER.sub(r"\1***", str(err))  # the last guard: no message carries a key
+                log.warning("expander %r (llm_rewrite): %s; searching with the original query", self.label, why)
                 return ExpandedQuery.of(data)
             self._remember(key, queries)
         return self._expanded(data, queries)
@@ -252,14 +255,18 @@ class LLMRewriteExpander(QueryExpander):
         c = self.config
         body = json.dumps({"model": c.model, "messages": messages, "temperature": c.temperature}).encode()
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
-        key = os.environ.get(c.api_key_env) if c.api_key_env else None
+        key = self._api_key()
         if key:
             headers["Authorization"] = f"Bearer {key}"
         request = urllib.request.Request(self.endpoint, data=body, headers=headers, method="POST")
         try:
             try:
-                with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 - the config's URL
+                with NO_REDIRECTS.open(request, timeout=timeout) as response:
                     raw = response.read(MAX_BODY_BYTES + 1)
+            except RedirectRefused as err:  # the key goes to base_url's origin only
+                raise RewriteFailed(
+                    f"{err}; redirects are not followed: set base_url to the address that answers"
+                ) from None
             except urllib.error.HTTPError as err:
                 raise RewriteFailed(f"{self.endpoint} answered {err.code} {err.reason}{_error_message(err)}") from None
             except http.client.HTTPException as err:  # a dropped connection, a bad status line
@@ -275,6 +282,14 @@ class LLMRewriteExpander(QueryExpander):
         except RewriteFailed as err:
             # Some servers quote the key they refused; it must not reach a log.
             raise RewriteFailed(str(err).replace(key, "***") if key else str(err)) from None
+
+    def _api_key(self) -> str | None:
+        """The key from the environment, surrounding whitespace (a file's trailing newline)
+        removed; RewriteFailed naming the variable, never the value, if it cannot be a header."""
+        try:
+            return bearer_key(self.config.api_key_env) if self.config.api_key_env else None
+        except PlmUserError as err:
+            raise RewriteFailed(str(err)) from None
 
     def _cached(self, key: tuple[str, str, str]) -> tuple[str, ...] | None:
         with self._lock:

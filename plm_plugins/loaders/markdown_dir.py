@@ -22,6 +22,7 @@ from plm_core.hookspecs import hookimpl
 from plm_core.interfaces import Loader
 from plm_core.records import Document, LoadFailure
 from plm_index.documents import MAX_METADATA_INT, check_document
+from plm_index.sources import inside
 from plm_plugins.loaders.files import BadInput, docs_or_raise, failure, read_text_file, shown
 
 if TYPE_CHECKING:
@@ -169,6 +170,8 @@ class MarkdownLoader(Loader):
                 continue
             owner[stem] = path
             try:
+                if not inside(path, source) and path.exists():  # a broken link is reported as one
+                    raise BadInput(f"a symlink leading outside {shown(source)}, which is not read; {_SKIP}")
                 doc = self._document(path)
                 check_document(doc)  # the one check every document passes (id, Unicode, metadata)
                 docs.append(doc)

@@ -26,13 +26,14 @@ import inspect
 import json
 import os
 import re
+import urllib.parse
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, field_serializer
 
 from plm_core.component import ComponentConfig
 from plm_core.errors import MissingDependencyError, StoreError
@@ -82,10 +83,31 @@ def schema_version(fulltext: str) -> str:
 RRF_SQL = "RETURNS double precision LANGUAGE sql IMMUTABLE PARALLEL SAFE AS 'SELECT 1.0 / (k + rank)'"
 
 
-def redact(dsn: str) -> str:
-    """The DSN without its password, for messages."""
-    dsn = re.sub(r"(://[^:/@]*):[^@]*@", r"\1:***@", dsn)
-    return re.sub(r"(password=)\S+", r"\1***", dsn)
+# Every form libpq takes a credential in: a URI's user:password@ (to the last @ of the word),
+# password= or sslpassword= as key = value (quoted with \' escapes, or bare) or as a URI query
+# parameter.
+_URI_PASSWORD = re.compile(r"(://[^:/@\s\"']*):[^\s\"']*@")
+_KEY_PASSWORD = re.compile(r"(\b\w*password\s*=\s*)('(?:[^'\\]|\\.)*'?|[^\s&\"']+)", re.IGNORECASE)
+
+
+def redact(text: str, dsn: str = "") -> str:
+    """`text` (a DSN, or a message that may quote one) without passwords: every form libpq
+    accepts is masked, and so is each password of `dsn` wherever else it appears."""
+    secrets = set()
+    for match in _URI_PASSWORD.finditer(dsn):
+        userinfo = match.group(0)[len(match.group(1)) + 1 : -1]
+        secrets |= {userinfo, urllib.parse.unquote(userinfo)}
+    for match in _KEY_PASSWORD.finditer(dsn):
+        value = match.group(2)
+        secrets |= {value, re.sub(r"\\(.)", r"\1", value.strip("'")), urllib.parse.unquote(value)}
+    # A quoted password's words too: a message may quote the value escaped another way.
+    secrets |= {word for secret in secrets for word in re.split(r"[\s'\\]+", secret) if len(word) >= 6}
+    text = _URI_PASSWORD.sub(r"\1:***@", text)
+    text = _KEY_PASSWORD.sub(r"\1***", text)
+    for secret in sorted(secrets, key=len, reverse=True):
+        if len(secret) >= 4:  # shorter ones would mask ordinary letters; the patterns above hold them
+            text = text.replace(secret, "***")
+    return text
 
 
 def _chunk_from_row(r: Sequence[Any]) -> Chunk:
@@ -140,6 +162,12 @@ class PostgresStore(Store):
 
         dsn: str = ""
         """A libpq connection string or URL; empty: the PLM_DATABASE_URL environment variable."""
+
+        @field_serializer("dsn")
+        def _without_password(self, value: str) -> str:
+            # A dump is what `plm config check` and a repr print: never the password.
+            return redact(value, value)
+
         schema_name: str = Field("plm", alias="schema", pattern=IDENT)
         """The schema holding this index's tables (lower-case letters, digits, '_'): one per
         index, so several indexes share one database."""
@@ -181,9 +209,12 @@ class PostgresStore(Store):
             )
         return dsn
 
+    def _redact(self, text: str) -> str:
+        return redact(text, self.config.dsn or os.environ.get("PLM_DATABASE_URL", ""))
+
     def _explain(self, err: Exception) -> str:
-        where = f"schema {self.schema} at {redact(self.config.dsn or os.environ.get('PLM_DATABASE_URL', ''))}"
-        text = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        where = f"schema {self.schema} at {self._redact(self.config.dsn or os.environ.get('PLM_DATABASE_URL', ''))}"
+        text = self._redact(str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__)
         if "lock timeout" in text or "canceling statement due to lock" in text:
             return (
                 f"the store ({where}) is locked by another writer for longer than lock_timeout_ms = "
@@ -204,8 +235,10 @@ class PostgresStore(Store):
             conn = psycopg.connect(self.dsn(), autocommit=True, connect_timeout=10)
         except psycopg.Error as err:
             raise StoreError(
-                f"cannot connect to Postgres at {redact(self.dsn())}: {str(err).strip().splitlines()[-1]} "
-                "(is the server running? `plm pg start --data DIR` starts a local one)"
+                self._redact(
+                    f"cannot connect to Postgres at {self.dsn()}: {str(err).strip().splitlines()[-1].strip()} "
+                    "(is the server running? `plm pg start --data DIR` starts a local one)"
+                )
             ) from None
         try:
             conn.execute(f"SET lock_timeout = {int(self.config.lock_timeout_ms)}")
@@ -213,7 +246,7 @@ class PostgresStore(Store):
             state = self._state(conn)
             if state == "missing" and not create:
                 raise StoreError(
-                    f"no index in schema {self.schema} at {redact(self.dsn())}: run `plm ingest` (or `plm run`) "
+                    f"no index in schema {self.schema} at {self._redact(self.dsn())}: run `plm ingest` (or `plm run`) "
                     "with this config first"
                 )
             if state != "ready":  # created, or upgraded in place (idempotent), by whoever opens it first
@@ -554,7 +587,7 @@ class PostgresStore(Store):
             "dimension": int(self.get_meta("dimension") or 0),
             "corpus_version": int(self.get_meta("corpus_version") or 0),
             "bytes": size,
-            "location": f"{redact(self.dsn())} schema {self.schema}",
+            "location": f"{self._redact(self.dsn())} schema {self.schema}",
         }
 
 

@@ -88,3 +88,21 @@ def test_override_parsing_keeps_strings() -> None:
     raw: dict = {}
     apply_overrides(raw, ["a.b=hello", "a.c=3", "a.d=[1, 2]"])
     assert raw == {"a": {"b": "hello", "c": 3, "d": [1, 2]}}
+
+
+@pytest.mark.parametrize("label", ["bm\\nx", "bm\\u202ex", "a/b", "a\\\\b", "..", "a b", "", "x" * 65])
+def test_a_table_label_that_cannot_be_a_folder_name_is_a_config_error(registry, tmp_path, label: str) -> None:
+    # Labels name folders (bm25_<label>/) and appear in messages and metrics: no newline, no
+    # bidirectional override, no path separator, no dot.
+    path = _variant(tmp_path, "[query.retrieve.retrievers.bm25]", f'[query.retrieve.retrievers."{label}"]')
+    with pytest.raises(ConfigError, match="letters, digits") as info:
+        load_job(path, registry)
+    message = str(info.value)
+    assert "\n" not in message and "\u202e" not in message
+
+
+def test_ordinary_labels_are_accepted(registry, tmp_path) -> None:
+    path = _variant(tmp_path, "[query.retrieve.retrievers.bm25]", '[query.retrieve.retrievers."bm25_v2-ä"]')
+    text = path.read_text().replace("bm25 = ", '"bm25_v2-ä" = ').replace('"bm25"', '"bm25_v2-ä"')
+    path.write_text(text)
+    load_job(path, registry)

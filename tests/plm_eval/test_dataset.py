@@ -91,3 +91,29 @@ def test_an_unreadable_file_is_a_user_error(tmp_path: Path) -> None:
     path.mkdir()  # exists, cannot be read as a file
     with pytest.raises(PlmUserError, match="test.tsv: cannot be read"):
         read_qrels(path)
+
+
+@pytest.mark.parametrize("corpus", ["../..", "..", "/etc", "docs/../../outside", "../set2"])
+def test_the_corpus_never_leads_outside_the_dataset(tmp_path: Path, corpus: str) -> None:
+    from plm_core.config import load_job
+    from plm_core.registry import build_registry
+    from plm_eval.dataset import resolve_corpus
+
+    ds = tmp_path / "data" / "set"
+    (ds / "docs").mkdir(parents=True)
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "data" / "set2").mkdir()
+    config = tmp_path / "job.toml"
+    config.write_text(
+        f'[job]\ncorpus = ["{corpus}"]\n[index.load]\nuse = "markdown_dir"\n[query.retrieve]\nuse = "bm25s"\n'
+    )
+    job = load_job(config, build_registry(autoload=False))
+    with pytest.raises(PlmUserError, match="outside the dataset folder") as info:
+        resolve_corpus(job, ds)
+    assert corpus in str(info.value)
+    with pytest.raises(PlmUserError, match="outside the dataset folder"):
+        resolve_corpus(job, ds, corpus)  # --corpus too
+    assert resolve_corpus(job, ds, "docs") == ds / "docs"
+    # a link the dataset's owner made is the dataset's own choice (e.g. a corpus on another disk)
+    (ds / "link").symlink_to(tmp_path / "outside", target_is_directory=True)
+    assert resolve_corpus(job, ds, "link") == ds / "link"

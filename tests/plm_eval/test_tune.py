@@ -64,6 +64,19 @@ def test_grid_is_every_combination_and_random_draws_distinct_ones() -> None:
         tuning.trials([tuning.parse_param("a=1"), tuning.parse_param("a=2")])
 
 
+def test_a_grid_past_the_bound_is_refused_before_it_is_built() -> None:
+    params = [tuning.parse_param(f"p{i}=" + ",".join(map(str, range(30)))) for i in range(3)]  # 27,000
+    with pytest.raises(ConfigError, match=r"27,000 combinations.*10,000.*--search random --trials N"):
+        tuning.trials(params)
+    huge = [tuning.parse_param(f"p{i}=" + ",".join(map(str, range(10)))) for i in range(12)]  # 10**12
+    with pytest.raises(ConfigError, match="1,000,000,000,000 combinations"):
+        tuning.trials(huge)
+    drawn = tuning.trials(huge, "random", 5, seed=3)  # sampled without building the grid
+    assert len(drawn) == 5 and len({tuple(t.items()) for t in drawn}) == 5
+    with pytest.raises(ConfigError, match="--trials 20,000.*10,000"):
+        tuning.trials(huge, "random", 20_000)
+
+
 def test_folds_partition_the_queries() -> None:
     qids = [f"q{i}" for i in range(11)]
     parts = tuning.folds(qids, 3, seed=2)
@@ -200,6 +213,7 @@ def test_tune_with_folds_reports_a_cross_validated_estimate(split_sample: Path, 
         (["--param", "query.retrieve.retrievers.bm25.k_one=1,2"], "k_one"),
         (["--param", f"{K1}=1,2", "--test", "tune"], "is the tuning set"),
         (["--param", f"{K1}=1,2", "--search", "random"], "--trials"),
+        ([arg for i in range(7) for arg in ("--param", f"query.p{i}=" + ",".join("0123456789"))], "10,000,000"),
     ],
 )
 def test_bad_requests_fail_before_any_work(tmp_path: Path, split_sample: Path, extra: list[str], message: str) -> None:

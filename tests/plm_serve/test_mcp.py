@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -223,3 +224,52 @@ def test_plm_mcp_without_an_index_says_how_to_build_one(built: tuple[Path, Path,
     assert res.returncode == 2, res.stderr
     assert "no index at" in res.stderr and "plm ingest" in res.stderr and "Traceback" not in res.stderr
     assert res.stdout == ""
+
+
+def test_raw_lines_the_sdk_cannot_read_get_an_error_reply(built: tuple[Path, Path, Path]) -> None:
+    """The SDK drops a line it cannot read without a word, leaving a client waiting for ever;
+    `plm mcp` answers each with a JSON-RPC error (the request's id when it can be read, else
+    null) and goes on serving."""
+    import json
+    import subprocess
+    import threading
+
+    cfg, index, data = built
+    env = {**os.environ, "PLM_DATA_DIR": str(data), "PLM_PROGRESS": "0", "HF_HUB_OFFLINE": "1"}
+    args = [*plm_command(), "mcp", "--config", str(cfg), "--index", str(index)]
+    proc = subprocess.Popen(
+        args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, text=True
+    )
+    replies: list[dict[str, Any]] = []
+    reader = threading.Thread(target=lambda: replies.extend(json.loads(line) for line in proc.stdout), daemon=True)
+    reader.start()
+    init = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}
+    search = {"name": "search", "arguments": {"query": "\ud800 vault"}}
+    lines = [
+        json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init}),
+        json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json.dumps({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": search}),  # a lone \ud800 escape
+        '{"jsonrpc": "2.0", "id": 6, "method"',  # malformed JSON
+        "[" * 100_000 + "]" * 100_000,  # 100k deep
+        json.dumps({"jsonrpc": "2.0", "id": 7, "method": "tools/call"} | {"oops": [1]}),  # not a valid request
+        json.dumps({"jsonrpc": "2.0", "id": 9, "method": "tools/list"}),
+    ]
+    try:
+        assert proc.stdin is not None
+        proc.stdin.write("\n".join(lines) + "\n")
+        proc.stdin.flush()
+        deadline = time.monotonic() + 60
+        while not any(r.get("id") == 9 for r in replies) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.5)  # any reply written before the last one has arrived by now
+    finally:
+        proc.stdin.close()
+        proc.wait(30)
+    by_id: dict[Any, list[dict[str, Any]]] = {}
+    for r in replies:
+        by_id.setdefault(r.get("id"), []).append(r)
+    assert 9 in by_id, replies  # still serving after the bad lines
+    assert by_id[5][0]["error"]["code"] == -32700 and "surrogate" in by_id[5][0]["error"]["message"]
+    assert [r["error"]["code"] for r in by_id[None]] == [-32700, -32700]  # malformed, too deep: no id to read
+    assert "recursion" in by_id[None][1]["error"]["message"] or "deep" in by_id[None][1]["error"]["message"]
+    assert 7 in by_id and "error" in by_id[7][0], replies

@@ -5,6 +5,7 @@ documents, status, metrics, errors, the API key, another process's sync, SIGTERM
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import socket
@@ -174,6 +175,34 @@ def test_bad_input_is_a_4xx_with_one_error_line(
         assert message in response.json()["error"]
 
 
+def test_concurrent_writes_each_return_once_their_write_is_served(server: Server) -> None:
+    # Each write waits until a version at least as new as its own is served; waiting for its
+    # exact version hung for the full 60 s whenever another write moved the reloader past it
+    # (a race: several rounds of six writes at once).
+    ids = [f"concurrent{i}" for i in range(6)]
+
+    def post(doc_id: str, words: str) -> None:
+        start = time.monotonic()
+        record = {"id": doc_id, "text": f"The {doc_id} walrus ledger says {words}."}
+        response = httpx.post(server.url + "/documents", json={"records": [record]}, timeout=120)
+        took[doc_id] = time.monotonic() - start if response.status_code == 200 else math.inf
+
+    try:
+        for round_ in range(4):
+            took: dict[str, float] = {}
+            threads = [threading.Thread(target=post, args=(doc_id, f"round {round_}")) for doc_id in ids]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join(150)
+            assert len(took) == len(ids) and max(took.values()) < 30, took
+        hits = httpx.get(server.url + "/query", params={"q": "walrus ledger", "k": 10}).json()["hits"]
+        assert {h["doc_id"] for h in hits} >= set(ids)
+    finally:
+        for doc_id in ids:
+            httpx.delete(server.url + f"/documents/{doc_id}", timeout=120)
+
+
 def test_a_record_without_an_id_fails_alone(server: Server) -> None:
     answer = httpx.post(server.url + "/documents", json={"records": [{"text": "no id"}]}, timeout=60).json()
     assert answer["added"] == [] and len(answer["failed"]) == 1
@@ -183,6 +212,25 @@ def test_the_body_size_is_limited(server: Server) -> None:
     huge = {"text": "x" * (11 * 1024 * 1024)}
     response = httpx.post(server.url + "/query", json=huge, timeout=60)
     assert response.status_code == 413 and "larger than 10 MB" in response.json()["error"]
+
+
+def test_a_chunked_body_is_refused_while_it_is_read_not_after(server: Server) -> None:
+    # A chunked body has no length to check first: the server must count while it reads and
+    # answer 413 once the limit is passed, not wait for (and hold) the whole body.
+    host, port = server.url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=30) as conn:
+        conn.sendall(b"POST /query HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n")
+        conn.sendall(b"Transfer-Encoding: chunked\r\n\r\n")
+        chunk = b"x" * 65536
+        for _ in range(11 * 16 + 1):  # 11 MB, over the 10 MB limit; the body never ends
+            conn.sendall(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+        conn.settimeout(15)
+        answer = b""
+        while b"}" not in answer and (part := conn.recv(65536)):  # the JSON body may come apart
+            answer += part
+    assert answer.startswith(b"HTTP/1.1 413"), answer[:200]
+    assert b"larger than 10 MB" in answer
+    assert httpx.get(server.url + "/health").status_code == 200
 
 
 def test_metrics_count_requests_and_show_the_version(server: Server) -> None:
@@ -232,6 +280,46 @@ def test_client_errors_are_one_line(server: Server, tmp_path: Path) -> None:
         assert res.returncode == 2 and "did not answer within 1s" in res.stderr, res.stderr
     finally:
         silent.close()
+
+
+def test_the_client_never_echoes_a_password_nor_sends_the_key_to_another_origin(tmp_path: Path) -> None:
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    seen: dict[int, list[str | None]] = {}
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+            port = self.server.server_address[1]
+            seen.setdefault(port, []).append(self.headers.get("Authorization"))
+            self.send_response(302 if port == first.server_address[1] else 200)
+            self.send_header("Location", f"http://127.0.0.1:{second.server_address[1]}/status")
+            self.send_header("Content-Length", "2")
+            self.end_headers()
+            self.wfile.write(b"{}")
+
+    first, second = (ThreadingHTTPServer(("127.0.0.1", 0), Handler) for _ in range(2))
+    for srv in (first, second):
+        threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    env = {k: v for k, v in os.environ.items() if k != "PLM_SERVER"}
+    try:
+        url = f"http://127.0.0.1:{first.server_address[1]}"
+        res = plm("status", "--server", url, env={**env, "PLM_API_KEY": "k3y\n"})  # a key file's newline
+        assert seen[first.server_address[1]] == ["Bearer k3y"] and second.server_address[1] not in seen
+        assert res.returncode == 2 and "redirect" in res.stderr and "k3y" not in res.stderr, res.stderr
+        res = plm("status", "--server", url, env={**env, "PLM_API_KEY": "k3y\nmore"})
+        assert res.returncode == 2 and "Traceback" not in res.stderr and "$PLM_API_KEY" in res.stderr, res.stderr
+        assert "k3y" not in res.stderr and len(seen[first.server_address[1]]) == 1  # nothing sent
+        for url in (f"http://user:pw-S3cret@127.0.0.1:{first.server_address[1]}", "http://u:pw-S3cret@[::1"):
+            res = plm("query", "x", "--server", url, env=env)
+            assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
+            assert "pw-S3cret" not in res.stderr and "PLM_API_KEY" in res.stderr, res.stderr
+    finally:
+        for srv in (first, second):
+            srv.shutdown()
+            srv.server_close()
 
 
 def test_an_api_key_guards_everything_but_health(tmp_path: Path) -> None:

@@ -213,6 +213,8 @@ def test_create_and_edit(watching: Watching, docs: Path) -> None:
     (docs / "alpha.md").write_text(page("Alpha", "reticulate the alpha splines"))
     wait_until(lambda: watching.hits("reticulate") == ["alpha"], "the edit is searchable")
     assert watching.hits("install agent") == []  # the old text is gone
+    # the batch is recorded once its sync returns, a moment after its commit is searchable
+    wait_until(lambda: (watching.watcher.state()["last_batch"] or {}).get("updated") == 1, "batch 2 is recorded")
     state = watching.watcher.state()
     assert state["running"] and state["batches"] == 2 and state["pending"] == 0
     assert state["last_batch"]["changed"] == 1 and state["last_batch"]["updated"] == 1
@@ -316,6 +318,46 @@ def test_bad_files_are_logged_and_the_watcher_goes_on(watching: Watching, docs: 
     (docs / "later.md").write_text(page("Later", "still watching afterwards"))
     wait_until(lambda: "later" in watching.paths(), "a later file is still stored")
     assert watching.watcher.state()["running"]
+
+
+def test_a_symlink_out_of_the_watched_folder_is_never_read(tmp_path: Path, docs: Path) -> None:
+    outside = tmp_path / "outside"
+    (outside / "deep").mkdir(parents=True)
+    (outside / "secret.md").write_text(page("Secret", "the outside secret zanzibar"))
+    (outside / "deep" / "hidden.md").write_text(page("Hidden", "the outside hidden quokka"))
+    (docs / "early.md").symlink_to(outside / "secret.md")  # there at the catch-up (the loader's walk)
+    (docs / "inner.md").symlink_to(docs / "alpha.md")  # a link inside the folder is fine
+    w = Watching(tmp_path, docs)
+    try:
+        assert "early" not in w.paths() and "inner" in w.paths()
+        (docs / "host.md").symlink_to(outside / "secret.md")  # made while watching
+        (docs / "linked").symlink_to(outside / "deep", target_is_directory=True)
+        (docs / "marker.md").write_text(page("Marker", "the batch is done"))
+        wait_until(lambda: "marker" in w.paths(), "the batch with the links is synced")
+        wait_until(lambda: w.watcher.state()["failed_files"] >= 2, "the links are reported")
+        assert not {"early", "host", "hidden"} & set(w.paths())
+        assert w.hits("zanzibar") == [] and w.hits("quokka") == []
+        assert any(line.startswith(f"failed: {docs / 'host.md'}: ") and "outside" in line for line in w.lines)
+    finally:
+        w.close()
+
+
+def test_the_root_folder_deleted_and_made_again_is_watched_again(watching: Watching, docs: Path) -> None:
+    shutil.rmtree(docs)
+    wait_until(lambda: not watching.paths(), "the deleted folder's documents are deleted")
+    docs.mkdir()
+    for doc_id, text in CORPUS.items():
+        (docs / f"{doc_id}.md").write_text(text)
+    (docs / "reborn.md").write_text(page("Reborn", "the folder came back with a phoenix"))
+    wait_until(lambda: "reborn" in watching.paths(), "a file in the folder made again is stored")
+    (docs / "later.md").write_text(page("Later", "and later edits are seen too"))
+    wait_until(lambda: "later" in watching.paths(), "a later file is stored")
+    assert sorted(watching.paths()) == sorted([*CORPUS, "later", "reborn"])
+    assert watching.hits("phoenix") == ["reborn"] and watching.watcher.state()["running"]
+    # what is logged depends on whether a tick fell between the rmtree and the mkdir
+    assert {f"{docs} was deleted: waiting for it to come back", f"{docs} was replaced: watching it again"} & set(
+        watching.lines
+    )
 
 
 def test_an_exception_from_apply_is_logged_and_the_watcher_goes_on(tmp_path: Path, docs: Path) -> None:

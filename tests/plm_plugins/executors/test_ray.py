@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import signal
@@ -221,3 +222,40 @@ def test_address_needs_the_ray_executor(tmp_path: Path, minilm_path: str) -> Non
     res = subprocess.run([*cli, "--address", "auto"], capture_output=True, text=True, timeout=120)
     assert res.returncode == 2
     assert "--address needs --executor ray" in res.stderr
+
+
+@pytest.mark.parametrize("address", ["127.0.0.1:1", "ray://127.0.0.1:1", "silent", "http"])
+def test_an_address_where_no_cluster_answers_fails_fast(tmp_path: Path, address: str) -> None:
+    import socket
+    import threading
+
+    pytest.importorskip("ray", reason="Ray is not installed (pip install 'plm[ray]')")
+    listener = socket.socket()  # "silent": accepts and never answers; "http": answers as HTTP/1.1 does
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    kind, address = address, address if ":" in address else f"127.0.0.1:{listener.getsockname()[1]}"
+
+    def serve() -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                conn, _ = listener.accept()
+                if kind == "http":
+                    conn.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+
+    threading.Thread(target=serve, daemon=True).start()
+    config = tmp_path / "job.toml"
+    config.write_text(
+        '[job]\nname = "ray-nowhere"\n[index.load]\nuse = "markdown_dir"\n[index.chunk]\n'
+        'use = "markdown_semantic"\n[query.retrieve]\nuse = "bm25s"\n'
+    )
+    cli = [sys.executable, "-m", "plm_core.cli", "ingest", str(SAMPLE_DOCS), "--config", str(config)]
+    env = {**os.environ, "PLM_DATA_DIR": str(tmp_path / "data"), "PLM_PROGRESS": "0"}
+    env.pop("RAY_ADDRESS", None)
+    start = time.monotonic()
+    res = subprocess.run(
+        [*cli, "--executor", "ray", "--address", address], capture_output=True, text=True, timeout=90, env=env
+    )
+    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr[-2000:]
+    assert f"cannot reach the Ray cluster at {address!r}" in res.stderr
+    assert time.monotonic() - start < 60  # Ray's own client retries for minutes
+    listener.close()

@@ -31,6 +31,7 @@ class FakeChatAPI:
         self.requests: list[dict[str, Any]] = []
         self.release = threading.Event()  # ends a slow answer early when the test is over
         self.url = ""
+        self.redirect_to = ""  # mode "redirect": answer 302 with this Location
 
 
 def _query_in(message: str) -> str:
@@ -51,10 +52,20 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
+    def do_GET(self) -> None:  # noqa: N802 - a redirected POST arrives as a GET
+        self.server.api.requests.append({"path": self.path, "headers": dict(self.headers), "body": None})
+        self._send(404, b"{}")
+
     def do_POST(self) -> None:  # noqa: N802 - http.server's naming
         api: FakeChatAPI = self.server.api
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         api.requests.append({"path": self.path, "headers": dict(self.headers), "body": body})
+        if api.mode == "redirect":
+            self.send_response(302)
+            self.send_header("Location", api.redirect_to)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return None
         user = body["messages"][-1]["content"]
         if api.mode == "slow":
             api.release.wait(5)
@@ -87,8 +98,7 @@ class QuietServer(ThreadingHTTPServer):
         pass  # a slow answer written after the client gave up: expected, not worth a traceback
 
 
-@pytest.fixture()
-def api() -> Iterator[FakeChatAPI]:
+def _serve() -> Iterator[FakeChatAPI]:
     state = FakeChatAPI()
     server = QuietServer(("127.0.0.1", 0), Handler)
     server.api = state  # type: ignore[attr-defined]
@@ -100,6 +110,16 @@ def api() -> Iterator[FakeChatAPI]:
     server.shutdown()
     server.server_close()
     thread.join(5)
+
+
+@pytest.fixture()
+def api() -> Iterator[FakeChatAPI]:
+    yield from _serve()
+
+
+@pytest.fixture()
+def other_origin() -> Iterator[FakeChatAPI]:
+    yield from _serve()
 
 
 def _expander(api: FakeChatAPI, **config: Any) -> LLMRewriteExpander:
@@ -245,6 +265,31 @@ def test_the_key_never_reaches_the_log(
         assert _expander(api).run(QUERY) == ExpandedQuery.of(QUERY)
     assert "answered 401" in caplog.text and "bad key ***" in caplog.text
     assert "sk-secret-456" not in caplog.text
+
+
+def test_the_key_never_goes_to_another_origin(
+    api: FakeChatAPI, other_origin: FakeChatAPI, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PLM_TEST_LLM_KEY", "sk-secret-789")
+    api.mode, api.redirect_to = "redirect", f"{other_origin.url}/chat/completions"
+    with caplog.at_level(logging.WARNING):
+        assert _expander(api).run(QUERY) == ExpandedQuery.of(QUERY)
+    assert api.requests[0]["headers"]["Authorization"] == "Bearer sk-secret-789"  # the configured origin
+    assert other_origin.requests == []  # a redirect is not followed, so the key stays where it was sent
+    assert "redirect" in caplog.text and "base_url" in caplog.text and "sk-secret-789" not in caplog.text
+
+
+def test_a_key_with_a_trailing_newline_is_stripped_and_a_bad_one_never_printed(
+    api: FakeChatAPI, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PLM_TEST_LLM_KEY", "sk-newline-123\n")  # `echo key > file` then read whole
+    assert _expander(api).run(QUERY).fired == ("llm_rewrite",)
+    assert api.requests[0]["headers"]["Authorization"] == "Bearer sk-newline-123"
+    monkeypatch.setenv("PLM_TEST_LLM_KEY", "sk-two\nlines")
+    with caplog.at_level(logging.DEBUG):
+        assert _expander(api).run(Query(text="other")) == ExpandedQuery.of(Query(text="other"))
+    assert "PLM_TEST_LLM_KEY" in caplog.text and "sk-two" not in caplog.text and "lines" not in caplog.text
+    assert len(api.requests) == 1  # a key that cannot be a header is not sent at all
 
 
 def test_answers_are_cached_per_text_and_failures_are_not(api: FakeChatAPI) -> None:

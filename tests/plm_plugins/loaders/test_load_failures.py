@@ -170,6 +170,24 @@ def test_markdown_broken_symlink_is_a_failure_not_skipped(tmp_path: Path) -> Non
     )
 
 
+def test_markdown_never_follows_a_symlink_out_of_the_folder(tmp_path: Path) -> None:
+    folder, outside = tmp_path / "docs", tmp_path / "outside"
+    (outside / "sub").mkdir(parents=True)
+    write(outside, "secret.md", "# Secret\n")
+    write(outside / "sub", "deep.md", "# Deep\n")
+    write(folder, "ok.md", "# OK\n")
+    (folder / "host.md").symlink_to(outside / "secret.md")
+    (folder / "linked").symlink_to(outside / "sub", target_is_directory=True)
+    (folder / "same.md").symlink_to(folder / "ok.md")  # inside: read
+    docs, failures = MarkdownLoader(pattern="**/*.md").load(str(folder))
+    assert sorted(d.id for d in docs) == ["ok", "same"]
+    refused = {f.doc_id: f.error for f in failures}
+    assert set(refused) <= {"host", "deep"} and "host" in refused
+    assert all(error.startswith("a symlink leading outside") for error in refused.values())
+    # a file given by name is read wherever it lives: the user named it
+    assert [d.id for d in MarkdownLoader().load(str(folder / "host.md"))[0]] == ["host"]
+
+
 def test_markdown_symlink_loop_is_a_failure(tmp_path: Path) -> None:
     write(tmp_path, "ok.md", "# OK\n")
     (tmp_path / "loop.md").symlink_to(tmp_path / "loop.md")

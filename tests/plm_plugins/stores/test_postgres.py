@@ -128,6 +128,34 @@ def test_an_unreachable_server_is_one_line_without_the_password() -> None:
     assert redact("host=x password=abc user=u") == "host=x password=*** user=u"
 
 
+@pytest.mark.parametrize(
+    "dsn",
+    [
+        "postgresql://u:Secr3tPw@[::1",  # malformed: libpq quotes it whole
+        "postgresql://u:Secr3tPw@127.0.0.1:9/plm",
+        "postgresql://u@127.0.0.1:9/plm?password=Secr3tPw&sslmode=disable",
+        "host=127.0.0.1 port=9 user=u password='my Secr3tPw pass'",
+        "host=127.0.0.1 port=9 user=u password = 'it\\'s Secr3tPw'",
+        "host=127.0.0.1 port=9 password=Secr3tPw bogus_option=1",
+        "host=127.0.0.1 port=9 sslpassword=Secr3tPw",
+        "postgresql://u:Secr3tPw@127.0.0.1:9/plm?bogus_option=1",
+    ],
+)
+def test_no_credential_form_libpq_accepts_reaches_a_message(dsn: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    for configured, env in ((dsn, None), ("", dsn)):  # [store] dsn, or PLM_DATABASE_URL
+        if env is not None:
+            monkeypatch.setenv("PLM_DATABASE_URL", env)
+        with pytest.raises(StoreError) as err:
+            PostgresStore(PostgresStore.Config(dsn=configured)).open("x")
+        message = str(err.value)
+        assert "Secr3tPw" not in message and "pass'" not in message and "***" in message, message
+    assert "Secr3tPw" not in redact(f"connection to {dsn!r} failed", dsn)
+    # nor what `plm config check` and a component's repr print (a config dump)
+    configured = PostgresStore(PostgresStore.Config(dsn=dsn))
+    assert "Secr3tPw" not in repr(configured) and "Secr3tPw" not in str(configured.config.model_dump())
+    assert configured.config.dsn == dsn  # the store itself still connects with the password
+
+
 def test_no_dsn_says_where_to_put_one(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("PLM_DATABASE_URL", raising=False)
     with pytest.raises(StoreError, match="PLM_DATABASE_URL"):
