@@ -7,6 +7,7 @@ pyproject, exactly like a third party's, so the core never imports a plugin by n
 from __future__ import annotations
 
 import difflib
+import functools
 import importlib.metadata as md
 import os
 from collections.abc import Sequence
@@ -128,11 +129,7 @@ def register_commands(app: Any) -> None:
     pm.hook.plm_register_commands(app=app)
 
 
-_default: Registry | None = None
-
-
+@functools.cache
 def default_registry() -> Registry:
-    global _default
-    if _default is None:
-        _default = build_registry()
-    return _default
+    """Every installed plugin's components, loaded once per process."""
+    return build_registry()
