@@ -200,6 +200,8 @@ def test_tune_with_folds_reports_a_cross_validated_estimate(split_sample: Path, 
         (["--param", "query.retrieve.retrievers.bm25.k_one=1,2"], "k_one"),
         (["--param", f"{K1}=1,2", "--test", "tune"], "is the tuning set"),
         (["--param", f"{K1}=1,2", "--search", "random"], "--trials"),
+        (["--param", f"{K1}=1,2", "--out", "/tmp"], "--out /tmp is a folder"),
+        (["--param", f"{K1}=1,2", "--out", "/dev/null/x/tuned.toml"], "--out /dev/null/x/tuned.toml: /dev/null is"),
     ],
 )
 def test_bad_requests_fail_before_any_work(tmp_path: Path, split_sample: Path, extra: list[str], message: str) -> None:
