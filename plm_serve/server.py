@@ -124,6 +124,14 @@ def create_app(
         return JSONResponse({"error": message}, status_code=status)
 
     @app.middleware("http")
+    async def strict_url(request: Request, call_next: Any) -> Any:
+        # Starlette decodes %-escapes that are not UTF-8 to U+FFFD, so a bad query or id
+        # would silently become another one: refuse it instead (inside `guard`: after the key).
+        if _not_utf8(request.scope.get("raw_path") or b"", request.scope.get("query_string") or b""):
+            return JSONResponse({"error": "the URL holds %-escapes that are not UTF-8; encode it as UTF-8"}, 400)
+        return await call_next(request)
+
+    @app.middleware("http")
     async def guard(request: Request, call_next: Any) -> Any:
         start = time.perf_counter()
         response = await _guarded(request, call_next)
@@ -236,9 +244,13 @@ def create_app(
     @app.post("/documents", response_model=SyncResponse, responses=ERRORS)
     def post_documents(body: DocumentsRequest) -> dict[str, Any]:
         """Add or update documents (records with at least `id` and `text`); unchanged ones are skipped."""
-        return sync_response(service.apply(lambda job: job.sync(body.records)), "documents")
+        from plm_plugins.loaders.json_records import documents_from_records
 
-    @app.delete("/documents/{doc_id}", response_model=SyncResponse, responses=ERRORS)
+        docs, failed = documents_from_records(body.records)  # as the json_records loader reads a file
+        return sync_response(service.apply(lambda job: job.sync([*failed, *docs])), "documents")
+
+    # `:path`: an id may hold a `/` (`docs/a.md`), which POST /documents accepts.
+    @app.delete("/documents/{doc_id:path}", response_model=SyncResponse, responses=ERRORS)
     def delete_document(doc_id: str) -> Any:
         """Remove a document with its chunks and vectors (404 if unknown)."""
         report = service.apply(lambda job: job.sync(deleted=[doc_id]))
@@ -252,6 +264,17 @@ def create_app(
         return PlainTextResponse(generate_latest(registry).decode(), media_type="text/plain; version=0.0.4")
 
     return app
+
+
+def _not_utf8(*raw: bytes) -> bool:
+    from urllib.parse import unquote_to_bytes
+
+    try:
+        for part in raw:
+            unquote_to_bytes(part.replace(b"+", b" ")).decode("utf-8")
+    except UnicodeDecodeError:
+        return True
+    return False
 
 
 def _version() -> str:
