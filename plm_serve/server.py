@@ -217,9 +217,10 @@ def create_app(
     @app.get("/ready", responses=ERRORS)
     def ready() -> Any:
         """Readiness: an index is loaded and not empty (503 until then)."""
+        problem = service.check()  # a loaded index, and a store that still answers
         generation = service.generation
-        if generation is None or generation.empty:
-            return error(503, service.load_error or "no documents indexed yet")
+        if problem is not None or generation is None:
+            return error(503, problem or "no documents indexed yet")
         return {"ready": True, "corpus_version": str(generation.version)}
 
     @app.get("/status", responses=ERRORS)
