@@ -3,6 +3,7 @@ plain records, with one rule for duplicate ids: the first claim wins."""
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -67,10 +68,11 @@ def load_sources(
     owner: dict[str, str] = {}
     read: set[tuple[str, str]] = set()  # (id, real path) of every document taken from a file
     reported: set[tuple[str, str]] = set()
+    real = functools.lru_cache(maxsize=4096)(os.path.realpath)  # a .jsonl's records share one path
 
     def take(found: Sequence[Document], failed: Sequence[LoadFailure]) -> None:
         for d in found:
-            same = (d.id, os.path.realpath(d.path)) if d.path else None
+            same = (d.id, real(d.path)) if d.path else None
             if same is not None and same in read:
                 continue
             if d.id in owner:
