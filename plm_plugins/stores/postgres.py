@@ -373,11 +373,11 @@ class PostgresStore(Store):
             if not raised:
                 raise StoreError(self._explain(psycopg.OperationalError("the connection was lost before COMMIT")))
             return
-        failed = raised or self.conn.info.transaction_status == psycopg.pq.TransactionStatus.INERROR
+        failed = self.conn.info.transaction_status == psycopg.pq.TransactionStatus.INERROR
         try:
             self.conn.execute("ROLLBACK" if failed else "COMMIT")
         except psycopg.Error as err:
-            if not failed:
+            if not failed and not raised:  # else the error in flight says more
                 raise StoreError(self._explain(err)) from None
 
     @contextmanager
