@@ -111,6 +111,12 @@ def load_query_set(dataset: Path, name: str) -> QuerySet:
     qrels = read_qrels(qrels_path)
     queries = _read_queries(qpath)
     judged = {qid: queries[qid] for qid in queries if qid in qrels}
+    if not judged:
+        # Metrics over no query would print as 0.000 with p = 1: meaningless, so an error.
+        raise PlmUserError(
+            f"query set {name!r} in {dataset} has no judged queries: none of the {len(queries)} queries in "
+            f"{qpath.name} has a row in {qrels_path.name} ({len(qrels)} query ids there); check the ids"
+        )
     return QuerySet(name, judged, qrels)
 
 

@@ -28,6 +28,7 @@ from plm_core.errors import ConfigError, PlmUserError
 from plm_core.registry import Registry, default_registry
 from plm_core.settings import Settings, load_settings
 from plm_eval.dataset import resolve_dataset
+from plm_eval.outputs import check_output_folder
 from plm_index.job import Job, index_dir_for
 from plm_index.sync import summary_line
 
@@ -256,6 +257,8 @@ def eval_command(
         raise PlmUserError("--per-query compares the first two configs: give at least two --config")
     if not config:
         raise PlmUserError("give at least one --config")
+    target = out_dir or Path("reports") / f"eval-{time.strftime('%Y%m%d-%H%M%S')}"
+    check_output_folder(target)
     name = load_job(config[0], registry, set_ or []).job.reporter  # the reporter is config, as all names are
     reporter = _reporter(
         registry,
@@ -287,7 +290,6 @@ def eval_command(
     bad_metric = metric is not None and metric not in known
     if per_query and not bad_metric:
         print_differences(reporter, comparison, metric, top)
-    target = out_dir or Path("reports") / f"eval-{time.strftime('%Y%m%d-%H%M%S')}"
     files = reporter.write(comparison, target, top=top, metric=None if bad_metric else metric)
     out.print("wrote: " + ", ".join(str(p) for p in files.values()), highlight=False)
     if bad_metric:

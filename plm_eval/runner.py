@@ -26,15 +26,15 @@ def run_job(
     if ds is None:
         raise PlmUserError(f"{job.config.path}: no dataset: set [job].dataset or pass --dataset DIR")
     source = resolve_corpus(job.config, ds, corpus)
+    sets = query_sets or job.config.job.queries
+    qsets = [load_query_set(ds, name) for name in sets]  # a bad set fails before the ingest
     t0 = time.perf_counter()
     ingest = job.ingest([source], force=force)
     ingest_s = time.perf_counter() - t0
     reg = job.registry.get(evaluator_name or job.config.job.evaluator, "evaluators")
     evaluator = reg.cls()
-    sets = query_sets or job.config.job.queries
     results = []
-    for name in sets:
-        qset = load_query_set(ds, name)
+    for qset in qsets:
         results.append(evaluator.evaluate(job, qset, progress=job.settings.progress))
     return {
         "job": job.config.job.name,

@@ -35,6 +35,7 @@ from plm_core.registry import default_registry
 from plm_eval import tuning
 from plm_eval.dataset import resolve_dataset
 from plm_eval.eval_command import _reporter, eval_index_dirs, out, print_comparison
+from plm_eval.outputs import check_output_file
 from plm_index.job import Job
 
 
@@ -87,6 +88,8 @@ def tune_command(
     from plm_core.settings import load_settings
     from plm_eval.runner import run_job
 
+    if out_path is not None:
+        check_output_file(out_path)
     settings = load_settings()
     logging.basicConfig(level=settings.log_level)
     registry = default_registry()

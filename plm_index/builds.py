@@ -11,12 +11,12 @@ recording the version, the settings and each file's size and CRC32. `save_build`
 to a hidden temp folder and renames it into place; older builds are renamed away before
 they are deleted, so a reader sees a whole build or none; leftovers of dead writers are
 cleaned up. `open_build` checks a build before use: StaleIndexError when there is none
-for this version and these settings (rebuild it), StoreError when it is damaged.
+for this version and these settings (rebuild it), StoreError when it is damaged, every
+file checked by content (CRC32) once per process, whatever its timestamps say.
 """
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import hashlib
 import json
@@ -64,7 +64,6 @@ def save_build(
         write(tmp)
         files = {p.name: [p.stat().st_size, crc32(p)] for p in sorted(tmp.iterdir())}
         (tmp / meta_file).write_text(json.dumps({**meta, "files": files}, indent=1))
-        _write_verified_stamp(tmp, _backdated_stamp(tmp, files))
         swap_in(tmp, target, meta_file)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -107,9 +106,11 @@ def read_meta(path: Path, meta_file: str = META_FILE) -> dict[str, Any] | None:
         return None
 
 
-def verify(path: Path, files: Any, meta_file: str = META_FILE) -> None:
+def verify(path: Path, files: Any, meta_file: str = META_FILE, trust_this_process: bool = True) -> None:
     """Every file the build wrote is there with its size and checksum, else StoreError;
-    StaleIndexError when the build was moved away meanwhile (a newer one replaced it)."""
+    StaleIndexError when the build was moved away meanwhile (a newer one replaced it).
+    With `trust_this_process`, a build this process already checksummed (and whose files'
+    size, mtime and inode are unchanged) is not read again."""
     valid = isinstance(files, dict) and all(
         isinstance(n, str) and "/" not in n and isinstance(v, list) and len(v) == 2 and all(type(x) is int for x in v)
         for n, v in files.items()
@@ -125,12 +126,14 @@ def verify(path: Path, files: Any, meta_file: str = META_FILE) -> None:
                     f"index build {path} is corrupt: {name} has {st.st_size} bytes, {size} were written "
                     "(truncated?); run `plm index rebuild`"
                 )
-            stamp.append([name, st.st_size, st.st_mtime_ns, st.st_ino])
-        if _verified_stamp(path) == stamp:
-            return  # checksummed when written, and no file was written or replaced since
+            stamp.append((name, st.st_size, st.st_mtime_ns, st.st_ino))
+        key = (str(path), tuple(stamp))
+        if trust_this_process and key in _VERIFIED:
+            return  # checksummed by this process, and no file was written or replaced since
         for name, (_, crc) in files.items():
             if crc32(path / name) != crc:
                 raise StoreError(f"index build {path} is corrupt: {name} fails its checksum; run `plm index rebuild`")
+        _VERIFIED.add(key)
     except FileNotFoundError as err:
         # Builds are only ever removed by renaming the whole folder first, so a folder that
         # is still in place with a file missing was damaged; one that is gone was replaced.
@@ -140,39 +143,12 @@ def verify(path: Path, files: Any, meta_file: str = META_FILE) -> None:
         raise StoreError(f"index build {path} is corrupt: {name} is missing; run `plm index rebuild`") from None
 
 
-# Checksumming every file on every open would read the whole index (hundreds of MB at a
-# million chunks) before the first query. A build records each file's size, mtime and inode
-# as written, its mtime set 2 s back, so that any later write (which stamps the current
-# time) shows; an open checksums only when a file's stat differs (or it was copied away).
-VERIFIED_FILE = ".verified.json"
-
-
-def _backdated_stamp(folder: Path, names: Mapping[str, Any]) -> list[Any]:
-    stamp = []
-    for name in sorted(names):
-        file = folder / name
-        st = file.stat()
-        os.utime(file, ns=(st.st_atime_ns, st.st_mtime_ns - 2_000_000_000))
-        st = file.stat()
-        stamp.append([name, st.st_size, st.st_mtime_ns, st.st_ino])
-    return stamp
-
-
-def _verified_stamp(path: Path) -> Any:
-    try:
-        return json.loads((path / VERIFIED_FILE).read_text())
-    except (OSError, ValueError):
-        return None
-
-
-def _write_verified_stamp(path: Path, stamp: list[Any]) -> None:
-    tmp = path / f"{VERIFIED_FILE}.{os.getpid()}.tmp"
-    try:
-        tmp.write_text(json.dumps(stamp))
-        os.replace(tmp, path / VERIFIED_FILE)
-    except OSError:  # then every open checksums, as before
-        with contextlib.suppress(OSError):
-            tmp.unlink(missing_ok=True)
+# An open checksums every file of a build by content (timestamps prove nothing: bit rot and
+# a bad disk change bytes in place), once per process: a server's readers and reloads, or
+# `plm eval` over several configs, open the same build again without reading it again.
+# Measured at 100k chunks (bench/bench_build_open.py, BENCHMARKS.md section 13): 19 ms for
+# the BM25 build (31 MB), 74 ms for the vectors (154 MB, which a dense query reads anyway).
+_VERIFIED: set[tuple[str, tuple[tuple[str, int, int, int], ...]]] = set()
 
 
 def swap_in(tmp: Path, target: Path, meta_file: str = META_FILE) -> None:
@@ -187,7 +163,7 @@ def swap_in(tmp: Path, target: Path, meta_file: str = META_FILE) -> None:
     meta = read_meta(target, meta_file)
     try:
         if meta is not None:
-            verify(target, meta.get("files"), meta_file)
+            verify(target, meta.get("files"), meta_file, trust_this_process=False)
             return  # equivalent and intact: ours is dropped by the caller
     except (OSError, ValueError, TypeError, StoreError):
         pass

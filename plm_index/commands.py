@@ -276,6 +276,8 @@ def index_stats(
     job = open_job(config, set_, dataset, index).open(create=False)
     stats = job.store.stats()
     problems = [*job.store.integrity_problems(), *map(str, job.store.consistency_problems())]
+    if not problems:  # the builds are made from the store: check them once it is sound
+        problems = job.searcher.build_problems()
     stats["problems"] = problems
     stats["index_dir"] = str(job.index_dir)
     stats["index_dir_bytes"] = sum(p.stat().st_size for p in job.index_dir.rglob("*") if p.is_file())

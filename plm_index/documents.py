@@ -67,9 +67,14 @@ def _short(value: str) -> str:
 
 
 def check_text(value: Any, what: str) -> str:
-    """`value` itself when it is a string that can be written as UTF-8 (no lone surrogates)."""
+    """`value` itself when it is a string every store can hold: valid UTF-8 (no lone
+    surrogates) and no NUL character (Postgres text and jsonb refuse it; checked here so
+    that it fails one document on every store, never a whole batch on one of them)."""
     if not isinstance(value, str):
         raise DocumentError(f"{what} must be a string, got {_kind(value)}")
+    nul = value.find("\x00")
+    if nul >= 0:
+        raise DocumentError(f"{what} holds a NUL character (\\x00) at character {nul}; remove it from the source")
     try:
         value.encode("utf-8")
     except UnicodeEncodeError as err:

@@ -4,6 +4,7 @@ what `plm query --server` and `plm status --server` use. Every failure is one li
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import urllib.error
@@ -66,20 +67,34 @@ def server_url(explicit: str | None) -> str | None:
             f"--server {shown}: a user name or password in the URL is not sent; a server started with PLM_API_KEY "
             "takes its key from PLM_API_KEY here too (export PLM_API_KEY=...)"
         )
-    try:
-        urllib.parse.urlsplit(url).port  # noqa: B018 - raises for a malformed host or port
+    try:  # a malformed host or port fails here, as one line, not deep in urllib
+        parts = urllib.parse.urlsplit(url)
+        parts.port  # noqa: B018 - parsing the port is the check
     except ValueError as err:
-        raise PlmUserError(f"--server {shown}: not a valid URL ({err})") from None
+        raise PlmUserError(f"--server is not a valid URL ({err}); give e.g. http://127.0.0.1:8000") from None
+    if not parts.hostname:
+        raise PlmUserError("--server has no host; give e.g. http://127.0.0.1:8000")
     return url
+
+
+def timeout_s() -> float:
+    """PLM_SERVER_TIMEOUT as a positive, finite number of seconds (default TIMEOUT_S)."""
+    given = (os.environ.get("PLM_SERVER_TIMEOUT") or "").strip()
+    if not given:
+        return TIMEOUT_S
+    try:
+        value = float(given)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise PlmUserError(f"PLM_SERVER_TIMEOUT must be a positive number of seconds (e.g. 60), got {given[:40]!r}")
+    return value
 
 
 def call(url: str, method: str, path: str, body: Any = None, timeout: float | None = None) -> Any:
     """JSON from the server, or a PlmUserError saying what went wrong and what to do."""
     if timeout is None:
-        try:
-            timeout = float(os.environ.get("PLM_SERVER_TIMEOUT") or TIMEOUT_S)
-        except ValueError:
-            raise PlmUserError("PLM_SERVER_TIMEOUT must be a number of seconds") from None
+        timeout = timeout_s()
     headers = {"Accept": "application/json"}
     data = None
     if body is not None:

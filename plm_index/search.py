@@ -211,6 +211,21 @@ class Searcher:
                 ix.build(snap, None)
         self._warm_for(snap)
 
+    def build_problems(self) -> list[str]:
+        """What is damaged in the saved builds of the store's current version (each file
+        checked by content), one line each; a build that is missing or stale is no damage."""
+        problems = []
+        with self.store.snapshot():
+            snap = self.snapshot()
+            for ix in self.indexes:
+                try:
+                    ix.load(snap, self.index_dir)
+                except StaleIndexError:
+                    continue
+                except StoreError as err:
+                    problems.append(str(err))
+        return problems
+
     def warm(self) -> None:
         """Load every index for the store's current version now (inside `store.snapshot()`),
         so that no query has to: a service warms a new generation before swapping it in."""

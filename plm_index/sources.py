@@ -3,6 +3,7 @@ plain records, with one rule for duplicate ids: the first claim wins."""
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -13,13 +14,15 @@ from plm_core.interfaces import Loader
 from plm_core.records import Document, LoadFailure
 from plm_index.documents import check_document, check_id, document_from_record
 
-Source = str | Path | Document | Mapping[str, Any]
+# A LoadFailure is a source that was already read and rejected (a record a loader turned
+# down before the sync), reported as one `failed:` line like any other.
+Source = str | Path | Document | Mapping[str, Any] | LoadFailure
 
 
 def as_sources(sources: Any) -> list[Source]:
     """The sources as a list; one path, Document or record alone is one source (a plain
     string would otherwise be read character by character)."""
-    if isinstance(sources, (str, Path, Document, Mapping)):
+    if isinstance(sources, (str, Path, Document, Mapping, LoadFailure)):
         return [sources]
     if not isinstance(sources, Iterable):
         raise PlmUserError(
@@ -27,7 +30,7 @@ def as_sources(sources: Any) -> list[Source]:
         )
     items = list(sources)
     for item in items:
-        if not isinstance(item, (str, Path, Document, Mapping)):
+        if not isinstance(item, (str, Path, Document, Mapping, LoadFailure)):
             raise PlmUserError(f"a source must be a path, a Document or a record (dict), got {type(item).__name__}")
     return items
 
@@ -61,29 +64,44 @@ def load_sources(
     """Documents from every source, plus the files (or records) that could not be read.
 
     A source that is itself unusable (a missing path) raises before anything changes; a
-    second document with an id already seen is a failure, the first one wins.
+    second document with an id already seen is a failure, the first one wins, unless it
+    comes from the same file (a folder given twice, or a file inside a given folder): that
+    is the same document read again, and is taken once.
     """
     docs: list[Document] = []
     failures: list[LoadFailure] = []
     # id -> where it was first claimed: by a document, or by a file that failed (whose
     # stored version must stay, not be replaced by a later source's file of that id).
     owner: dict[str, str] = {}
+    read: set[tuple[str, str]] = set()  # (id, real path) of every document taken from a file
+    reported: set[tuple[str, str]] = set()
+    real = functools.lru_cache(maxsize=4096)(os.path.realpath)  # a .jsonl's records share one path
 
     def take(found: Sequence[Document], failed: Sequence[LoadFailure]) -> None:
         for d in found:
+            same = (d.id, real(d.path)) if d.path else None
+            if same is not None and same in read:
+                continue
             if d.id in owner:
                 msg = f"duplicate document id {d.id!r} (also {owner[d.id]}, which keeps it)"
                 failures.append(LoadFailure(d.path or "records", msg, d.id))
             else:
                 owner[d.id] = d.path or "an earlier record"
                 docs.append(d)
+                if same is not None:
+                    read.add(same)
         for f in failed:
+            if (f.path, f.error) in reported:
+                continue  # the same file read again fails the same way
+            reported.add((f.path, f.error))
             failures.append(f)
             if f.doc_id:
                 owner.setdefault(f.doc_id, f.path)
 
     for n, src in enumerate(sources, 1):
-        if isinstance(src, (Document, Mapping)):
+        if isinstance(src, LoadFailure):
+            take([], [src])
+        elif isinstance(src, (Document, Mapping)):
             try:
                 doc = src if isinstance(src, Document) else document_from_record(src)
                 check_document(doc)

@@ -160,6 +160,14 @@ def create_app(
         return error(413, str(exc.detail))
 
     @app.middleware("http")
+    async def strict_url(request: Request, call_next: Any) -> Any:
+        # Starlette decodes %-escapes that are not UTF-8 to U+FFFD, so a bad query or id
+        # would silently become another one: refuse it instead (inside `guard`: after the key).
+        if _not_utf8(request.scope.get("raw_path") or b"", request.scope.get("query_string") or b""):
+            return JSONResponse({"error": "the URL holds %-escapes that are not UTF-8; encode it as UTF-8"}, 400)
+        return await call_next(request)
+
+    @app.middleware("http")
     async def guard(request: Request, call_next: Any) -> Any:
         start = time.perf_counter()
         response = await _guarded(request, call_next)
@@ -241,9 +249,10 @@ def create_app(
     @app.get("/ready", responses=ERRORS)
     def ready() -> Any:
         """Readiness: an index is loaded and not empty (503 until then)."""
+        problem = service.check()  # a loaded index, and a store that still answers
         generation = service.generation
-        if generation is None or generation.empty:
-            return error(503, service.load_error or "no documents indexed yet")
+        if problem is not None or generation is None:
+            return error(503, problem or "no documents indexed yet")
         return {"ready": True, "corpus_version": str(generation.version)}
 
     @app.get("/status", responses=ERRORS)
@@ -268,9 +277,13 @@ def create_app(
     @app.post("/documents", response_model=SyncResponse, responses=ERRORS)
     def post_documents(body: DocumentsRequest) -> dict[str, Any]:
         """Add or update documents (records with at least `id` and `text`); unchanged ones are skipped."""
-        return sync_response(service.apply(lambda job: job.sync(body.records)), "documents")
+        from plm_plugins.loaders.json_records import documents_from_records
 
-    @app.delete("/documents/{doc_id}", response_model=SyncResponse, responses=ERRORS)
+        docs, failed = documents_from_records(body.records)  # as the json_records loader reads a file
+        return sync_response(service.apply(lambda job: job.sync([*failed, *docs])), "documents")
+
+    # `:path`: an id may hold a `/` (`docs/a.md`), which POST /documents accepts.
+    @app.delete("/documents/{doc_id:path}", response_model=SyncResponse, responses=ERRORS)
     def delete_document(doc_id: str) -> Any:
         """Remove a document with its chunks and vectors (404 if unknown)."""
         report = service.apply(lambda job: job.sync(deleted=[doc_id]))
@@ -284,6 +297,17 @@ def create_app(
         return PlainTextResponse(generate_latest(registry).decode(), media_type="text/plain; version=0.0.4")
 
     return app
+
+
+def _not_utf8(*raw: bytes) -> bool:
+    from urllib.parse import unquote_to_bytes
+
+    try:
+        for part in raw:
+            unquote_to_bytes(part.replace(b"+", b" ")).decode("utf-8")
+    except UnicodeDecodeError:
+        return True
+    return False
 
 
 def _version() -> str:

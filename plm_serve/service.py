@@ -22,7 +22,7 @@ from collections.abc import Callable
 from contextlib import ExitStack
 from typing import Any
 
-from plm_core.errors import PlmUserError
+from plm_core.errors import PlmUserError, StaleIndexError, StoreError
 from plm_core.records import CorpusVersion, Query
 from plm_index.job import Job
 from plm_index.sync import IngestReport
@@ -60,6 +60,8 @@ class Reader:
     def close(self) -> None:
         try:
             self.stack.close()
+        except PlmUserError as err:  # a reader writes nothing: a snapshot lost with its connection loses nothing
+            log.info("closing a reader: %s", err)
         finally:
             self.job.close()
 
@@ -111,6 +113,7 @@ class Service:
         self.started = time.time()
         self._wake, self._stop = threading.Event(), threading.Event()
         self._swapped = threading.Condition()
+        self._broken = False  # a query found the generation's store unusable: rebuild it
         self._thread: threading.Thread | None = None
         self.on_reload: Callable[[CorpusVersion | None], None] = lambda version: None
 
@@ -153,8 +156,9 @@ class Service:
             with self.write_lock:
                 version = self.writer.store.version()
             current = self.generation
-            if current is not None and current.version == version:
+            if current is not None and current.version == version and not self._broken:
                 return
+            self._broken = False
             fresh = Generation(self._job, self.readers)
             self.generation, self.load_error = fresh, None
             log.info("serving corpus version %s", fresh.version)
@@ -162,8 +166,15 @@ class Service:
             if current is not None:
                 current.close()
         except PlmUserError as err:  # e.g. an index being written for the first time
+            if str(err) != self.load_error:  # once, not at every poll
+                log.warning("could not load the index: %s", err)
             self.load_error = str(err)
-            log.warning("could not load the index: %s", err)
+            if self._broken or isinstance(err, StoreError) and not isinstance(err, StaleIndexError):
+                # Not servable (a damaged build, a store that is down): say so, retry each poll.
+                self._broken = True
+                current, self.generation = self.generation, None
+                if current is not None:
+                    current.close()
         finally:
             with self._swapped:
                 self._swapped.notify_all()
@@ -190,7 +201,33 @@ class Service:
             raise NotReady(self.load_error or "the index is not loaded yet: add documents or run `plm ingest`")
         if generation.empty:
             raise NotReady("the index is empty: POST /documents or run `plm ingest` with this config")
-        return generation.search(query)
+        try:
+            return generation.search(query)
+        except StoreError as err:  # the store went away, or a build is damaged: not a client error
+            self.mark_broken(str(err))
+            raise NotReady(str(err)) from None
+
+    def mark_broken(self, reason: str) -> None:
+        """The current generation cannot answer: /ready says why until the reloader has
+        built a new one (which it tries at once, then every poll)."""
+        self._broken, self.load_error = True, reason
+        self._wake.set()
+
+    def check(self) -> str | None:
+        """Why the service cannot answer now (None: it can): no index loaded, or a store
+        that no longer answers (checked with a cheap read, unless a sync holds the store)."""
+        generation = self.generation
+        if generation is None or generation.empty or self._broken:
+            return self.load_error or "no documents indexed yet"
+        if self.write_lock.acquire(blocking=False):
+            try:
+                self.writer.store.version()
+            except StoreError as err:
+                self.mark_broken(str(err))
+                return str(err)
+            finally:
+                self.write_lock.release()
+        return None
 
     def apply(self, work: Callable[[Job], IngestReport]) -> IngestReport:
         """Run one sync with the writer (one at a time), record it, and swap in the result."""

@@ -16,7 +16,8 @@ joined once, repeated titles capped. The POC let a chunk grow past `max_words` w
 paragraph was longer (with the sentence carried before it) and when short pieces were
 folded into a full chunk; poc_needle's reference depends on both, so by default they are
 kept, behind guards the corpus never reaches (`OVERSIZE_FACTOR`, `_keeps_overlap`,
-`_folds`, `_bounded`). With `strict_max_words` no chunk ever exceeds `max_words`.
+`_folds`, `_bounded`). With `strict_max_words` no chunk ever exceeds `max_words`, nor
+`STRICT_CHARS_PER_WORD` characters per word of it (code counts as no words).
 """
 
 from __future__ import annotations
@@ -92,6 +93,10 @@ OVERSIZE_FACTOR = 16
 # 575; the section's own text keeps its heading line whole.
 MAX_TITLE_CHARS = 1_000
 _WORD = re.compile(r"\S+")
+# Code counts as no words, so a fenced block of any size is "0 words". With
+# strict_max_words a chunk is also held to this many characters per max_words word (prose
+# averages about 6, so only code and unbroken strings reach it), cut at line ends.
+STRICT_CHARS_PER_WORD = 12
 
 
 def word_starts(text: str) -> list[int]:
@@ -116,6 +121,29 @@ def split_words(text: str, limit: int) -> list[str]:
         return [text]
     cuts = [0, *word_starts(text)[limit::limit], len(text)]
     return [text[a:b].strip() for a, b in pairwise(cuts)]
+
+
+def split_lines(text: str, max_chars: int, max_words: int) -> list[str]:
+    """`text` in pieces of whole lines, each of at most `max_chars` characters and
+    `max_words` whitespace-separated words (code counted as words: a cut fence is no longer
+    a span); a line over either limit alone is cut within the line."""
+    pieces: list[str] = []
+    buffer: list[str] = []
+    chars = words = 0
+    for line in text.splitlines(keepends=True):
+        line_words = len(line.split())
+        if buffer and (chars + len(line) > max_chars or words + line_words > max_words):
+            pieces.append("".join(buffer))
+            buffer, chars, words = [], 0, 0
+        if len(line) > max_chars or line_words > max_words:
+            for part in split_words(line, max_words):
+                pieces.extend(part[i : i + max_chars] for i in range(0, len(part), max_chars))
+            continue
+        buffer.append(line)
+        chars, words = chars + len(line), words + line_words
+    if buffer:
+        pieces.append("".join(buffer))
+    return [p.strip("\n") for p in pieces if p.strip()]
 
 
 def continued_heading(level: int, title: str, max_title_words: int) -> str:
@@ -354,8 +382,18 @@ class MarkdownSemanticChunker(Chunker):
         can re-pair an unclosed ``` (a `# comment` line splits a code block across
         sections) so that code counts as words; poc_needle never reaches this."""
         out: list[_Piece] = []
+        chars = self.config.max_words * STRICT_CHARS_PER_WORD if self.config.strict_max_words else 0
         for p in pieces:
             texts = split_words(p.text, self._ceiling)
+            if chars and any(len(t) > chars for t in texts):
+                # Code is no words: cut at line ends by characters and raw words (a cut
+                # fence's code counts as words in its pieces), then by words as a last guard.
+                texts = [
+                    w
+                    for t in texts
+                    for c in split_lines(t, chars, self._ceiling)
+                    for w in split_words(c, self._ceiling)
+                ]
             out.extend([p] if len(texts) == 1 else (replace(p, text=t, cut=i) for i, t in enumerate(texts)))
         return out
 

@@ -11,7 +11,7 @@ list) and loads the rest; a file that is binary, not UTF-8, over `max_file_mb` o
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -76,9 +76,9 @@ class JsonRecordsLoader(Loader):
             records = jsonl_records(path, text) if jsonl else _array_records(path, text)
         except BadInput as err:
             return [], [failure(path, str(err))]
-        return with_path(collect_records(records, self.config.id_field, self._document), path)
+        return with_path(collect_records(records, self.config.id_field, self.record_document), path)
 
-    def _document(self, record: Mapping[str, Any]) -> Document:
+    def record_document(self, record: Mapping[str, Any]) -> Document:
         cfg = self.config
         if cfg.metadata_fields is None:
             taken = {cfg.id_field, cfg.text_field, cfg.title_field}
@@ -99,6 +99,23 @@ class JsonRecordsLoader(Loader):
             # The usual cause is an export that names the field differently.
             setting = "id_field" if err.field == cfg.id_field else "text_field"
             raise BadInput(f"{err}, or set the loader's {setting} to the key that holds it") from None
+
+
+def documents_from_records(
+    records: Sequence[Any], config: JsonRecordsLoader.Config | None = None
+) -> tuple[list[Document], list[LoadFailure]]:
+    """Records given as values (an HTTP body, not a file) taken exactly as `load` takes a
+    file's: the same keys, metadata and checks; each bad record is one failure, `record N`."""
+    loader = JsonRecordsLoader(config or JsonRecordsLoader.Config())
+    items = (
+        (
+            f"record {n}",
+            f"record {n}",
+            rec if isinstance(rec, Mapping) else BadInput(f"expected a JSON object, got {type(rec).__name__}"),
+        )
+        for n, rec in enumerate(records, start=1)
+    )
+    return collect_records(items, loader.config.id_field, loader.record_document)
 
 
 def _array_records(path: Path, text: str) -> Iterator[Record]:

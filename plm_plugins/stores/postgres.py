@@ -24,8 +24,10 @@ from __future__ import annotations
 import functools
 import inspect
 import json
+import logging
 import os
 import re
+import time
 import urllib.parse
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -40,6 +42,8 @@ from plm_core.errors import MissingDependencyError, StoreError
 from plm_core.hookspecs import hookimpl
 from plm_core.interfaces import Store
 from plm_core.records import Chunk, CorpusVersion, Document, StoreProblem
+
+log = logging.getLogger(__name__)
 
 IDENT = r"^[a-z_][a-z0-9_]{0,62}$"
 CHUNK_COLS = "id, doc_id, text, enriched, heading_path, start_char, end_char, stable_id, keywords, entities, metadata"
@@ -139,9 +143,28 @@ def _guarded(method: Callable[..., Any]) -> Callable[..., Any]:
         except (psycopg.errors.IntegrityError, psycopg.ProgrammingError):
             raise
         except psycopg.Error as err:
+            if not self._lost():
+                raise StoreError(self._explain(err)) from None
+            lost = err
+        # The server went away (a restart): reconnect, then run a read again. A write is not
+        # run again (its transaction may or may not have committed): the caller is told.
+        if self._pinned:
+            raise StoreError(f"{self._explain(lost)} (the connection was lost inside a read snapshot)")
+        self._reconnect(lost)
+        if method.__name__ in _WRITES:
+            raise StoreError(f"{self._explain(lost)}: reconnected, but the write may not have been applied: retry it")
+        try:
+            return method(self, *args, **kwargs)
+        except (psycopg.errors.IntegrityError, psycopg.ProgrammingError):
+            raise
+        except psycopg.Error as err:
             raise StoreError(self._explain(err)) from None
 
     return call
+
+
+_WRITES = frozenset({"replace_documents", "delete_documents", "write_vectors", "clear", "set_meta", "ensure_hnsw"})
+RECONNECT_DELAYS_S = (0.2, 1.0, 3.0)  # then the error: a caller (the server's reloader) tries again later
 
 
 def _guard_public_methods(cls: type) -> type:
@@ -188,6 +211,8 @@ class PostgresStore(Store):
 
     config: Config
     _conn: Any = None
+    _pinned = False  # inside a read snapshot: a lost connection cannot be silently replaced
+    _dropped = False  # the connection was lost and not yet replaced (not closed by the caller)
 
     # ------------------------------------------------------------------ connection
     @property
@@ -197,7 +222,9 @@ class PostgresStore(Store):
     @property
     def conn(self) -> Any:
         if self._conn is None:
-            raise StoreError("the store is not open")
+            if not self._dropped:
+                raise StoreError("the store is not open")
+            self._reconnect(StoreError("the connection was lost"))  # an earlier reconnect failed
         return self._conn
 
     def dsn(self) -> str:
@@ -309,9 +336,38 @@ class PostgresStore(Store):
             )
 
     def close(self) -> None:
+        self._dropped = False
         if self._conn is not None:
             self._conn.close()
             self._conn = None
+
+    def _lost(self) -> bool:
+        """True when the connection is gone (the server restarted or dropped it)."""
+        if self._conn is None:
+            return self._dropped
+        return bool(self._conn.closed or self._conn.broken)
+
+    def _reconnect(self, err: Exception) -> None:
+        """A new connection after a lost one, tried len(RECONNECT_DELAYS_S) times."""
+        if self._pinned:
+            raise StoreError(f"{self._explain(err)} (the connection was lost inside a read snapshot)")
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+        self._dropped = True
+        for delay in RECONNECT_DELAYS_S:
+            try:
+                self.open(self.location, create=False)
+                self._dropped = False
+                log.warning("postgres store: reconnected to %s", redact(self.dsn()))
+                return
+            except StoreError as again:
+                err = again
+                time.sleep(delay)
+        raise StoreError(
+            f"lost the connection to Postgres ({self._explain(err)}) and could not reconnect in "
+            f"{len(RECONNECT_DELAYS_S)} tries: is the server running?"
+        )
 
     def _q(self, sql: str, params: Sequence[Any] = ()) -> Any:
         return self.conn.execute(sql.replace("{s}", self.schema), params)
@@ -322,18 +378,40 @@ class PostgresStore(Store):
         """Every read inside sees one committed state (a REPEATABLE READ transaction)."""
         import psycopg
 
-        if self.conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+        if self._pinned or (
+            not self._lost() and self.conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE
+        ):
             yield
             return
         try:
+            if self._lost():
+                self._reconnect(psycopg.OperationalError("the connection is closed"))
             self.conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
         except psycopg.Error as err:
             raise StoreError(self._explain(err)) from None
+        self._pinned = True
         try:
             yield
-        finally:
-            failed = self.conn.info.transaction_status == psycopg.pq.TransactionStatus.INERROR
+        except BaseException:
+            self._pinned = False
+            self._end_snapshot(raised=True)
+            raise
+        self._pinned = False
+        self._end_snapshot(raised=False)
+
+    def _end_snapshot(self, raised: bool) -> None:
+        import psycopg
+
+        if self._lost():  # the server rolled the transaction back when it went away
+            if not raised:
+                raise StoreError(self._explain(psycopg.OperationalError("the connection was lost before COMMIT")))
+            return
+        failed = self.conn.info.transaction_status == psycopg.pq.TransactionStatus.INERROR
+        try:
             self.conn.execute("ROLLBACK" if failed else "COMMIT")
+        except psycopg.Error as err:
+            if not failed and not raised:  # else the error in flight says more
+                raise StoreError(self._explain(err)) from None
 
     @contextmanager
     def _tx(self) -> Iterator[None]:

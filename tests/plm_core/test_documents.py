@@ -53,7 +53,9 @@ def rejected(call: Any, match: str) -> DocumentError:
     [
         (Document(id="a", text=""), "text is empty"),
         (Document(id="a", text=" \n\t "), "text is blank"),
-        (Document(id="a", text="\u200b\ufeff\u00ad\x00"), "text is blank"),  # nothing visible
+        (Document(id="a", text="\u200b\ufeff\u00ad\x01"), "text is blank"),  # nothing visible
+        (Document(id="a", text="a\x00b"), r"text holds a NUL character \(\\x00\) at character 1"),
+        (Document(id="a", text="ab", metadata={"k\x00": 1}), "a key in document 'a': metadata holds a NUL"),
         (Document(id="a", text=None), "text must be a string, got null"),  # type: ignore[arg-type]
         (Document(id="", text="x"), "id must be a non-empty string"),
         (Document(id=" ", text="x"), "id must be a non-empty string"),

@@ -736,3 +736,32 @@ def test_a_bm25_only_config_over_an_index_with_vectors_keeps_working(tmp_path: P
     # folder one is re-processed (another index config) and loses its vectors; gamma keeps its
     assert job.ingest([one]).updated == ["alpha", "beta"]
     assert hit_docs(job, "zeppelins") == ["beta"] and "gamma" in hit_docs(job, "gamma mirrors")
+
+
+def test_a_nul_character_fails_its_record_alone_on_every_store(tmp_path: Path) -> None:
+    # Postgres cannot store NUL in text or jsonb: one such record aborted the whole batch.
+    cfg, index = config(tmp_path, RECORDS_FAST), tmp_path / "index"
+    lines = [
+        _record("r1", "red"),
+        json.dumps({"id": "r2", "text": "a\u0000b"}),
+        json.dumps({"id": "r3", "text": "fine text", "team": "x\u0000y"}),
+        json.dumps({"id": "r4", "text": "fine text", "title": "T\u0000"}),
+        _record("r5", "green"),
+    ]
+    src = _jsonl(tmp_path / "records.jsonl", lines)
+    report = make_job(cfg, index).ingest([src])
+    assert report.added == ["r1", "r5"]
+    assert [f.doc_id for f in report.failed] == ["r2", "r3", "r4"]
+    assert all("NUL" in f.error for f in report.failed)
+    assert sorted(stored_ids(make_job(cfg, index))) == ["r1", "r5"]
+
+
+def test_the_same_folder_or_file_given_twice_is_read_once(tmp_path: Path) -> None:
+    cfg, index = config(tmp_path), tmp_path / "index"
+    docs = write_corpus(tmp_path / "docs")
+    report = make_job(cfg, index).ingest([docs, docs, tmp_path / "docs" / "alpha.md", f"{docs}/../docs/"])
+    assert report.failed == [] and sorted(report.added) == ["alpha", "beta", "gamma"]
+    # Two different files with one id are still a duplicate.
+    other = write_corpus(tmp_path / "other", {"alpha": "# Other alpha\n\n" + section("Elsewhere", "other")})
+    again = make_job(cfg, index).ingest([docs, docs, other])
+    assert [f.doc_id for f in again.failed] == ["alpha"] and again.unchanged == 3

@@ -169,3 +169,30 @@ def test_same_job_name_in_two_files_gets_two_index_folders(tmp_path: Path) -> No
     assert len(set(dirs)) == 3
     assert dirs[2].name == "exp_bm25_whitespace.y-sample_corpus"
     assert config_labels(paths) == ["a/x", "b/x", "y"]
+
+
+def _sample_with(tmp_path: Path, qrels: str) -> Path:
+    ds = tmp_path / "ds"
+    ds.mkdir()
+    (ds / "docs").symlink_to(SAMPLE / "docs")
+    (ds / "queries.jsonl").write_text((SAMPLE / "queries.jsonl").read_text())
+    (ds / "qrels").mkdir()
+    (ds / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + qrels)
+    return ds
+
+
+def test_an_existing_file_as_out_is_refused_before_any_work(tmp_path: Path) -> None:
+    taken = tmp_path / "taken"
+    taken.write_text("mine")
+    cfg = str(EXPERIMENTS / "bm25_whitespace.toml")
+    res = plm("eval", "--config", cfg, "--dataset", str(SAMPLE), "--out", str(taken), data_dir=tmp_path / "data")
+    assert res.returncode == 2 and f"--out {taken} is a file" in res.stderr and "Traceback" not in res.stderr
+    assert not (tmp_path / "data").exists() and taken.read_text() == "mine"  # nothing ingested, nothing written
+
+
+def test_a_query_set_without_judged_queries_is_an_error_not_zeros(tmp_path: Path) -> None:
+    ds = _sample_with(tmp_path, "no-such-query\tquickstart\t1\n")
+    cfg = str(EXPERIMENTS / "bm25_whitespace.toml")
+    res = plm("eval", "--config", cfg, "--dataset", str(ds), "--out", str(tmp_path / "o"), data_dir=tmp_path / "data")
+    assert res.returncode == 2 and "no judged queries" in res.stderr and "Traceback" not in res.stderr, res.stderr
+    assert not (tmp_path / "o").exists()

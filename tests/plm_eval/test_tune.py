@@ -214,6 +214,8 @@ def test_tune_with_folds_reports_a_cross_validated_estimate(split_sample: Path, 
         (["--param", f"{K1}=1,2", "--test", "tune"], "is the tuning set"),
         (["--param", f"{K1}=1,2", "--search", "random"], "--trials"),
         ([arg for i in range(7) for arg in ("--param", f"query.p{i}=" + ",".join("0123456789"))], "10,000,000"),
+        (["--param", f"{K1}=1,2", "--out", "/tmp"], "--out /tmp is a folder"),
+        (["--param", f"{K1}=1,2", "--out", "/dev/null/x/tuned.toml"], "--out /dev/null/x/tuned.toml: /dev/null is"),
     ],
 )
 def test_bad_requests_fail_before_any_work(tmp_path: Path, split_sample: Path, extra: list[str], message: str) -> None:

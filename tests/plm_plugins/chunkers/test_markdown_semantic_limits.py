@@ -12,6 +12,7 @@ import pytest
 from plm_core.records import Chunk, Document
 from plm_plugins.chunkers.markdown_semantic import (
     OVERSIZE_FACTOR,
+    STRICT_CHARS_PER_WORD,
     MarkdownSemanticChunker,
     split_words,
     word_count,
@@ -82,10 +83,21 @@ def test_chunks_respect_max_words(name: str) -> None:
     text = shape.make(250_000)
     _, strict = _chunk(text, strict=True)
     assert max(word_count(c.text) for c in strict) <= MAX, name
+    # Code counts as no words: strict also bounds the characters (a 3 MB fence was one chunk).
+    assert max(len(c.text) for c in strict) <= MAX * STRICT_CHARS_PER_WORD, name
     _, poc = _chunk(text)
     assert max(word_count(c.text) for c in poc) <= shape.poc_bound, name
     for chunks in (strict, poc):
         assert len({c.stable_id for c in chunks}) == len(chunks), name
+
+
+def test_strict_cuts_one_huge_code_block_at_line_ends() -> None:
+    block = "".join(f"    line_{i} = compute({i})\n" for i in range(100_000))  # 3 MB of code
+    chunks = _chunk(f"# Dump\n\n```python\n{block}```\n", strict=True)[1]
+    assert len(chunks) > 100 and max(len(c.text) for c in chunks) <= MAX * STRICT_CHARS_PER_WORD
+    assert all(c.text.endswith(")") or c.text.endswith("```") for c in chunks)  # whole lines
+    joined = "\n".join(c.text for c in chunks)
+    assert all(f"line_{i} = compute({i})" in joined for i in (0, 50_000, 99_999))
 
 
 def test_four_megabytes_of_headings_finish_quickly() -> None:
