@@ -92,7 +92,9 @@ def run_configs(
     ds = datasets[0]
     sets = query_sets or list(configs[0].job.queries)
     runs = []
-    index_dirs = eval_index_dirs(configs, settings.data_dir, dataset)
+    # The resolved dataset, as `plm run` uses it: with --dataset left out, the raw None would
+    # name the job's default index, the one `plm ingest` fills with the user's documents.
+    index_dirs = eval_index_dirs(configs, settings.data_dir, ds)
     for label, cfg, index_dir in zip(config_labels(paths), configs, index_dirs, strict=True):
         job = Job(cfg, index_dir, settings, registry)
         try:

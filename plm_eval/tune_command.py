@@ -102,7 +102,7 @@ def tune_command(
     test_sets = [s.strip() for s in test.split(",") if s.strip()] if test else []
     if queries in test_sets:
         raise PlmUserError(f"--test {queries!r} is the tuning set: evaluate on queries the tuning did not see")
-    base_dir = eval_index_dirs([base_cfg], settings.data_dir, dataset)[0]
+    base_dir = eval_index_dirs([base_cfg], settings.data_dir, ds)[0]
     out.print(f"tuning {config} on {ds.name}/{queries}: {len(todo)} trial(s), maximising {metric}", highlight=False)
 
     shared: dict[str, Embedder] = {}
