@@ -191,6 +191,15 @@ ServerOpt = Annotated[
     str | None,
     typer.Option("--server", help="Ask a running `plm serve` at this URL (default: PLM_SERVER) instead of an index."),
 ]
+WaitOpt = Annotated[
+    float,
+    typer.Option(
+        "--wait",
+        metavar="SECONDS",
+        min=0,
+        help="With a server: wait up to this long for it to be ready (it may still be starting).",
+    ),
+]
 
 
 def query(
@@ -219,6 +228,7 @@ def query(
         ),
     ] = None,
     server: ServerOpt = None,
+    wait: WaitOpt = 0,
 ) -> None:
     """Query an index built by `plm ingest` or `plm run`, or a running `plm serve` (--server)."""
     from plm_index import remote
@@ -229,6 +239,8 @@ def query(
     url = remote.server_url(server) if config is None or server else None
     if url:
         body = {"text": text, "k": k, "filters": filters or None, **({"weights": weights} if weights else {})}
+        if wait:
+            remote.wait_ready(url, wait)
         payload = remote.call(url, "POST", "/query", body)
         payload.pop("corpus_version", None)
     else:
@@ -244,7 +256,9 @@ def query(
 
 
 def status(
-    server: ServerOpt = None, as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False
+    server: ServerOpt = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    wait: WaitOpt = 0,
 ) -> None:
     """What a running `plm serve` holds and does (for a local index: `plm index stats`)."""
     from plm_index import remote
@@ -255,6 +269,8 @@ def status(
             "plm status asks a running server: pass --server URL or set PLM_SERVER (for a local index: "
             "plm index stats --config FILE)"
         )
+    if wait:
+        remote.wait_ready(url, wait)
     payload = remote.call(url, "GET", "/status")
     if as_json:
         print(json.dumps(payload, indent=1, default=str))
