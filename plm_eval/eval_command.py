@@ -80,7 +80,8 @@ def run_configs(
 
     if not paths:
         raise PlmUserError("give at least one --config")
-    settings = settings or load_settings()
+    # One data folder for the whole comparison: PLM_DATA_DIR, else .plm beside the first config.
+    settings = (settings or load_settings()).for_config(paths[0])
     registry = registry or default_registry()
     configs = [load_job(p, registry, list(overrides)) for p in paths]
     datasets = [resolve_dataset(cfg, dataset) for cfg in configs]

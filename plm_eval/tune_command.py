@@ -87,7 +87,7 @@ def tune_command(
     from plm_core.settings import load_settings
     from plm_eval.runner import run_job
 
-    settings = load_settings()
+    settings = load_settings().for_config(config)
     logging.basicConfig(level=settings.log_level)
     registry = default_registry()
     base_sets = list(set_ or [])

@@ -69,6 +69,7 @@ class Job:
         registry = registry or default_registry()
         settings = settings or load_settings()
         config = load_job(path, registry, list(overrides))
+        settings = settings.for_config(config.path)  # PLM_DATA_DIR, else .plm beside the config
         if index_dir is None:
             index_dir = index_dir_for(config.job.name, settings.data_dir, dataset)
         return cls(config, Path(index_dir), settings, registry)
