@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, ValidationError, field_validator
@@ -17,8 +16,6 @@ class Settings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="PLM_", extra="ignore")
 
-    # Index folders and the content cache. Unset: `.plm` beside the config file (see
-    # `for_config`); a relative PLM_DATA_DIR is relative to the working directory.
     data_dir: str = ".plm"
     device: str = "cpu"
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "WARNING"
@@ -30,14 +27,6 @@ class Settings(BaseSettings):
     # Documents processed and committed together: an interrupted ingest keeps every
     # finished batch; smaller batches lose less work, larger ones commit less often.
     ingest_batch: Annotated[int, Field(ge=1, le=100_000)] = 64
-
-    def for_config(self, config_path: str | Path) -> Settings:
-        """These settings with an absolute `data_dir`: PLM_DATA_DIR as given, or when it is not
-        set, `.plm` in the config file's folder, so that a config finds its index from any
-        working directory, as it finds the other paths it names (relative to itself)."""
-        chosen = "data_dir" in self.model_fields_set
-        base = Path(self.data_dir) if chosen else Path(config_path).resolve().parent / ".plm"
-        return self.model_copy(update={"data_dir": str(base.resolve())})
 
     @field_validator("log_level", mode="before")
     @classmethod

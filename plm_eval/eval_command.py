@@ -28,7 +28,7 @@ from plm_core.errors import ConfigError, PlmUserError
 from plm_core.registry import Registry, default_registry
 from plm_core.settings import Settings, load_settings
 from plm_eval.dataset import resolve_dataset
-from plm_index.job import Job, index_dir_for
+from plm_index.job import Job, index_dir_for, settings_for
 from plm_index.sync import summary_line
 
 out = Console()
@@ -81,7 +81,7 @@ def run_configs(
     if not paths:
         raise PlmUserError("give at least one --config")
     # One data folder for the whole comparison: PLM_DATA_DIR, else .plm beside the first config.
-    settings = (settings or load_settings()).for_config(paths[0])
+    settings = settings_for(paths[0], settings or load_settings())
     registry = registry or default_registry()
     configs = [load_job(p, registry, list(overrides)) for p in paths]
     datasets = [resolve_dataset(cfg, dataset) for cfg in configs]

@@ -35,7 +35,7 @@ from plm_core.registry import default_registry
 from plm_eval import tuning
 from plm_eval.dataset import resolve_dataset
 from plm_eval.eval_command import _reporter, eval_index_dirs, out, print_comparison
-from plm_index.job import Job
+from plm_index.job import Job, settings_for
 
 
 def _index_dir(base: Path, cfg: JobConfig) -> Path:
@@ -87,7 +87,7 @@ def tune_command(
     from plm_core.settings import load_settings
     from plm_eval.runner import run_job
 
-    settings = load_settings().for_config(config)
+    settings = settings_for(config, load_settings())
     logging.basicConfig(level=settings.log_level)
     registry = default_registry()
     base_sets = list(set_ or [])

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from plm_core.settings import Settings
+from plm_index.job import settings_for
 
 pytest.importorskip("bm25s")
 
@@ -63,6 +64,6 @@ def test_no_index_names_the_absolute_folder(tmp_path: Path) -> None:
 def test_settings_for_a_config(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("PLM_DATA_DIR", raising=False)
     config = Path("/srv/team/job.toml")
-    assert Settings().for_config(config).data_dir == "/srv/team/.plm"
-    assert Settings(data_dir="/data").for_config(config).data_dir == "/data"
-    assert Settings(data_dir="rel").for_config(config).data_dir == str(Path.cwd() / "rel")
+    assert settings_for(config, Settings()).data_dir == "/srv/team/.plm"
+    assert settings_for(config, Settings(data_dir="/data")).data_dir == "/data"
+    assert settings_for(config, Settings(data_dir="rel")).data_dir == str(Path.cwd() / "rel")
