@@ -10,7 +10,6 @@ comparison (deltas, paired significance tests, report files) is done by the regi
 from __future__ import annotations
 
 import hashlib
-import logging
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -28,6 +27,7 @@ from plm_core.errors import ConfigError, PlmUserError
 from plm_core.registry import Registry, default_registry
 from plm_core.settings import Settings, load_settings
 from plm_eval.dataset import resolve_dataset
+from plm_index.commands import setup_logging
 from plm_index.job import Job, index_dir_for, settings_for
 from plm_index.sync import summary_line
 
@@ -253,7 +253,7 @@ def eval_command(
     """Evaluate several configs on one dataset: metrics side by side with deltas, p-values
     (raw and corrected for the configs compared) and bootstrap confidence intervals."""
     settings = load_settings()
-    logging.basicConfig(level=settings.log_level)
+    setup_logging(settings.log_level)
     registry = default_registry()
     if per_query and len(config) < 2:
         raise PlmUserError("--per-query compares the first two configs: give at least two --config")

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 import os
 import sys
 import time
@@ -35,6 +34,7 @@ from plm_core.registry import default_registry
 from plm_eval import tuning
 from plm_eval.dataset import resolve_dataset
 from plm_eval.eval_command import _reporter, eval_index_dirs, out, print_comparison
+from plm_index.commands import setup_logging
 from plm_index.job import Job, settings_for
 
 
@@ -88,7 +88,7 @@ def tune_command(
     from plm_eval.runner import run_job
 
     settings = settings_for(config, load_settings())
-    logging.basicConfig(level=settings.log_level)
+    setup_logging(settings.log_level)
     registry = default_registry()
     base_sets = list(set_ or [])
     params = [tuning.parse_param(p) for p in param]

@@ -41,11 +41,29 @@ IndexOpt = Annotated[
 ]
 
 
+class _LogLine(logging.Formatter):
+    """`warning: message`, as the CLI prints `error: message` (not `WARNING:plm_plugins...:`);
+    the logger's name only at DEBUG, where it helps."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        where = f" [{record.name}]" if record.levelno <= logging.DEBUG else ""
+        line = f"{record.levelname.lower()}{where}: {record.getMessage()}"
+        return line + ("\n" + self.formatException(record.exc_info) if record.exc_info else "")
+
+
+def setup_logging(level: str) -> None:
+    """The commands' log output on stderr, once per process."""
+    if not logging.getLogger().handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(_LogLine())
+        logging.basicConfig(level=level, handlers=[handler])
+
+
 def open_job(config: Path, overrides: list[str] | None, dataset: Path | None, index: Path | None) -> Job:
     if config is None:  # older typers let a required option through as None
         raise typer.BadParameter("the job config is required", param_hint="'--config' / '-c'")
     settings = load_settings()
-    logging.basicConfig(level=settings.log_level)
+    setup_logging(settings.log_level)
     return Job.from_config(config, overrides or [], index_dir=index, dataset=dataset, settings=settings)
 
 
