@@ -42,6 +42,7 @@ class Reader:
         try:
             job.open(create=False)
             self.stack.enter_context(job.store.snapshot())
+            job.searcher.expect_stale = True  # a sync in flight saves its builds moments later
             job.searcher.warm()
         except BaseException:
             self.close()

@@ -78,3 +78,65 @@ def test_no_loading_weights_bar_into_a_pipe(tmp_path: Path, minilm_path: str) ->
     res = plm("ingest", "docs", "--config", "job.toml", cwd=tmp_path, PLM_PROGRESS="1", HF_HUB_OFFLINE="1")
     assert res.returncode == 0, res.stderr
     assert "Loading weights" not in res.stderr and "it/s" not in res.stderr, res.stderr
+
+
+def _bm25_job(tmp_path: Path):  # type: ignore[no-untyped-def]
+    pytest.importorskip("bm25s")
+    from plm_core.settings import Settings
+    from plm_index.job import Job
+
+    (tmp_path / "job.toml").write_text(CONFIG)
+    settings = Settings(data_dir=str(tmp_path / "data"), progress=False, cache=False)
+    return Job.from_config(tmp_path / "job.toml", settings=settings)
+
+
+def test_an_empty_index_says_so_without_a_word_about_bm25_builds(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from plm_core.errors import StoreError
+    from plm_index import search
+
+    monkeypatch.setattr(search, "_warned_stale", [])
+    job = _bm25_job(tmp_path).open(create=True)
+    try:
+        with pytest.raises(StoreError, match="is empty"):
+            job.search("anything", k=3)
+    finally:
+        job.close()
+    assert "rebuilt in memory" not in caplog.text and "has no build" not in caplog.text
+
+
+@pytest.mark.parametrize("expect_stale", [False, True])
+def test_a_stale_build_warns_unless_a_server_expects_one(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch, expect_stale: bool
+) -> None:
+    from plm_core.records import Chunk, Document
+    from plm_index import search
+
+    monkeypatch.setattr(search, "_warned_stale", [])
+    job = _bm25_job(tmp_path)
+    try:
+        job.sync([{"id": "a", "text": "pagers rotate on mondays"}, {"id": "b", "text": "backups run nightly"}])
+        # Another writer's commit, its BM25 build not saved yet (a watcher mid-sync).
+        chunk = Chunk(id="c_0", doc_id="c", text="quotas per project", heading_path=("c",))
+        job.store.replace_documents([Document(id="c", text=chunk.text)], [chunk], None, None)
+        job.searcher.expect_stale = expect_stale
+        with caplog.at_level("INFO"):
+            assert job.retrieve("quotas", k=1)[0].doc_id == "c"  # answered right either way
+    finally:
+        job.close()
+    stale = [r for r in caplog.records if "rebuilt in memory" in r.getMessage()]
+    assert [r.levelname for r in stale] == ["INFO" if expect_stale else "WARNING"]
+
+
+def test_a_server_reader_expects_stale_builds(tmp_path: Path) -> None:
+    pytest.importorskip("fastapi")
+    from plm_serve.service import Reader
+
+    job = _bm25_job(tmp_path)
+    job.sync([{"id": "a", "text": "pagers rotate on mondays"}])
+    reader = Reader(job)
+    try:
+        assert job.searcher.expect_stale
+    finally:
+        reader.close()
