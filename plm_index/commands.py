@@ -189,20 +189,38 @@ def print_query_result(payload: dict[str, Any]) -> None:
         out.print(f"expanded ({', '.join(payload['fired'])}): {payload['expanded']}", highlight=False)
     # A list, not a table: ids and heading paths are long and must not be cut.
     for h in payload["hits"]:
-        srcs = " ".join(f"{s}#{v['rank']}" for s, v in h["sources"].items())
         title = str(h["metadata"].get("title", ""))
         shown = f"  {escape(title)}" if title and title != h["doc_id"] else ""
-        out.print(
-            f"[bold]{h['rank']}.[/bold] {h['score']:.4f}  [cyan]{escape(h['doc_id'])}[/cyan]{shown}  ({srcs})",
-            highlight=False,
-        )
+        # Each retriever's rank and score: a fused score (RRF's 1/(k+rank) sums) is the same
+        # for every rank-1 hit and means nothing to a reader; --json keeps it.
+        srcs = ", ".join(f"{s} #{v['rank']} {v['score']:.3g}" for s, v in h["sources"].items())
+        score = f"({escape(srcs)})" if srcs else f"{h['score']:.4f}"
+        out.print(f"[bold]{h['rank']}.[/bold] [cyan]{escape(h['doc_id'])}[/cyan]{shown}  {score}", highlight=False)
         if h["heading_path"]:
             out.print("   " + " > ".join(h["heading_path"]), markup=False, highlight=False)
+        if facts := _metadata_line(h["metadata"]):
+            out.print("   " + facts, markup=False, highlight=False)
         out.print("   " + " ".join(h["text"].split())[:200], markup=False, highlight=False)
     if not payload["hits"]:
         filters = payload.get("filters")
         why = f" matches the filters {json.dumps(filters, default=str)}" if filters else " matches the query"
         out.print(f"no match: no chunk{why}", highlight=False, markup=False)
+
+
+def _metadata_line(metadata: dict[str, Any], width: int = 60) -> str:
+    """A hit's short metadata (a paper's year, authors, bibtex_key; a page's team, tags), one
+    line; the loader's `path` and the title shown above are left out, long values cut."""
+
+    def short(value: Any) -> str | None:
+        if isinstance(value, list) and all(not isinstance(v, (dict, list)) for v in value):
+            value = ", ".join(map(str, value))
+        if isinstance(value, (dict, list)) or value is None or value == "":
+            return None
+        text = " ".join(str(value).split())
+        return text if len(text) <= width else text[: width - 3] + "..."
+
+    pairs = [(k, short(v)) for k, v in metadata.items() if k not in ("path", "title")]
+    return "; ".join(f"{k}: {v}" for k, v in pairs if v is not None)
 
 
 ServerOpt = Annotated[

@@ -140,3 +140,29 @@ def test_a_server_reader_expects_stale_builds(tmp_path: Path) -> None:
         assert job.searcher.expect_stale
     finally:
         reader.close()
+
+
+def test_query_text_output_shows_source_ranks_and_short_metadata(capsys: pytest.CaptureFixture) -> None:
+    from plm_index.commands import print_query_result
+
+    paper = {
+        "rank": 1,
+        "doc_id": "db-001",
+        "score": 0.2,
+        "heading_path": [],
+        "text": "Learned cardinality estimation.",
+        "sources": {"dense": {"rank": 1, "score": 0.61234}, "bm25": {"rank": 3, "score": 8.4121}},
+        "metadata": {
+            "title": "Learned Cardinality",
+            "authors": ["Maren Holt", "Dmitri Sokol"],
+            "year": 2022,
+            "bibtex_key": "holt2022cardinality",
+            "path": "/data/papers.json",
+            "nested": {"a": 1},
+        },
+    }
+    print_query_result({"hits": [paper, {**paper, "rank": 2, "doc_id": "db-002", "sources": {}}]})
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "1. db-001  Learned Cardinality  (dense #1 0.612, bm25 #3 8.41)"
+    assert lines[1] == "   authors: Maren Holt, Dmitri Sokol; year: 2022; bibtex_key: holt2022cardinality"
+    assert "0.2000" not in lines[0] and "0.2000" in lines[3]  # a ranking no fuser made keeps its score
