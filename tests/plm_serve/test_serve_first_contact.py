@@ -4,6 +4,7 @@ started right after the server waits for it with `--wait` instead of failing."""
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -104,3 +105,36 @@ def test_a_client_started_with_the_server_waits_for_it(root: Path) -> None:
 def test_wait_gives_up_with_one_line(root: Path) -> None:
     res = plm("query", "x", "--server", f"http://127.0.0.1:{free_port()}", "--wait", "1", root=root)
     assert res.returncode == 2 and "not ready within 1s" in res.stderr and res.stderr.count("\n") == 1, res.stderr
+
+
+def test_status_reports_a_plm_watch_process_syncing_the_same_index(root: Path) -> None:
+    pytest.importorskip("watchfiles")
+    env = env_for(root)
+    config = str(root / "job.toml")
+    watch_log = (root / "watch.log").open("w")
+    cmd = [sys.executable, "-m", "plm_core.cli"]
+    watcher = subprocess.Popen([*cmd, "watch", "docs", "--config", config], env=env, stdout=watch_log, cwd=root)
+    server = None
+    try:
+        deadline = time.monotonic() + 60
+        while not (root / "data" / "first_contact" / "watcher.json").exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        while "catch-up" not in (root / "watch.log").read_text() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        port = free_port()
+        serve_log = (root / "serve.log").open("w")
+        server = subprocess.Popen([*cmd, "serve", "--config", config, "--port", str(port)], env=env, stdout=serve_log)
+        res = plm("status", "--server", f"http://127.0.0.1:{port}", "--wait", "60", "--json", root=root)
+        assert res.returncode == 0, res.stderr + (root / "serve.log").read_text()
+        state = json.loads(res.stdout)["watcher"]
+        assert state is not None and state["pid"] == watcher.pid and state["dirs"] == [str(root / "docs")]
+        watcher.terminate()
+        watcher.wait(timeout=60)
+        again = plm("status", "--server", f"http://127.0.0.1:{port}", "--json", root=root)
+        assert json.loads(again.stdout)["watcher"] is None
+    finally:
+        for proc in (watcher, server):
+            if proc is not None and proc.poll() is None:
+                proc.terminate()
+                proc.wait(timeout=60)
+        watch_log.close()
