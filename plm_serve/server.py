@@ -5,6 +5,7 @@
 Endpoints (JSON; the schema is at /openapi.json, docs at /docs):
 - `POST /query` {text, k, filters, weights} and `GET /query?q=...&k=...`: hits as `plm query --json`
   prints them, with per-stage timings.
+- `GET /`: a search page (plain HTML and a little JavaScript) over `POST /query`.
 - `GET /health` (the process is up), `GET /ready` (an index is loaded: 503 until then).
 - `GET /status`: counts, corpus version, model, config, sizes, last sync, watcher state.
 - `POST /documents` (records as the JSON loader takes them) and `DELETE /documents/{id}`:
@@ -13,7 +14,7 @@ Endpoints (JSON; the schema is at /openapi.json, docs at /docs):
 - `GET /metrics`: Prometheus text (requests, latency, corpus version, syncs).
 
 A user error is a 4xx with `{"error": "..."}`; nothing a client sends yields a 500. With
-PLM_API_KEY set, every endpoint but /health needs `Authorization: Bearer <key>`. Request
+PLM_API_KEY set, every endpoint but /health and the page needs `Authorization: Bearer <key>`. Request
 bodies are limited (`--max-body-mb`); CORS is off unless `--cors-origin` is given.
 """
 
@@ -146,7 +147,7 @@ def create_app(
         return response
 
     async def _guarded(request: Request, call_next: Any) -> Any:
-        if api_key and request.url.path != "/health":
+        if api_key and request.url.path not in ("/health", "/"):  # the page holds no data; it asks for the key
             given = request.headers.get("authorization", "")
             expected = f"Bearer {api_key}"
             if not hmac.compare_digest(given.encode(), expected.encode()):
@@ -200,6 +201,13 @@ def create_app(
     ) -> dict[str, Any]:
         """Search without a body, for quick use: `/query?q=...&k=5`."""
         return run_query(q, k, None)
+
+    @app.get("/", include_in_schema=False)
+    def search_page() -> Any:
+        """The search page: a query box, filters, k, weights, hits with ranks and timings."""
+        from fastapi.responses import HTMLResponse
+
+        return HTMLResponse((Path(__file__).parent / "search_page.html").read_text(encoding="utf-8"))
 
     @app.get("/health")
     def health() -> dict[str, str]:
