@@ -44,12 +44,13 @@ class BM25Retriever(Retriever):
     name = "bm25s"
 
     class Config(ComponentConfig):
-        tokenizer: Literal["whitespace_lower", "bm25s_stem"] = "whitespace_lower"
-        """whitespace_lower: `text.lower().split()` (the POC: no stopwords, no stemming);
-        bm25s_stem: bm25s's regex tokenizer, English stopwords, Snowball English stemmer."""
-        method: Literal["rank_bm25_okapi", "robertson", "lucene", "atire", "bm25l", "bm25+"] = "rank_bm25_okapi"
-        """The BM25 variant: rank_bm25_okapi is the POC's rank_bm25.BM25Okapi, bit for bit; the
-        others are bm25s's own."""
+        tokenizer: Literal["whitespace_lower", "bm25s_stem"] = "bm25s_stem"
+        """bm25s_stem (the default, the recommended recipe's): bm25s's regex tokenizer, English
+        stopwords, Snowball English stemmer; whitespace_lower: `text.lower().split()` (the POC:
+        no stopwords, no stemming; configs/poc_parity.toml names it)."""
+        method: Literal["rank_bm25_okapi", "robertson", "lucene", "atire", "bm25l", "bm25+"] = "lucene"
+        """The BM25 variant: lucene (the default, the recommended recipe's) and the others are
+        bm25s's own; rank_bm25_okapi is the POC's rank_bm25.BM25Okapi, bit for bit."""
         k1: float = Field(1.5, ge=0)
         """Term-frequency saturation (>= 0, usually 1.2 to 2): higher lets repeated words count
         longer; 0 ignores term frequency."""
