@@ -54,4 +54,5 @@ HEALTHCHECK --interval=30s --timeout=5s --start-period=120s --retries=3 \
     CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8000/health', timeout=4)"]
 
 ENTRYPOINT ["plm"]
-CMD ["serve", "--config", "/app/configs/poc_parity.toml", "--host", "0.0.0.0", "--port", "8000"]
+# --create: the container may start before its index is filled (`docker compose run ... ingest`).
+CMD ["serve", "--config", "/app/configs/poc_parity.toml", "--host", "0.0.0.0", "--port", "8000", "--create"]

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -26,6 +26,7 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
+    context_settings={"help_option_names": ["-h", "--help"]},  # every subcommand inherits it
 )
 err = Console(stderr=True, soft_wrap=True)
 
@@ -59,9 +60,31 @@ def loaded_app() -> typer.Typer:
     return app
 
 
+def plain_help(command: Any) -> Any:
+    """Help as written, for every command any package adds: no rich markup (it ate words in
+    [brackets]), metavars PATH, TEXT, PATHS... (newer typers print <list[Path]> and {paths})."""
+    if not hasattr(typer.core.TyperArgument, "_usage_display_name"):
+        return command  # typers before 0.2x print plain metavars and apply no markup to options
+    command.rich_markup_mode = None
+    for p in command.params:
+        if p.metavar is not None:
+            continue
+        if p.param_type_name == "argument" and hasattr(p, "_usage_display_name"):
+            p.metavar = p.name.upper() + ("..." if p.nargs != 1 else "")
+            shown = p.metavar if p.required else f"[{p.metavar}]"
+            p._usage_display_name = lambda shown=shown: shown
+            p.display_type_rich = lambda ctx: None
+        elif p.param_type_name == "option" and hasattr(p, "display_type") and not p.is_flag:
+            label = p.display_type(None).strip("<>").removeprefix("list[").removesuffix("]")
+            p.metavar = {"str": "TEXT", "int": "INTEGER", "float": "NUMBER"}.get(label, label.upper())
+    for sub in getattr(command, "commands", {}).values():
+        plain_help(sub)
+    return command
+
+
 def main() -> None:
     try:
-        rv = loaded_app()(standalone_mode=False, prog_name="plm")
+        rv = plain_help(typer.main.get_command(loaded_app()))(standalone_mode=False, prog_name="plm")
     except PipelineError as exc:
         if isinstance(exc.cause, PlmUserError):
             err.print(f"error: {exc}", highlight=False, markup=False)

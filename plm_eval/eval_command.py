@@ -10,7 +10,6 @@ comparison (deltas, paired significance tests, report files) is done by the regi
 from __future__ import annotations
 
 import hashlib
-import logging
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -29,7 +28,8 @@ from plm_core.registry import Registry, default_registry
 from plm_core.settings import Settings, load_settings
 from plm_eval.dataset import resolve_dataset
 from plm_eval.outputs import check_output_folder
-from plm_index.job import Job, index_dir_for
+from plm_index.commands import setup_logging
+from plm_index.job import Job, index_dir_for, settings_for
 from plm_index.sync import summary_line
 
 out = Console()
@@ -81,7 +81,8 @@ def run_configs(
 
     if not paths:
         raise PlmUserError("give at least one --config")
-    settings = settings or load_settings()
+    # One data folder for the whole comparison: PLM_DATA_DIR, else .plm beside the first config.
+    settings = settings_for(paths[0], settings or load_settings())
     registry = registry or default_registry()
     configs = [load_job(p, registry, list(overrides)) for p in paths]
     datasets = [resolve_dataset(cfg, dataset) for cfg in configs]
@@ -93,7 +94,9 @@ def run_configs(
     ds = datasets[0]
     sets = query_sets or list(configs[0].job.queries)
     runs = []
-    index_dirs = eval_index_dirs(configs, settings.data_dir, dataset)
+    # The resolved dataset, as `plm run` uses it: with --dataset left out, the raw None would
+    # name the job's default index, the one `plm ingest` fills with the user's documents.
+    index_dirs = eval_index_dirs(configs, settings.data_dir, ds)
     for label, cfg, index_dir in zip(config_labels(paths), configs, index_dirs, strict=True):
         job = Job(cfg, index_dir, settings, registry)
         try:
@@ -251,7 +254,7 @@ def eval_command(
     """Evaluate several configs on one dataset: metrics side by side with deltas, p-values
     (raw and corrected for the configs compared) and bootstrap confidence intervals."""
     settings = load_settings()
-    logging.basicConfig(level=settings.log_level)
+    setup_logging(settings.log_level)
     registry = default_registry()
     if per_query and len(config) < 2:
         raise PlmUserError("--per-query compares the first two configs: give at least two --config")

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 import os
 import sys
 import time
@@ -36,7 +35,8 @@ from plm_eval import tuning
 from plm_eval.dataset import resolve_dataset
 from plm_eval.eval_command import _reporter, eval_index_dirs, out, print_comparison
 from plm_eval.outputs import check_output_file
-from plm_index.job import Job
+from plm_index.commands import setup_logging
+from plm_index.job import Job, settings_for
 
 
 def _index_dir(base: Path, cfg: JobConfig) -> Path:
@@ -90,8 +90,8 @@ def tune_command(
 
     if out_path is not None:
         check_output_file(out_path)
-    settings = load_settings()
-    logging.basicConfig(level=settings.log_level)
+    settings = settings_for(config, load_settings())
+    setup_logging(settings.log_level)
     registry = default_registry()
     base_sets = list(set_ or [])
     params = [tuning.parse_param(p) for p in param]
@@ -105,7 +105,7 @@ def tune_command(
     test_sets = [s.strip() for s in test.split(",") if s.strip()] if test else []
     if queries in test_sets:
         raise PlmUserError(f"--test {queries!r} is the tuning set: evaluate on queries the tuning did not see")
-    base_dir = eval_index_dirs([base_cfg], settings.data_dir, dataset)[0]
+    base_dir = eval_index_dirs([base_cfg], settings.data_dir, ds)[0]
     out.print(f"tuning {config} on {ds.name}/{queries}: {len(todo)} trial(s), maximising {metric}", highlight=False)
 
     shared: dict[str, Embedder] = {}

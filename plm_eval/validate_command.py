@@ -8,7 +8,6 @@ way `plm run` builds it; otherwise validation never re-ingests.
 from __future__ import annotations
 
 import json
-import logging
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -23,6 +22,7 @@ from plm_core.registry import default_registry
 from plm_core.settings import load_settings
 from plm_eval.dataset import resolve_corpus, resolve_dataset
 from plm_eval.validation import CaseResult, load_cases, run_cases, summary
+from plm_index.commands import setup_logging
 from plm_index.job import Job
 
 out = Console()
@@ -86,7 +86,7 @@ def register(app: typer.Typer) -> None:
         """Check retrieval against expectations in a YAML cases file; exit 1 when any case fails."""
         loaded = load_cases(cases)
         settings = load_settings()
-        logging.basicConfig(level=settings.log_level)
+        setup_logging(settings.log_level)
         # The config's dataset has its own index, as `plm run` uses it (a user's `plm ingest`
         # into the job's default index never changes what the cases check).
         dataset = resolve_dataset(load_job(config, default_registry(), set_ or []), dataset)

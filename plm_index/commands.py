@@ -41,11 +41,29 @@ IndexOpt = Annotated[
 ]
 
 
+class _LogLine(logging.Formatter):
+    """`warning: message`, as the CLI prints `error: message` (not `WARNING:plm_plugins...:`);
+    the logger's name only at DEBUG, where it helps."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        where = f" [{record.name}]" if record.levelno <= logging.DEBUG else ""
+        line = f"{record.levelname.lower()}{where}: {record.getMessage()}"
+        return line + ("\n" + self.formatException(record.exc_info) if record.exc_info else "")
+
+
+def setup_logging(level: str) -> None:
+    """The commands' log output on stderr, once per process."""
+    if not logging.getLogger().handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(_LogLine())
+        logging.basicConfig(level=level, handlers=[handler])
+
+
 def open_job(config: Path, overrides: list[str] | None, dataset: Path | None, index: Path | None) -> Job:
     if config is None:  # older typers let a required option through as None
         raise typer.BadParameter("the job config is required", param_hint="'--config' / '-c'")
     settings = load_settings()
-    logging.basicConfig(level=settings.log_level)
+    setup_logging(settings.log_level)
     return Job.from_config(config, overrides or [], index_dir=index, dataset=dataset, settings=settings)
 
 
@@ -171,15 +189,17 @@ def print_query_result(payload: dict[str, Any]) -> None:
         out.print(f"expanded ({', '.join(payload['fired'])}): {payload['expanded']}", highlight=False)
     # A list, not a table: ids and heading paths are long and must not be cut.
     for h in payload["hits"]:
-        srcs = " ".join(f"{s}#{v['rank']}" for s, v in h["sources"].items())
         title = str(h["metadata"].get("title", ""))
         shown = f"  {escape(title)}" if title and title != h["doc_id"] else ""
-        out.print(
-            f"[bold]{h['rank']}.[/bold] {h['score']:.4f}  [cyan]{escape(h['doc_id'])}[/cyan]{shown}  ({srcs})",
-            highlight=False,
-        )
+        # Each retriever's rank and score: a fused score (RRF's 1/(k+rank) sums) is the same
+        # for every rank-1 hit and means nothing to a reader; --json keeps it.
+        srcs = ", ".join(f"{s} #{v['rank']} {v['score']:.3g}" for s, v in h["sources"].items())
+        score = f"({escape(srcs)})" if srcs else f"{h['score']:.4f}"
+        out.print(f"[bold]{h['rank']}.[/bold] [cyan]{escape(h['doc_id'])}[/cyan]{shown}  {score}", highlight=False)
         if h["heading_path"]:
             out.print("   " + " > ".join(h["heading_path"]), markup=False, highlight=False)
+        if facts := _metadata_line(h["metadata"]):
+            out.print("   " + facts, markup=False, highlight=False)
         out.print("   " + " ".join(h["text"].split())[:200], markup=False, highlight=False)
     if not payload["hits"]:
         filters = payload.get("filters")
@@ -187,9 +207,34 @@ def print_query_result(payload: dict[str, Any]) -> None:
         out.print(f"no match: no chunk{why}", highlight=False, markup=False)
 
 
+def _metadata_line(metadata: dict[str, Any], width: int = 60) -> str:
+    """A hit's short metadata (a paper's year, authors, bibtex_key; a page's team, tags), one
+    line; the loader's `path` and the title shown above are left out, long values cut."""
+
+    def short(value: Any) -> str | None:
+        if isinstance(value, list) and all(not isinstance(v, (dict, list)) for v in value):
+            value = ", ".join(map(str, value))
+        if isinstance(value, (dict, list)) or value is None or value == "":
+            return None
+        text = " ".join(str(value).split())
+        return text if len(text) <= width else text[: width - 3] + "..."
+
+    pairs = [(k, short(v)) for k, v in metadata.items() if k not in ("path", "title")]
+    return "; ".join(f"{k}: {v}" for k, v in pairs if v is not None)
+
+
 ServerOpt = Annotated[
     str | None,
     typer.Option("--server", help="Ask a running `plm serve` at this URL (default: PLM_SERVER) instead of an index."),
+]
+WaitOpt = Annotated[
+    float,
+    typer.Option(
+        "--wait",
+        metavar="SECONDS",
+        min=0,
+        help="With a server: wait up to this long for it to be ready (it may still be starting).",
+    ),
 ]
 
 
@@ -219,6 +264,7 @@ def query(
         ),
     ] = None,
     server: ServerOpt = None,
+    wait: WaitOpt = 0,
 ) -> None:
     """Query an index built by `plm ingest` or `plm run`, or a running `plm serve` (--server)."""
     from plm_index import remote
@@ -229,6 +275,8 @@ def query(
     url = remote.server_url(server) if config is None or server else None
     if url:
         body = {"text": text, "k": k, "filters": filters or None, **({"weights": weights} if weights else {})}
+        if wait:
+            remote.wait_ready(url, wait)
         payload = remote.call(url, "POST", "/query", body)
         payload.pop("corpus_version", None)
     else:
@@ -244,7 +292,9 @@ def query(
 
 
 def status(
-    server: ServerOpt = None, as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False
+    server: ServerOpt = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    wait: WaitOpt = 0,
 ) -> None:
     """What a running `plm serve` holds and does (for a local index: `plm index stats`)."""
     from plm_index import remote
@@ -255,6 +305,8 @@ def status(
             "plm status asks a running server: pass --server URL or set PLM_SERVER (for a local index: "
             "plm index stats --config FILE)"
         )
+    if wait:
+        remote.wait_ready(url, wait)
     payload = remote.call(url, "GET", "/status")
     if as_json:
         print(json.dumps(payload, indent=1, default=str))

@@ -25,7 +25,7 @@ from plm_index.search import Searcher
 from plm_index.sources import Source, as_sources, load_sources
 from plm_index.sync import IngestReport, Processor, ProcessorRecipe, Syncer, index_fingerprint, note_other_sources, plan
 
-__all__ = ["IngestReport", "Job", "index_dir_for"]
+__all__ = ["IngestReport", "Job", "index_dir_for", "settings_for"]
 
 
 class Job:
@@ -69,6 +69,7 @@ class Job:
         registry = registry or default_registry()
         settings = settings or load_settings()
         config = load_job(path, registry, list(overrides))
+        settings = settings_for(config.path, settings)
         if index_dir is None:
             index_dir = index_dir_for(config.job.name, settings.data_dir, dataset)
         return cls(config, Path(index_dir), settings, registry)
@@ -200,3 +201,12 @@ def index_dir_for(job_name: str, data_dir: str, dataset: str | Path | None) -> P
     """One index per job, plus one per named dataset given with --dataset."""
     base = Path(data_dir) / job_name
     return base if dataset is None else Path(f"{base}-{Path(dataset).resolve().name}")
+
+
+def settings_for(config_path: str | Path, settings: Settings) -> Settings:
+    """`settings` with an absolute `data_dir`: PLM_DATA_DIR as given (relative to the working
+    directory), or, when it is not set, `.plm` in the config file's folder, so that a config
+    finds its index from any working directory, as it finds the other paths it names."""
+    chosen = "data_dir" in settings.model_fields_set
+    base = Path(settings.data_dir) if chosen else Path(config_path).resolve().parent / ".plm"
+    return settings.model_copy(update={"data_dir": str(base.resolve())})

@@ -134,3 +134,24 @@ def _http_error(url: str, err: urllib.error.HTTPError) -> str:
     if message and err.code < 500:
         return message
     return f"the plm server at {url} answered {err.code} {err.reason}{': ' + message if message else ''}"
+
+
+def wait_ready(url: str, seconds: float) -> None:
+    """Poll `GET /ready` until the server answers 200, for at most `seconds`: a client started
+    together with `plm serve` (one pasted block, a container) waits instead of failing on
+    `Connection refused` while the server loads its model and index."""
+    import time
+
+    deadline = time.monotonic() + seconds
+    last = "no answer"
+    while True:
+        try:
+            call(url, "GET", "/ready", timeout=max(0.5, min(5.0, deadline - time.monotonic())))
+            return
+        except PlmUserError as err:
+            last = str(err)
+            if "refused the request" in last:  # a wrong API key does not get better by waiting
+                raise
+        if time.monotonic() >= deadline:
+            raise PlmUserError(f"the plm server at {url} was not ready within {seconds:g}s ({last})")
+        time.sleep(0.2)

@@ -160,6 +160,9 @@ class Searcher:
         self.version: CorpusVersion | None = None  # the version the indexes are warm for
         self.checked_model: str | None = None  # the model name the loaded vectors were checked against
         self.empty = False
+        # A server reloads while writers (its watcher, `plm watch`, `plm ingest`) are between
+        # committing a version and saving its builds: a stale build is expected there.
+        self.expect_stale = False
 
     @property
     def uses_vectors(self) -> bool:
@@ -199,13 +202,16 @@ class Searcher:
         """Open every index for the store's current version; one built for another version
         is rebuilt in memory from the store (queries never write), never used."""
         snap = self.snapshot()
+        if snap.empty:  # nothing to search: `search` says so, with no word about builds
+            self._warm_for(snap)
+            return
         for ix in self.indexes:
             try:
                 ix.load(snap, self.index_dir)
             except StaleIndexError as err:
                 # At warning level once per process: during another process's ingest every
                 # committed batch is a new version, and a query server must not flood its log.
-                level = logging.INFO if _warned_stale else logging.WARNING
+                level = logging.INFO if _warned_stale or self.expect_stale else logging.WARNING
                 _warned_stale.append(True)
                 log.log(level, "%s: rebuilt in memory from the store (`plm index rebuild` saves one)", err)
                 ix.build(snap, None)

@@ -293,7 +293,7 @@ class Syncer:
         todo = sync_plan.todo
         if not todo:
             return
-        batches = [todo[i : i + self.batch_size] for i in range(0, len(todo), self.batch_size)]
+        batches = batches_of(todo, self.batch_size, self.progress)
         if self.executor is None or self.recipe is None:
             results: Iterable[BatchResult] = self.processor.process_all(batches, read_cache)
         else:
@@ -357,6 +357,16 @@ class Syncer:
         report.count("embed", embedder.computed - was[0], embedder.cached - was[1])
         report.time("embed", time.perf_counter() - t0)
         report.notes.append(f"re-embedded {len(broken)} stored chunks whose vectors were missing or stale")
+
+
+def batches_of(todo: Sequence[Any], size: int, progress: bool) -> list[Sequence[Any]]:
+    """`todo` cut into batches of `size`. With a progress bar the first batch is small: the bar
+    moves when a batch commits, and a first batch of 64 documents kept it at 0 for a minute."""
+    first = min(size, FIRST_BATCH) if progress else size
+    return [todo[:first]] + [todo[i : i + size] for i in range(first, len(todo), size)]
+
+
+FIRST_BATCH = 8
 
 
 def _documents_in(result: BatchResult) -> int:

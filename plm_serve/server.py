@@ -5,6 +5,7 @@
 Endpoints (JSON; the schema is at /openapi.json, docs at /docs):
 - `POST /query` {text, k, filters, weights} and `GET /query?q=...&k=...`: hits as `plm query --json`
   prints them, with per-stage timings.
+- `GET /`: a search page (plain HTML and a little JavaScript) over `POST /query`.
 - `GET /health` (the process is up), `GET /ready` (an index is loaded: 503 until then).
 - `GET /status`: counts, corpus version, model, config, sizes, last sync, watcher state.
 - `POST /documents` (records as the JSON loader takes them) and `DELETE /documents/{id}`:
@@ -13,7 +14,7 @@ Endpoints (JSON; the schema is at /openapi.json, docs at /docs):
 - `GET /metrics`: Prometheus text (requests, latency, corpus version, syncs).
 
 A user error is a 4xx with `{"error": "..."}`; nothing a client sends yields a 500. With
-PLM_API_KEY set, every endpoint but /health needs `Authorization: Bearer <key>`. Request
+PLM_API_KEY set, every endpoint but /health and the page needs `Authorization: Bearer <key>`. Request
 bodies are limited (`--max-body-mb`); CORS is off unless `--cors-origin` is given.
 """
 
@@ -190,7 +191,7 @@ def create_app(
         return response
 
     async def _guarded(request: Request, call_next: Any) -> Any:
-        if api_key and request.url.path != "/health":
+        if api_key and request.url.path not in ("/health", "/"):  # the page holds no data; it asks for the key
             given = request.headers.get("authorization", "")
             expected = f"Bearer {api_key}"
             if not hmac.compare_digest(given.encode(), expected.encode()):
@@ -240,6 +241,13 @@ def create_app(
     ) -> dict[str, Any]:
         """Search without a body, for quick use: `/query?q=...&k=5`."""
         return run_query(q, k, None)
+
+    @app.get("/", include_in_schema=False)
+    def search_page() -> Any:
+        """The search page: a query box, filters, k, weights, hits with ranks and timings."""
+        from fastapi.responses import HTMLResponse
+
+        return HTMLResponse((Path(__file__).parent / "search_page.html").read_text(encoding="utf-8"))
 
     @app.get("/health")
     def health() -> dict[str, str]:
@@ -316,6 +324,25 @@ def _version() -> str:
     return str(__version__)
 
 
+def listen_socket(host: str, port: int) -> Any:
+    """A listening TCP socket on host:port (0: any free port), or one clear error."""
+    import errno
+    import socket
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn's own bind
+    try:
+        sock.bind((host, port))
+        sock.listen(2048)
+    except OSError as err:
+        sock.close()
+        if err.errno == errno.EADDRINUSE:
+            raise PlmUserError(f"{host}:{port} is in use (another `plm serve`?): pass a free --port") from None
+        raise PlmUserError(f"cannot listen on {host}:{port}: {err.strerror or err}") from None
+    return sock
+
+
 def serve_command(
     config: Annotated[Path, typer.Option("--config", "-c", help="Job config (TOML).")],
     index: Annotated[Path | None, typer.Option("--index", help="Index folder (default: PLM_DATA_DIR/<job>).")] = None,
@@ -328,13 +355,24 @@ def serve_command(
     readers: Annotated[int, typer.Option(help="Queries answered at once (each holds its own indexes).", min=1)] = 1,
     cors_origin: Annotated[list[str] | None, typer.Option("--cors-origin", help="Allow browser calls from.")] = None,
     max_body_mb: Annotated[float, typer.Option(help="Largest request body accepted.", min=0.001)] = 10.0,
+    create: Annotated[
+        bool, typer.Option(help="Start with an empty index when there is none; documents arrive by POST /documents.")
+    ] = False,
 ) -> None:
     """Serve queries over HTTP, warm (model and indexes loaded once); PLM_API_KEY requires a key."""
     import uvicorn
 
+    from plm_core.errors import StoreError
     from plm_index.commands import open_job
 
     writer = open_job(config, set_, None, index)
+    if not (create or watch):  # as `plm query` refuses: serving an index nobody built helps no one
+        try:
+            writer.open(create=False)
+        except StoreError as err:
+            raise PlmUserError(f"{err}; or serve --watch DIR to index a folder, or --create to start empty") from None
+    sock = listen_socket(host, port)  # a busy port fails now, not after the model has loaded
+    port = sock.getsockname()[1]
     service = Service(writer, readers=readers)
     service.start()
     stop = threading.Event()
@@ -350,13 +388,19 @@ def serve_command(
     app = create_app(service, api_key=api_key, cors_origins=tuple(cors_origin or ()), max_body_mb=max_body_mb)
     logging.getLogger("plm.serve").setLevel(logging.INFO)
     access.setLevel(logging.INFO)
-    print(f"plm serve: {writer.config.job.name} on http://{host}:{port} (index {writer.index_dir})", flush=True)
+    # The socket already listens: a client connecting from now on is answered, not refused.
+    generation = service.generation
+    state = "ready on" if generation is not None and not generation.empty else "serving an empty index on"
+    print(f"plm serve: {writer.config.job.name} {state} http://{host}:{port} (index {writer.index_dir})", flush=True)
     # uvicorn handles SIGTERM/SIGINT (stop accepting, let in-flight requests finish), then
     # re-raises the signal with the handlers it found: these make that a normal exit, after
     # the watcher's batch and the service are closed below.
     previous = {sig: signal.signal(sig, lambda *_: None) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False, timeout_graceful_shutdown=30)
+        settings = uvicorn.Config(
+            app, host=host, port=port, log_level="warning", access_log=False, timeout_graceful_shutdown=30
+        )
+        uvicorn.Server(settings).run(sockets=[sock])
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)

@@ -26,6 +26,7 @@ from plm_core.errors import PlmUserError, StaleIndexError, StoreError
 from plm_core.records import CorpusVersion, Query
 from plm_index.job import Job
 from plm_index.sync import IngestReport
+from plm_serve.watcher import read_watcher_file
 
 log = logging.getLogger("plm.serve")
 
@@ -50,6 +51,7 @@ class Reader:
         try:
             job.open(create=False)
             self.stack.enter_context(job.store.snapshot())
+            job.searcher.expect_stale = True  # a sync in flight saves its builds moments later
             job.searcher.warm()
         except BaseException:
             self.close()
@@ -266,5 +268,6 @@ class Service:
             "uptime_s": round(time.time() - self.started, 1),
             "last_sync": self.last_sync,
             "load_error": self.load_error,
-            "watcher": self.watcher.state() if self.watcher is not None else None,
+            # This server's own (--watch), else a `plm watch` process syncing the same index.
+            "watcher": self.watcher.state() if self.watcher is not None else read_watcher_file(self.writer.index_dir),
         }

@@ -27,9 +27,11 @@ to an `apply(changed, removed)` callable, so that `plm watch` and `plm serve --w
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import signal
+import socket
 import stat
 import threading
 import time
@@ -332,6 +334,30 @@ def job_watcher(job: Job, dirs: Iterable[str | Path], locked: Locked | None = No
     )
 
 
+WATCHER_FILE = "watcher.json"  # in the index folder while a `plm watch` process syncs it
+
+
+def write_watcher_file(index_dir: Path, state: dict[str, Any]) -> None:
+    """What `plm watch` is doing, for a server over the same index (`plm status`): written
+    at start and after every batch, removed at exit; replaced whole, never half-written."""
+    index_dir.mkdir(parents=True, exist_ok=True)
+    record = {**state, "pid": os.getpid(), "host": socket.gethostname(), "updated": time.time()}
+    tmp = index_dir / f".{WATCHER_FILE}.{os.getpid()}"
+    tmp.write_text(json.dumps(record, default=str))
+    os.replace(tmp, index_dir / WATCHER_FILE)
+
+
+def read_watcher_file(index_dir: Path) -> dict[str, Any] | None:
+    """The state a live `plm watch` process on this host left, else None (none, or it died)."""
+    try:
+        record = json.loads((index_dir / WATCHER_FILE).read_text())
+        if record.get("host") == socket.gethostname():
+            os.kill(int(record["pid"]), 0)  # raises when that process is gone
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+    return {"process": "plm watch", **record} if isinstance(record, dict) else None
+
+
 def watch_command(
     dirs: Annotated[
         list[Path], typer.Argument(help="Folders to keep indexed (watched recursively).", exists=True, file_okay=False)
@@ -352,6 +378,8 @@ def watch_command(
 
     def log(line: str) -> None:
         out.print(f"{time.strftime('%H:%M:%S')} {line}", highlight=False, markup=False)
+        with suppress(OSError):  # after every batch: what a server's /status reports
+            write_watcher_file(job.index_dir, watcher.state())
 
     watcher = job_watcher(job, dirs, debounce_ms=debounce_ms, log=log)
     stop = threading.Event()
@@ -370,5 +398,7 @@ def watch_command(
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
+        with suppress(OSError):
+            (job.index_dir / WATCHER_FILE).unlink()
         job.close()
     log(f"{caught[0] if caught else 'stop'}: stopped after the batch in progress")

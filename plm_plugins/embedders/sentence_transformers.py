@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib.util
 import logging
 import os
+import sys
 from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
@@ -117,7 +118,8 @@ class SentenceTransformerEmbedder(Embedder):
         """None when the model at `path` loaded, else why not."""
         from sentence_transformers import SentenceTransformer
 
-        if not settings.progress:  # transformers draws a "Loading weights" bar of its own
+        # transformers draws a "Loading weights" bar of its own: not into a log or a pipe.
+        if not settings.progress or not sys.stderr.isatty():
             from transformers.utils import logging as hf_logging
 
             hf_logging.disable_progress_bar()

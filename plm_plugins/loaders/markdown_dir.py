@@ -8,6 +8,7 @@ parsed into `Document.metadata` for filtering; that parse never changes the text
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import re
@@ -33,6 +34,7 @@ _KEY_LINE = re.compile(r"^([A-Za-z_][\w.-]*)\s*:(?:[ \t]+(.*?))?\s*$")
 _INT = re.compile(r"^[-+]?\d+$")
 _FLOAT = re.compile(r"^[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?$")
 _BLOCK_SCALAR = re.compile(r"^[|>][+-]?$")
+logger = logging.getLogger(__name__)
 
 
 def title_of(text: str, default: str) -> str:
@@ -75,6 +77,33 @@ def parse_scalar(raw: str) -> Any:
         inner = value[1:-1].strip()
         return [parse_scalar(part) for part in inner.split(",")] if inner else []
     return value
+
+
+def front_matter_problem(text: str) -> str | None:
+    """Why a leading `---` block is not the YAML front matter it looks like, or None. The
+    metadata reader below is lenient on purpose; this only tells the user what it skipped."""
+    lines = text.lstrip("\ufeff").split("\n")
+    if not lines or lines[0].rstrip() != "---":
+        return None
+    end = next((i for i in range(1, len(lines)) if lines[i].rstrip() == "---"), None)
+    if end is None:
+        return "front matter opened with '---' is never closed: no metadata was read from it"
+    import yaml
+
+    try:
+        # Composed, not loaded: the syntax is checked without building values, so an alias
+        # bomb or a 5,000-digit number costs nothing here.
+        node = yaml.compose("\n".join(lines[1:end]), Loader=yaml.SafeLoader)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" (line {mark.line + 2})" if mark is not None else ""
+        reason = getattr(err, "problem", None) or str(err).splitlines()[0]
+        return f"front matter is not valid YAML{where}: {reason}; only its plain `key: value` lines were read"
+    except RecursionError:
+        return "front matter is nested too deeply to read; only its plain `key: value` lines were read"
+    if node is not None and not isinstance(node, yaml.MappingNode):
+        return "front matter is not a YAML mapping of `key: value` lines; no metadata was read from it"
+    return None
 
 
 def parse_front_matter(text: str) -> dict[str, Any]:
@@ -216,6 +245,8 @@ class MarkdownLoader(Loader):
         if not text.lstrip("\ufeff").strip():
             raise BadInput(f"empty ({'only whitespace' if text else '0 bytes'}); add text or {_SKIP}")
         metadata = parse_front_matter(text) if self.config.front_matter else {}
+        if self.config.front_matter and (problem := front_matter_problem(text)):
+            logger.warning("%s: %s", shown(path), problem)
         # Set last so the loader's own key always says where the document came from.
         # Absolute (symlinks kept as given): the same file gives the same document from any
         # working directory, and a sync can tell which folder a stored document came from.

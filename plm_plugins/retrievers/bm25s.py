@@ -50,15 +50,16 @@ class BM25Retriever(Retriever):
     tokenizer: Tokenizer | None
 
     class Config(ComponentConfig):
-        tokenizer: str | dict[str, Any] = "whitespace_lower"
+        tokenizer: str | dict[str, Any] = "bm25s_stem"
         """The tokenizer (a `tokenizers` plugin, see `plm plugins`): its name, or a table with `use`
         and its settings ([...bm25.tokenizer] use = "snowball", language = "german").
-        whitespace_lower: `text.lower().split()` (the POC); bm25s_stem: bm25s's regex, English stop
-        words, Snowball English stemmer; snowball: any language; identifiers: camelCase and
-        snake_case names split into words too."""
-        method: Literal["rank_bm25_okapi", "robertson", "lucene", "atire", "bm25l", "bm25+"] = "rank_bm25_okapi"
-        """The BM25 variant: rank_bm25_okapi is the POC's rank_bm25.BM25Okapi, bit for bit; the
-        others are bm25s's own."""
+        bm25s_stem (the default, the recommended recipe's): bm25s's regex, English stop words,
+        Snowball English stemmer; whitespace_lower: `text.lower().split()` (the POC: no stop words,
+        no stemming; configs/poc_parity.toml names it); snowball: any language; identifiers:
+        camelCase and snake_case names split into words too."""
+        method: Literal["rank_bm25_okapi", "robertson", "lucene", "atire", "bm25l", "bm25+"] = "lucene"
+        """The BM25 variant: lucene (the default, the recommended recipe's) and the others are
+        bm25s's own; rank_bm25_okapi is the POC's rank_bm25.BM25Okapi, bit for bit."""
         k1: float = Field(1.5, ge=0)
         """Term-frequency saturation (>= 0, usually 1.2 to 2): higher lets repeated words count
         longer; 0 ignores term frequency."""

@@ -206,7 +206,8 @@ class SQLiteStore(Store):
             raise StoreError(f"index location {folder} is a file, not a folder: pass a folder with --index")
         if not self.path.exists():
             if not create:
-                raise StoreError(f"no index at {folder}: run `plm ingest` (or `plm run`) with this config first")
+                where = folder.absolute()
+                raise StoreError(f"no index at {where}: run `plm ingest` (or `plm run`) with this config first")
             try:
                 folder.mkdir(parents=True, exist_ok=True)
             except OSError as err:

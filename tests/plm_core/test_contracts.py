@@ -33,6 +33,8 @@ use = "dictionary"
 use = "hybrid"
 [query.retrieve.retrievers.bm25]
 use = "bm25s"
+tokenizer = "whitespace_lower"
+method = "rank_bm25_okapi"  # the POC scoring: zero-score candidates kept
 [query.retrieve.fuser]
 use = "rrf"
 order = ["bm25"]

@@ -143,6 +143,7 @@ def test_the_command_is_plm_serve_with_options_the_cli_accepts() -> None:
     serve = typer.main.get_command(cli).commands["serve"]  # type: ignore[attr-defined]
     ctx = serve.make_context("serve", argv[2:])  # parses the options, runs nothing
     assert str(ctx.params["config"]) == option(argv, "--config") and ctx.params["port"] == 8000
+    assert ctx.params["create"]  # `docker compose up` comes before the README's ingest
 
 
 def test_the_served_config_is_in_the_repo_and_passes_config_check(served_config: Path) -> None:

@@ -342,7 +342,7 @@ def test_an_api_key_guards_everything_but_health(tmp_path: Path) -> None:
 
 def test_an_empty_index_is_not_ready_until_documents_arrive(tmp_path: Path) -> None:
     root = make_root(tmp_path)
-    srv = Server(root).start()
+    srv = Server(root, args=("--create",)).start()  # without it, a config with no index is refused
     try:
         assert httpx.get(srv.url + "/ready").status_code == 503
         assert httpx.get(srv.url + "/query", params={"q": "alpha"}).status_code == 503

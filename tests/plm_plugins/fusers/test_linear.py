@@ -191,6 +191,8 @@ use = "hybrid"
 use = "dense"
 [query.retrieve.retrievers.bm25]
 use = "bm25s"
+tokenizer = "whitespace_lower"
+method = "rank_bm25_okapi"  # the POC scoring: zero-score candidates kept
 [query.retrieve.fuser]
 use = "linear"
 [query.retrieve.fuser.default]

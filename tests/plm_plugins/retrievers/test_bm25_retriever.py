@@ -40,8 +40,14 @@ def _snap(chunks: list[Chunk] | None = None, version: CorpusVersion = V0) -> Cor
 
 
 def _bm25(**config: object) -> BM25Retriever:
-    # label "bm25": the config table name these tests use (ScoredChunk.source)
-    return BM25Retriever(label="bm25", **config)
+    # label "bm25": the config table name these tests use (ScoredChunk.source); the POC's
+    # tokenizer and scoring unless a test says otherwise (the defaults are the stemmed setup).
+    return BM25Retriever(label="bm25", **{"tokenizer": "whitespace_lower", "method": "rank_bm25_okapi", **config})
+
+
+def test_a_bare_bm25s_is_the_recommended_stemmed_setup() -> None:
+    config = BM25Retriever(label="bm25").config
+    assert (config.tokenizer, config.method, config.k1, config.b) == ("bm25s_stem", "lucene", 1.5, 0.75)
 
 
 def _built(tmp_path: Path, **config: object) -> BM25Retriever:

@@ -54,7 +54,9 @@ def bm25(tmp_path_factory: pytest.TempPathFactory) -> Retriever:
         for i in range(N_CHUNKS)
     ]
     chunks = [Chunk(id=f"c{i:03d}", doc_id=f"d{i}", text=t) for i, t in enumerate(texts)]
-    return _build(BM25Retriever(label="bm25"), chunks, None, tmp_path_factory.mktemp("bm25"))
+    # The POC scoring keeps zero-score chunks: every mask of k chunks yields k hits.
+    bm25 = BM25Retriever(label="bm25", tokenizer="whitespace_lower", method="rank_bm25_okapi")
+    return _build(bm25, chunks, None, tmp_path_factory.mktemp("bm25"))
 
 
 @pytest.fixture(scope="module")
@@ -159,7 +161,8 @@ weights = {{ {weights} }}
 weights = {{ {weights} }}
 """
 RETRIEVERS = {
-    "bm25": '\n[query.retrieve.retrievers.bm25]\nuse = "bm25s"\n',
+    "bm25": '\n[query.retrieve.retrievers.bm25]\nuse = "bm25s"\ntokenizer = "whitespace_lower"\n'
+    'method = "rank_bm25_okapi"\n',
     "dense": '\n[query.retrieve.retrievers.dense]\nuse = "dense"\n',
 }
 

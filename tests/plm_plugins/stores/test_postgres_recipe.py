@@ -50,3 +50,26 @@ def test_swapping_the_store_table_is_the_only_change(tmp_path: Path, pg_dsn: str
         job.close()
     assert results["postgres"] == results["sqlite"]
     assert type(Job.from_config(tmp_path / "postgres.toml", settings=settings).store).__name__ == "PostgresStore"
+
+
+def test_the_readme_postgres_quickstart_indexes_a_markdown_folder(
+    tmp_path: Path, pg_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`plm ingest my_docs/ --config THE_CONFIG` as the README's Postgres block runs it."""
+    readme = (REPO / "README.md").read_text()
+    section = readme[readme.index("### A Postgres database instead of SQLite") :]
+    line = next(x for x in section.splitlines() if x.startswith("plm ingest my_docs/"))
+    config = REPO / line.split("--config")[1].split()[0]
+    docs = tmp_path / "my_docs"
+    docs.mkdir()
+    (docs / "pager.md").write_text("# Pager rotation\n\nThe on-call pager moves to the next engineer every Monday.\n")
+    (docs / "backups.md").write_text("# Backups\n\nSnapshots of the database are taken every night at 02:00.\n")
+    monkeypatch.setenv("PLM_DATABASE_URL", pg_dsn)
+    settings = Settings(progress=False, offline=True, data_dir=str(tmp_path / "data"))
+    job = Job.from_config(config, settings=settings)
+    try:
+        report = job.ingest([docs])
+        assert len(report.added) == 2 and not report.failed
+        assert job.retrieve("when are database snapshots taken?", k=1)[0].doc_id == "backups"
+    finally:
+        job.close()
