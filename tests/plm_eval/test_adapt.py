@@ -247,3 +247,23 @@ def test_errors_name_what_is_wrong(env: dict[str, Any], tmp_path: Path) -> None:
         adapt(config=bm25_only, out_dir=tmp_path / "o", **FAST)
     with pytest.raises(PlmUserError, match="no chunks"):
         adaptation.build_pairs([], adaptation.AdaptSettings())
+
+
+def test_the_adapted_folder_is_a_model_like_any_other(env: dict[str, Any], tiny_model: str) -> None:
+    """The locator loads it, its model_version (hence cache keys) differs from the base
+    model's, and the ONNX backend exports it with the same vectors as torch."""
+    pytest.importorskip("onnxruntime")
+    from plm_core.settings import Settings
+    from plm_plugins.embedders.sentence_transformers import SentenceTransformerEmbedder
+
+    settings = Settings(offline=True, device="cpu", data_dir=str(env["tmp"] / "onnx-data"), progress=False)
+    folder = str(env["adapted"] / "model")
+    adapted = SentenceTransformerEmbedder(model=folder, settings=settings)
+    base = SentenceTransformerEmbedder(model=tiny_model, settings=settings)
+    assert adapted.model_path.resolve() == Path(folder).resolve()
+    assert adapted.model_version != base.model_version
+    texts = [_title(i) for i in range(4)]
+    assert not np.allclose(adapted.embed(texts), base.embed(texts), atol=1e-3)  # new weights, new vectors
+    onnx = SentenceTransformerEmbedder(model=folder, settings=settings, backend="onnx")
+    assert np.abs(onnx.embed(texts) - adapted.embed(texts)).max() < 1e-5
+    assert type(onnx._model[0].model).__name__ == "OnnxTransformer"
