@@ -36,6 +36,9 @@ def adapt(
     learning_rate: Annotated[float, typer.Option(help="AdamW learning rate.")] = 2e-5,
     max_pairs: Annotated[int | None, typer.Option(min=2, help="Use at most this many pairs (a random subset).")] = None,
     hard_negatives: Annotated[bool, typer.Option(help="Mine a hard negative per pair with BM25.")] = True,
+    max_seq_length: Annotated[
+        int, typer.Option(min=8, help="Tokens read per text while training (memory and time grow with it).")
+    ] = 256,
     checkpoint_steps: Annotated[int, typer.Option(min=1, help="Save a resumable checkpoint every N steps.")] = 50,
     set_: SetOpt = None,
     index: IndexOpt = None,
@@ -64,6 +67,7 @@ def adapt(
         max_pairs=max_pairs,
         hard_negatives=hard_negatives,
         checkpoint_steps=checkpoint_steps,
+        max_seq_length=max_seq_length,
     )
     pairs = adaptation.build_pairs(chunks, settings)
     kinds = {k: sum(p.kind == k for p in pairs) for k in ("title", "ict", "keywords")}

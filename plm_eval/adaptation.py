@@ -263,6 +263,8 @@ def train(
         scheduler.load_state_dict(extra["scheduler"])
         torch.set_rng_state(extra["rng"])
     resumed_from = step
+    # sentence-transformers 5.2+ names it `preprocess` and deprecates `tokenize`.
+    tokenize = getattr(model, "preprocess", None) or model.tokenize
     model.train()
     finished = True
     for index in progress_iter(range(step, len(plan)), "adapting", show=progress, unit="steps"):
@@ -272,9 +274,9 @@ def train(
             break
         batch = plan[index]
         features = [
-            model.tokenize([p.query for p in batch]),
-            model.tokenize([p.positive for p in batch]),
-            model.tokenize([p.negative for p in batch]),
+            tokenize([p.query for p in batch]),
+            tokenize([p.positive for p in batch]),
+            tokenize([p.negative for p in batch]),
         ]
         value = loss(features, torch.zeros(len(batch)))
         value.backward()
