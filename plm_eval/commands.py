@@ -9,9 +9,10 @@ from plm_core.hookspecs import hookimpl
 
 @hookimpl
 def plm_register_commands(app: typer.Typer) -> None:
-    from plm_eval import eval_command, run_command, tune_command, validate_command
+    from plm_eval import adapt_command, eval_command, run_command, tune_command, validate_command
 
     app.command("run")(run_command.run)
     eval_command.register(app)
     validate_command.register(app)
     tune_command.register(app)
+    adapt_command.register(app)
