@@ -309,10 +309,6 @@ class DocumentStore(ABC):
         """Remove documents with their chunks and vectors in one transaction; returns the
         ids that were there."""
 
-    @abstractmethod
-    def clear(self) -> None:
-        """Delete all documents, chunks and vectors (one transaction)."""
-
     def write_batch(self, documents: Sequence[Document], chunks: Sequence[Chunk]) -> None:
         """Insert documents and their chunks (no vectors) in one transaction."""
         self.replace_documents(documents, chunks)

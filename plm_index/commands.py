@@ -12,6 +12,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 from rich.markup import escape
+from typer.core import TyperGroup
 
 from plm_core.config import load_job
 from plm_core.errors import PlmUserError
@@ -369,9 +370,40 @@ def print_timings(what: str, timings: dict[str, Any]) -> None:
         out.print(f"{what} time: " + ", ".join(f"{k} {v:.2f}s" for k, v in timings.items()), highlight=False)
 
 
+def plain_help(command: Any) -> Any:
+    """Help as written, for every command any package adds: no rich markup (it ate words in
+    [brackets]), metavars PATH, TEXT, PATHS... (newer typers print <list[Path]> and {paths})."""
+    if not hasattr(typer.core.TyperArgument, "_usage_display_name"):
+        return command  # typers before 0.2x print plain metavars and apply no markup to options
+    command.rich_markup_mode = None
+    for p in command.params:
+        if p.metavar is not None:
+            continue
+        if p.param_type_name == "argument" and hasattr(p, "_usage_display_name"):
+            p.metavar = p.name.upper() + ("..." if p.nargs != 1 else "")
+            shown = p.metavar if p.required else f"[{p.metavar}]"
+            p._usage_display_name = lambda shown=shown: shown
+            p.display_type_rich = lambda ctx: None
+        elif p.param_type_name == "option" and hasattr(p, "display_type") and not p.is_flag:
+            label = p.display_type(None).strip("<>").removeprefix("list[").removesuffix("]")
+            p.metavar = {"str": "TEXT", "int": "INTEGER", "float": "NUMBER"}.get(label, label.upper())
+    for sub in getattr(command, "commands", {}).values():
+        plain_help(sub)
+    return command
+
+
+class PlainHelpGroup(TyperGroup):
+    """The `plm` command group, built with every package's commands, its help made plain."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        plain_help(self)
+
+
 @hookimpl(tryfirst=True)  # the index commands head `plm --help`
 def plm_register_commands(app: Any) -> None:
     """`ingest`, `delete`, `query`, `status` and the `plugins`, `config` and `index` groups."""
+    app.info.cls = PlainHelpGroup  # help as written for every command, whichever package adds it
     for command in (ingest, delete, query, status):
         app.command()(command)
     app.add_typer(plugins_app, name="plugins")

@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 import typer
 
-from plm_core.cli import loaded_app, plain_help
+from plm_core.cli import loaded_app
+from plm_index.commands import plain_help
 
 
 def command_paths(command: Any, prefix: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]:
