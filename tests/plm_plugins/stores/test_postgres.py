@@ -2,7 +2,7 @@
 Store contract, schemas side by side, upgrades, errors, and the `plm pg` command.
 
 The sync, crash and concurrent-reader guarantees are tested on both stores by the shared
-suites (tests/plm_core/test_sync.py, test_crash_safety.py via the `store_table` fixture).
+suites (tests/plm_index/test_sync.py, test_crash_safety.py via the `store_table` fixture).
 """
 
 from __future__ import annotations
