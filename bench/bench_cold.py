@@ -24,9 +24,8 @@ DOCS = REPO / "examples" / "sample_corpus" / "docs"
 
 def configs(tmp: Path) -> dict[str, Path]:
     recommended = (REPO / "configs" / "recommended.toml").read_text()
-    recommended = recommended.replace(
-        'dataset = "../examples/sample_corpus"', f'dataset = "{REPO}/examples/sample_corpus"'
-    )
+    sample = f'dataset = "{REPO}/examples/sample_corpus"'
+    recommended = recommended.replace('dataset = "../examples/sample_corpus"', sample)
     bm25 = (REPO / "configs" / "experiments" / "bm25_stemmed.toml").read_text()
     bm25 = bm25.replace('dataset = "../../examples/sample_corpus"', sample)
     onnx = recommended.replace('name = "recommended"', 'name = "recommended_onnx"').replace(
@@ -70,9 +69,8 @@ def main() -> None:
     }
     base = result["bm25 only"]["median_s"]
     for name, row in result.items():
-        print(
-            f"{name:>14}: median {row['median_s']:.2f} s ({row['median_s'] / base:.2f}x bm25 only)  runs {row['runs_s']}"
-        )
+        ratio = row["median_s"] / base
+        print(f"{name:>14}: median {row['median_s']:.2f} s ({ratio:.2f}x bm25 only)  runs {row['runs_s']}")
     if args.json:
         args.json.write_text(json.dumps(result, indent=1))
 
