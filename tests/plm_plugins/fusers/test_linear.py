@@ -221,6 +221,7 @@ def job(tmp_path: Path) -> Job:
     from plm_plugins.retrievers.dense import DenseRetriever
     from plm_plugins.retrievers.hybrid import HybridRetrieval
     from plm_plugins.stores.sqlite import SQLiteStore
+    from plm_plugins.tokenizers.whitespace_lower import WhitespaceLowerTokenizer
 
     registry = Registry()
     for cls in (
@@ -231,6 +232,7 @@ def job(tmp_path: Path) -> Job:
         HybridRetrieval,
         DenseRetriever,
         BM25Retriever,
+        WhitespaceLowerTokenizer,
         LinearFuser,
     ):
         registry.add(cls)
