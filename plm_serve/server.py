@@ -156,9 +156,10 @@ def create_app(
 
     app.add_middleware(BodyLimit)
 
-    @app.exception_handler(BodyTooLarge)
-    async def body_too_large(request: Request, exc: BodyTooLarge) -> JSONResponse:
-        return error(413, str(exc.detail))
+    @app.exception_handler(HTTPException)
+    async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
+        # Every error has one shape, {"error": ...}: an unmatched route, a wrong method, a body over the limit.
+        return error(exc.status_code, str(exc.detail))
 
     @app.middleware("http")
     async def strict_url(request: Request, call_next: Any) -> Any:

@@ -24,6 +24,7 @@ if not (CHROMIUM and DRIVER):
         allow_module_level=True,
     )
 
+from selenium.common.exceptions import StaleElementReferenceException  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
@@ -108,7 +109,8 @@ def search(driver, query: str, filters: str = "") -> None:  # type: ignore[no-un
 
 
 def wait_status(driver, text: str) -> str:  # type: ignore[no-untyped-def]
-    WebDriverWait(driver, 30).until(lambda d: text in d.find_element(By.ID, "status").text)
+    wait = WebDriverWait(driver, 30, ignored_exceptions=(StaleElementReferenceException,))
+    wait.until(lambda d: text in d.find_element(By.ID, "status").text)
     return str(driver.find_element(By.ID, "status").text)
 
 
@@ -128,7 +130,7 @@ def test_search_page_with_key_query_filter_and_screenshot(server: str, browser, 
     assert "retrieve" in browser.find_element(By.ID, "timings").text
     assert "page · 3 documents" in browser.find_element(By.ID, "job").text
     search(browser, "backups", filters="team=identity")
-    WebDriverWait(browser, 30).until(
+    WebDriverWait(browser, 30, ignored_exceptions=(StaleElementReferenceException,)).until(
         lambda d: [e.text for e in d.find_elements(By.CSS_SELECTOR, "li.hit .doc")] == ["beta"]
     )
     shot = Path(os.environ.get("PLM_SCREENSHOT_DIR", tmp_path)) / "search_page.png"

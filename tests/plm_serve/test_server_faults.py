@@ -127,9 +127,9 @@ def test_serve_reconnects_after_a_postgres_restart_and_ready_tells_the_truth(tmp
             shutil.rmtree(folder, ignore_errors=True)
             pytest.skip(f"the pgserver Postgres cannot start here: {err}")
     root = make_root(tmp_path)
-    srv = Server(root)
+    srv = Server(root, args=("--create",))  # started before the ingest: nothing served yet
     srv.config.write_text(srv.config.read_text().replace('use = "sqlite"', f'use = "postgres"\ndsn = "{pg.get_uri()}"'))
-    srv.start()  # before the ingest: nothing served yet
+    srv.start()
     try:
         assert plm("ingest", str(root / "docs"), "--config", str(srv.config), env=srv.env).returncode == 0
 

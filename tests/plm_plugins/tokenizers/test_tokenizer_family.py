@@ -63,7 +63,7 @@ def test_plm_plugins_show_snowball_lists_its_keys() -> None:
     ("tokenizer", "shown"),
     [
         ('tokenizer = "bm25s_stem"\n', "tokenizer: bm25s_stem (tokenizers)"),
-        ("", "'tokenizer': 'whitespace_lower'"),  # the default
+        ("", "'tokenizer': 'bm25s_stem'"),  # the default (the recommended recipe's, issue 23)
         ('[query.retrieve.tokenizer]\nuse = "snowball"\nlanguage = "german"\n', "tokenizer: snowball (tokenizers)"),
     ],
     ids=["name", "default", "table"],
