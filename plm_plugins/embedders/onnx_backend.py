@@ -136,17 +136,22 @@ def onnx_file(model: Any, model_version: str, quantize: str, models_dir: Path) -
     return target
 
 
+def session_for(path: Path, threads: int) -> Any:
+    """An ONNX Runtime CPU session over the exported model, `threads` within an operator."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
+    return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+
+
 def use_onnx(model: Any, path: Path, threads: int) -> None:
     """Swap the model's transformer for an ONNX Runtime session over `path`, in place."""
-    import onnxruntime as ort
     import torch
 
     module, attribute = _transformer(model)
     hf_config = getattr(module, attribute).config
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = threads
-    options.inter_op_num_threads = 1
-    session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    session = session_for(path, threads)
     names = [i.name for i in session.get_inputs()]
 
     class OnnxTransformer(torch.nn.Module):
@@ -208,15 +213,12 @@ class QueryEncoder:
             return None
         if not max_seq_length:  # as sentence-transformers: its own setting, else the tokenizer's
             max_seq_length = bert.get("max_seq_length") or (longest if isinstance(longest, int) else None) or 512
-        import onnxruntime as ort
         from tokenizers import Tokenizer
 
         tokenizer = Tokenizer.from_file(str(path / "tokenizer.json"))
         tokenizer.no_padding()
         tokenizer.enable_truncation(min(int(max_seq_length), 1 << 20))
-        options = ort.SessionOptions()
-        options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
-        session = ort.InferenceSession(str(export), options, providers=["CPUExecutionProvider"])
+        session = session_for(export, threads)
         mean = bool(modes & {"mean_tokens", "mean"})
         return cls(tokenizer, session, mean, "Normalize" in modules, bool(bert.get("do_lower_case")))
 
