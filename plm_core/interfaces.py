@@ -180,15 +180,20 @@ class QueryExpander(BaseComponent[Query, ExpandedQuery]):
 
 class Index(ABC):
     """A stage that keeps an index derived from the store (a BM25 matrix, an ANN graph): the
-    runtime calls `build` after ingest (with a folder: save there, atomically) and `load` at
-    query time, or `build` in memory when `load` raises StaleIndexError (queries never
-    write). Everything it holds must be rebuildable from the snapshot alone."""
+    runtime calls `refresh` after a sync, `build` on `plm index rebuild` (with a folder: save
+    there, atomically) and `load` at query time, or `build` in memory when `load` raises
+    StaleIndexError. Everything it holds must be rebuildable from the snapshot alone."""
 
     needs_vectors: ClassVar[bool] = False  # the snapshot's vectors are read (and checked) for it
 
     @abstractmethod
     def build(self, snapshot: Snapshot, index_dir: Path | None) -> None:
         """Index the snapshot, ready to search; with `index_dir`, also save it there."""
+
+    def refresh(self, snapshot: Snapshot, index_dir: Path) -> None:
+        """Bring the saved index up to the snapshot's version by the cheapest path (e.g.
+        plm_index.segments: one segment for what changed); the default builds it whole."""
+        self.build(snapshot, index_dir)
 
     @abstractmethod
     def is_current(self, version: CorpusVersion, index_dir: Path) -> bool:

@@ -42,7 +42,53 @@ class CorpusSnapshot:
             chunks=list(chunks), chunk_ids=[c.id for c in chunks], metadata=[dict(c.metadata) for c in chunks]
         )
         snap.__dict__["vectors"] = vectors
+        snap.__dict__["position"] = len(chunks)  # chunk i has seq i + 1 and order key i
         return snap
+
+    # The change feed (what segmented indexes read): each chunk's seq, order key and text
+    # or vector, for the chunks added after a feed position, and the seqs removed since.
+    @cached_property
+    def position(self) -> int:
+        """The feed position of this state (see `Store.feed_position`)."""
+        return int(self.store.feed_position()) if self.store is not None else self.n_chunks
+
+    def rows_since(self, position: int) -> tuple[list[int], list[str], list[int], list[str]]:
+        """(seqs, chunk ids, order keys, index texts) of the chunks with seq > position, by seq."""
+        if self.store is None:
+            n = len(self.chunk_ids)
+            keep = range(max(0, position), n)
+            return [i + 1 for i in keep], [self.chunk_ids[i] for i in keep], list(keep), [self.index_texts[i] for i in keep]
+        return self.store.rows_since(position)
+
+    def removed_since(self, position: int) -> list[int] | None:
+        """Seqs <= position removed after it; None when the feed does not reach back."""
+        if self.store is None:
+            return [] if position in (0, self.position) else None
+        return self.store.removed_since(position)
+
+    def vectors_since(self, position: int) -> tuple[list[int], Any, str | None]:
+        """(seqs, float32 matrix, model) of the chunks with seq > position, by seq; checked as
+        `vectors` is: StoreError when half re-embedded or from another model than the job's."""
+        if self.store is None:
+            keep = range(max(0, position), len(self.chunk_ids))
+            matrix = None if self.vectors is None else self.vectors[position:]
+            return [i + 1 for i in keep], matrix, self.__dict__.get("vectors_model")
+        self._check_vectors()
+        seqs, matrix, model = self.store.vectors_since(position)
+        if len(seqs) and self.model is not None and model != self.model:
+            raise StoreError(
+                f"the index at {self.location} was embedded with {model!r} but the config now loads "
+                f"{self.model!r}: run `plm ingest --force` (or `plm run`)"
+            )
+        return seqs, matrix, model
+
+    def _check_vectors(self) -> None:
+        problems = [p for p in self.store.consistency_problems() if p.about_vectors]
+        if problems:
+            raise StoreError(
+                f"the index at {self.location} is half re-embedded ({'; '.join(map(str, problems))}): "
+                "run `plm ingest` on the same sources to finish, or `plm index rebuild` to re-embed what is missing"
+            )
 
     @cached_property
     def chunk_ids(self) -> list[str]:
@@ -87,12 +133,7 @@ class CorpusSnapshot:
         half re-embedded, from another model or out of line with the chunks."""
         import numpy as np
 
-        problems = [p for p in self.store.consistency_problems() if p.about_vectors]
-        if problems:
-            raise StoreError(
-                f"the index at {self.location} is half re-embedded ({'; '.join(map(str, problems))}): "
-                "run `plm ingest` on the same sources to finish, or `plm index rebuild` to re-embed what is missing"
-            )
+        self._check_vectors()
         ids, matrix, stored_model = self.store.vectors()
         if matrix is None:
             if not self.chunk_ids:  # an empty index (every document deleted)

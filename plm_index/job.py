@@ -162,9 +162,10 @@ class Job:
         self.syncer.complete_vectors(report, read_cache=True)
         return self._finish(report, start, rebuild=True)
 
-    def rebuild_indexes(self, report: IngestReport | None = None) -> None:
-        """Build and save every retrieval index from what the store holds."""
-        self.searcher.rebuild(report.timings if report is not None else None)
+    def rebuild_indexes(self, report: IngestReport | None = None, whole: bool = True) -> None:
+        """Build and save every retrieval index from what the store holds (with `whole`
+        false, each by its cheapest path: a segment for what changed)."""
+        self.searcher.rebuild(report.timings if report is not None else None, whole)
 
     def _finish(self, report: IngestReport, start: float, rebuild: bool = False) -> IngestReport:
         """Rebuild the derived indexes if the store changed since they were built (or
@@ -172,8 +173,8 @@ class Job:
         with self.store.snapshot():
             if rebuild or not self.searcher.indexes_current(self.store.version()):
                 t0 = time.perf_counter()
-                self.rebuild_indexes(report)
-                report.time("rebuild indexes", time.perf_counter() - t0)
+                self.rebuild_indexes(report, whole=rebuild)
+                report.time("rebuild indexes" if rebuild else "update indexes", time.perf_counter() - t0)
             report.chunks = int(self.store.stats().get("chunks", 0))
         report.model = self.store.get_meta("model")
         report.seconds = time.perf_counter() - start

@@ -177,8 +177,9 @@ class Searcher:
     def indexes_current(self, version: CorpusVersion) -> bool:
         return all(ix.is_current(version, self.index_dir) for ix in self.indexes)
 
-    def rebuild(self, timings: dict[str, float] | None = None) -> None:
-        """Build and save every index from what the store holds now."""
+    def rebuild(self, timings: dict[str, float] | None = None, whole: bool = True) -> None:
+        """Build and save every index from what the store holds now; with `whole` false,
+        bring each saved index up to date by its cheapest path (`Index.refresh`)."""
         with self.store.snapshot():
             problems = [p for p in self.store.consistency_problems() if self.uses_vectors or not p.about_vectors]
             if problems:
@@ -189,7 +190,10 @@ class Searcher:
             snap = self.snapshot()
             for ix in self.indexes:
                 t0 = time.perf_counter()
-                ix.build(snap, self.index_dir)
+                if whole:
+                    ix.build(snap, self.index_dir)
+                elif not ix.is_current(snap.version, self.index_dir):
+                    ix.refresh(snap, self.index_dir)
                 if timings is not None:
                     timings[f"index:{ix.label}"] = time.perf_counter() - t0
             self._warm_for(snap)

@@ -1,13 +1,17 @@
-"""BM25 over the chunks' index text with bm25s, including an exact rank_bm25 Okapi mode.
+"""BM25 over the chunks' index text, scored as bm25s scores, including an exact rank_bm25
+Okapi mode; kept as segments, so a sync adds a segment instead of rebuilding.
 
-bm25s precomputes a sparse (docs x vocabulary) matrix of per-term scores, so a query's
-scores are a sum of a few columns. The POC used `rank_bm25.BM25Okapi`, whose IDF differs
-from every bm25s method: log((N - df + 0.5) / (df + 0.5)) with negative values (terms in
-more than half of the chunks) replaced by epsilon x the mean IDF, where bm25s's
-`robertson` clips them to 0 and reorders results. `method = "rank_bm25_okapi"` builds
-bm25s's matrix with that IDF and ATIRE's term-frequency part (the (k1 + 1) numerator
-rank_bm25 uses), in float64 and in rank_bm25's operation order, so its scores are
-bit-identical; the index is saved and loaded with bm25s's own format.
+Each segment (plm_index.segments) keeps its rows' term frequencies and lengths. IDF and
+the average length depend on the whole corpus, so a query computes them over the live
+rows of all segments and scores with bm25s's formulas, expression for expression and
+summing each query word's part in query order as bm25s does: the floats of a bm25s index
+of the same corpus, and the same with any number of segments. The POC used
+`rank_bm25.BM25Okapi`, whose IDF differs from every bm25s method: log((N - df + 0.5) /
+(df + 0.5)) with negative values (terms in more than half of the chunks) replaced by
+epsilon x the mean IDF, where bm25s's `robertson` clips them to 0 and reorders results.
+`method = "rank_bm25_okapi"` scores with that IDF and ATIRE's term-frequency part (the
+(k1 + 1) numerator rank_bm25 uses), in float64 and rank_bm25's operation order, so its
+scores are bit-identical to rank_bm25's.
 
 Texts become tokens through a `tokenizers` plugin, a part of this stage
 (`tokenizer = "bm25s_stem"`, or a `[...bm25.tokenizer]` table); its identity is part of
@@ -16,7 +20,7 @@ the saved index's settings, so another tokenizer never reads this one's index.
 
 from __future__ import annotations
 
-import functools
+import json
 import logging
 import math
 from collections.abc import Sequence
@@ -26,23 +30,20 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import Field
 
 from plm_core.component import ComponentConfig
-from plm_core.errors import MissingDependencyError, StaleIndexError, StoreError
+from plm_core.errors import StaleIndexError
 from plm_core.hookspecs import hookimpl
-from plm_core.interfaces import Retriever, Snapshot, Tokenizer
-from plm_core.records import CorpusVersion, ExpandedQuery, ScoredChunk
+from plm_core.interfaces import Retriever, Tokenizer
+from plm_core.records import ExpandedQuery, ScoredChunk
 from plm_core.registry import default_registry
-from plm_index import builds
-from plm_index.ranking import top_n
-from plm_plugins.retrievers.columns import IDS_FILE, load_ids, save_ids
+from plm_index.segments import Rows, SegmentedIndex, State
 
 if TYPE_CHECKING:
     from plm_core.registry import Registry
 
-META_FILE = "plm_bm25.json"
-FORMAT = 2
+FORMAT = 3
 
 
-class BM25Retriever(Retriever):
+class BM25Retriever(Retriever, SegmentedIndex):
     """Sparse lexical retrieval; ranks by the full score vector like the POC."""
 
     name = "bm25s"
@@ -94,112 +95,84 @@ class BM25Retriever(Retriever):
     def tokenize(self, texts: Sequence[str]) -> list[list[str]]:
         return self.tokens.tokenize(texts)
 
-    def _token_ids(self, texts: Sequence[str]) -> Any:
-        """Texts as bm25s's `Tokenized` (token ids and their vocabulary): indexing ids is
-        about 1.7x faster than indexing lists of strings (bench/bench_scale.py)."""
-        vocab: dict[str, int] = {}
-        ids = [[vocab.setdefault(t, len(vocab)) for t in tokens] for tokens in self.tokenize(texts)]
-        return _import_bm25s().tokenization.Tokenized(ids=ids, vocab=vocab)
-
     # ------------------------------------------------------------------ index
-    # One build per corpus version under index_dir/bm25s-<settings hash>/, in bm25s's own
-    # save format, through the shared build folder (plm_index.builds: atomic, checksummed).
+    # Segments (plm_index.segments) under index_dir/bm25s-<settings hash>/: each keeps its
+    # rows' term frequencies and lengths; IDF and average length, which depend on the whole
+    # corpus, are applied at query time, so scores equal a whole build's.
+    def segment_settings(self) -> dict[str, Any]:
+        """What a segment depends on: the tokenizer by its identity (name and settings,
+        defaults included), not as written. Scoring settings are applied at query time."""
+        return {"format": FORMAT, "tokenizer": self.tokens.identity}
+
     def index_base(self, index_dir: Path) -> Path:
-        return builds.stage_folder(index_dir, "bm25s", self._settings())
+        return self.stage_base(index_dir)
 
-    def index_path(self, index_dir: Path, version: CorpusVersion) -> Path:
-        return builds.build_path(self.index_base(index_dir), version, self._settings())
+    def build_data(self, rows: Rows) -> Postings:
+        return Postings.of(self.tokenize(list(rows.texts or [])))
 
-    def _settings(self) -> dict[str, Any]:
-        """What the saved index depends on (search-time options left out)."""
-        # The tokenizer by its identity (name and settings, defaults included), not as written.
-        settings = self.config.model_dump(exclude={"drop_zero_scores", "tokenizer"})
-        return {"format": FORMAT, **settings, "tokenizer": self.tokens.identity}
+    def save_data(self, data: Postings, folder: Path) -> None:
+        data.save(folder)
 
-    def build(self, snapshot: Snapshot, index_dir: Path | None) -> None:
-        texts = snapshot.index_texts
-        retriever = self._index(texts)
-        self._retriever, self._n_docs = retriever, len(texts)
-        self._chunk_ids: Sequence[str] = snapshot.chunk_ids
-        if index_dir is not None:
+    def open_data(self, folder: Path, n_rows: int) -> Postings:
+        return Postings.open(folder, n_rows)
 
-            def write(folder: Path) -> None:
-                if retriever is not None:
-                    retriever.save(str(folder), show_progress=False)
-                save_ids(folder / IDS_FILE, self._chunk_ids)
-
-            meta = {**self._settings(), "version": snapshot.version.token, "num_docs": len(texts)}
-            builds.save_build(
-                self.index_path(index_dir, snapshot.version), write, {**meta, "empty": retriever is None}, META_FILE
-            )
-
-    def is_current(self, version: CorpusVersion, index_dir: Path) -> bool:
-        return builds.build_matches(self.index_path(index_dir, version), version, self._settings(), META_FILE)
-
-    def load(self, snapshot: Snapshot, index_dir: Path) -> None:
-        path, version, n_chunks = self.index_path(index_dir, snapshot.version), snapshot.version, snapshot.n_chunks
-        what = f"BM25 index {self.label!r} under {self.index_base(index_dir)}"
-        meta = builds.open_build(path, version, self._settings(), what, META_FILE)
-        if meta.get("num_docs") != n_chunks:
-            raise StoreError(
-                f"BM25 index {path} holds {meta.get('num_docs')} chunks but the store's version {version} has "
-                f"{n_chunks}: run `plm index rebuild`"
-            )
-        self._retriever = None
-        try:
-            ids = load_ids(path / IDS_FILE, n_chunks)
-            if not meta.get("empty"):
-                bm25s = _import_bm25s()
-                self._retriever = bm25s.BM25.load(str(path), mmap=True, load_corpus=False, show_progress=False)
-        except FileNotFoundError:  # removed by a newer build while we read it
-            raise StaleIndexError(f"BM25 index {path} was replaced while loading") from None
-        except (OSError, ValueError, KeyError, TypeError) as err:
-            raise StoreError(f"BM25 index {path} is corrupt ({err}): run `plm index rebuild`") from None
-        self._n_docs, self._chunk_ids = n_chunks, ids
-
-    def _index(self, texts: list[str]) -> Any:
-        """The bm25s index of these texts (row i for texts[i]); None when no text has a token."""
-        bm25s = _import_bm25s()
-        c = self.config
-        if c.method != "rank_bm25_okapi":
-            tokens = self._token_ids(texts)
-            if not tokens.vocab:
-                return None
-            retriever = bm25s.BM25(k1=c.k1, b=c.b, delta=c.delta, method=c.method, dtype=c.dtype)
-            retriever.index(tokens, show_progress=False)
-            return retriever
-        corpus = self.tokenize(texts)
-        if not any(corpus):
-            return None
-        # The tf part is ATIRE's; idf_method only matters inside bm25s.index(), which is
-        # not used here, and is recorded as robertson (rank_bm25's IDF before flooring).
-        retriever = bm25s.BM25(k1=c.k1, b=c.b, method="atire", idf_method="robertson", dtype=c.dtype)
-        retriever.scores, retriever.vocab_dict = okapi_matrix(corpus, c.k1, c.b, c.epsilon)
-        retriever.scores["data"] = retriever.scores["data"].astype(c.dtype, copy=False)
-        retriever.unique_token_ids_set = set(retriever.vocab_dict.values())
-        retriever.nonoccurrence_array = None
-        return retriever
+    def merge_data(self, parts: list[Postings], keep: list[Any]) -> Postings:
+        return Postings.merge(parts, keep)
 
     # ------------------------------------------------------------------ search
     def scores(self, text: str) -> Any:
-        """The BM25 score of every chunk (row order) for a query text."""
+        """The BM25 score of every row of the open segments for a query text (deleted rows
+        score too; `search` leaves them out)."""
         import numpy as np
 
-        retriever = self._retriever
-        if retriever is None:
-            return np.zeros(self._n_docs, dtype=self.config.dtype)
-        vocab = retriever.vocab_dict
-        # Repeated query words count once per occurrence, as in rank_bm25 and bm25s.
-        ids = [vocab[t] for t in self.tokenize([text])[0] if t in vocab]
-        if not ids:  # bm25s's get_scores() fails on an empty token list
-            return np.zeros(self._n_docs, dtype=self.config.dtype)
-        return retriever.get_scores_from_ids(ids)
+        state = self.state
+        if state is None:
+            raise StaleIndexError(f"BM25 index {self.label!r} is not loaded")
+        scores = np.zeros(state.total, dtype=np.float64)
+        if not state.n_live:
+            return scores.astype(self.config.dtype, copy=False)
+        c, n_docs = self.config, state.n_live
+        avgdl = _live_tokens(state) / n_docs
+        idf_of = _okapi_idf(state, c.epsilon) if c.method == "rank_bm25_okapi" else _IDF[c.method]
+        tfc = _TFC["atire" if c.method == "rank_bm25_okapi" else c.method]
+        nonoccurrence = []
+        # Repeated query words count once per occurrence, as in rank_bm25 and bm25s, and each
+        # word's part is added in query order, as they add them: the same floats.
+        for term in self.tokenize([text])[0]:
+            found, df = [], 0
+            for i, seg in enumerate(state.segments):
+                postings: Postings = seg.data
+                tid = postings.vocab.get(term)
+                if tid is None:
+                    continue
+                lo, hi = int(postings.indptr[tid]), int(postings.indptr[tid + 1])
+                rows, tf = postings.rows[lo:hi], postings.tf[lo:hi]
+                dead = state.dead(i)
+                if dead is not None:
+                    alive = ~dead[rows]
+                    rows, tf = rows[alive], tf[alive]
+                if len(rows):
+                    found.append((int(state.offsets[i]), rows, tf, postings.dl))
+                    df += len(rows)
+            if not df:
+                continue  # not in the corpus: no part (rank_bm25 adds 0, bm25s skips it)
+            idf = idf_of(df, n_docs)
+            skip = 0.0
+            if c.method in ("bm25l", "bm25+"):  # bm25s: a constant for chunks without the word
+                skip = idf * tfc(0.0, avgdl, avgdl, c.k1, c.b, c.delta)
+                nonoccurrence.append(skip)
+            for offset, rows, tf, dl in found:
+                part = idf * tfc(tf.astype(np.float64), dl[rows].astype(np.float64), avgdl, c.k1, c.b, c.delta)
+                scores[offset + rows] += part - skip if skip else part
+        if nonoccurrence:
+            scores += np.array(nonoccurrence, dtype=np.float64).sum()
+        return scores.astype(c.dtype, copy=False)
 
     def search(self, query: ExpandedQuery, n: int, allowed: Any = None) -> list[ScoredChunk]:
-        # Full scores, then the POC's argsort order (not bm25s.retrieve(): it raises when k
-        # exceeds the corpus and orders ties differently).
+        # Full scores, then the POC's order: equal scores, the later chunk first.
         scores = self.scores(query.text)
-        return top_n(scores, n, self._chunk_ids, self.label, allowed, drop_zero=self.drops_zero_scores)
+        assert self.state is not None
+        return self.state.top(scores, n, self.label, allowed, drop_zero=self.drops_zero_scores)
 
     @property
     def drops_zero_scores(self) -> bool:
@@ -209,49 +182,147 @@ class BM25Retriever(Retriever):
         return self.config.method != "rank_bm25_okapi" if drop is None else drop
 
 
-def okapi_matrix(corpus: list[list[str]], k1: float, b: float, epsilon: float) -> tuple[dict[str, Any], dict[str, int]]:
-    """bm25s's CSC score arrays and vocabulary, with rank_bm25.BM25Okapi's exact float64 scores."""
+class Postings:
+    """One segment's BM25 data: the vocabulary (word -> id, first-occurrence order), each
+    word's rows and term frequencies (CSC: rows[indptr[w]:indptr[w + 1]], ascending), and
+    each row's length in tokens."""
+
+    FILES = ("indptr.npy", "rows.npy", "tf.npy", "dl.npy")
+
+    def __init__(self, vocab: dict[str, int], indptr: Any, rows: Any, tf: Any, dl: Any) -> None:
+        self.vocab, self.indptr, self.rows, self.tf, self.dl = vocab, indptr, rows, tf, dl
+        self.tokens = int(dl.sum())
+
+    @classmethod
+    def of(cls, corpus: list[list[str]]) -> Postings:
+        import numpy as np
+
+        vocab: dict[str, int] = {}
+        ids = [[vocab.setdefault(t, len(vocab)) for t in tokens] for tokens in corpus]
+        n_docs, n_vocab = len(corpus), len(vocab)
+        dl = np.array([len(r) for r in ids], dtype=np.int32)
+        term = np.fromiter((t for r in ids for t in r), dtype=np.int64, count=int(dl.sum()))
+        doc = np.repeat(np.arange(n_docs, dtype=np.int64), dl)
+        pairs, tf = np.unique(term * max(n_docs, 1) + doc, return_counts=True)  # sorted by (word, row)
+        term = pairs // max(n_docs, 1)
+        indptr = np.zeros(n_vocab + 1, dtype=np.int64)
+        np.cumsum(np.bincount(term, minlength=n_vocab), out=indptr[1:])
+        rows = (pairs % max(n_docs, 1)).astype(np.int32)
+        return cls(vocab, indptr, rows, tf.astype(np.int32), dl)
+
+    def save(self, folder: Path) -> None:
+        import numpy as np
+
+        (folder / "vocab.json").write_text(json.dumps(list(self.vocab), ensure_ascii=False))
+        for name, array in zip(self.FILES, (self.indptr, self.rows, self.tf, self.dl), strict=True):
+            np.save(folder / name, array, allow_pickle=False)
+
+    @classmethod
+    def open(cls, folder: Path, n_rows: int) -> Postings:
+        import numpy as np
+
+        words = json.loads((folder / "vocab.json").read_text())
+        indptr, rows, tf, dl = (np.load(folder / name, mmap_mode="r", allow_pickle=False) for name in cls.FILES)
+        if len(indptr) != len(words) + 1 or len(rows) != len(tf) or len(dl) != n_rows or int(indptr[-1]) != len(rows):
+            raise ValueError(f"postings of {len(words)} words, {len(rows)} entries, {len(dl)} lengths, {n_rows} rows")
+        return cls({w: i for i, w in enumerate(words)}, indptr, rows, tf, dl)
+
+    @classmethod
+    def merge(cls, parts: list[Postings], keep: list[Any]) -> Postings:
+        """The kept rows of each part, in order, as one segment's postings."""
+        import numpy as np
+
+        vocab: dict[str, int] = {}
+        terms, rows, tfs, dls = [], [], [], []
+        offset = 0
+        for part, kept in zip(parts, keep, strict=True):
+            new_row = np.cumsum(kept) - 1 + offset  # old row -> merged row (where kept)
+            words = list(part.vocab)
+            counts = np.diff(np.asarray(part.indptr))
+            term = np.repeat(np.arange(len(words), dtype=np.int64), counts)
+            alive = kept[np.asarray(part.rows)]
+            used = np.unique(term[alive])
+            remap = np.full(len(words), -1, dtype=np.int64)
+            remap[used] = [vocab.setdefault(words[t], len(vocab)) for t in used.tolist()]
+            terms.append(remap[term[alive]])
+            rows.append(new_row[np.asarray(part.rows)[alive]])
+            tfs.append(np.asarray(part.tf)[alive])
+            dls.append(np.asarray(part.dl)[kept])
+            offset += int(kept.sum())
+        term, row = np.concatenate(terms), np.concatenate(rows)
+        by = np.lexsort((row, term))
+        indptr = np.zeros(len(vocab) + 1, dtype=np.int64)
+        np.cumsum(np.bincount(term, minlength=len(vocab)), out=indptr[1:])
+        dl = np.concatenate(dls).astype(np.int32)
+        return cls(vocab, indptr, row[by].astype(np.int32), np.concatenate(tfs)[by].astype(np.int32), dl)
+
+
+def _live_tokens(state: State) -> int:
+    """Tokens in the live rows (for the average length), kept with the state."""
+
+    def count() -> int:
+        total = 0
+        for seg, dead in zip(state.segments, state.deleted, strict=True):
+            total += seg.data.tokens - (int(seg.data.dl[dead].sum()) if len(dead) else 0)
+        return total
+
+    return int(state.cached("bm25_tokens", count))
+
+
+def _okapi_idf(state: State, epsilon: float) -> Any:
+    """rank_bm25.BM25Okapi's IDF over the live rows: log((N - df + 0.5) / (df + 0.5)), and
+    for negative ones epsilon x the mean IDF, summed in first-occurrence order as rank_bm25
+    sums it (segments in order, each in its own first-occurrence order)."""
     import numpy as np
 
-    vocab: dict[str, int] = {}
-    # Vocabulary in first-occurrence order: rank_bm25 sums its IDFs in that order, and a
-    # float sum in another order can differ in the last bit of the epsilon floor.
-    rows = [[vocab.setdefault(t, len(vocab)) for t in tokens] for tokens in corpus]
-    n_docs, n_vocab = len(corpus), len(vocab)
-    doc_len = np.array([len(r) for r in rows], dtype=np.int64)
-    term = np.fromiter((t for r in rows for t in r), dtype=np.int64, count=int(doc_len.sum()))
-    doc = np.repeat(np.arange(n_docs, dtype=np.int64), doc_len)
-    pairs, tf = np.unique(term * n_docs + doc, return_counts=True)  # sorted by (term, doc): CSC order
-    term, doc = pairs // n_docs, pairs % n_docs
-    df = np.bincount(term, minlength=n_vocab).tolist()
+    def floor_of() -> float:
+        df: dict[str, int] = {}
+        for i, seg in enumerate(state.segments):
+            postings: Postings = seg.data
+            counts = np.diff(np.asarray(postings.indptr))
+            dead = state.dead(i)
+            if dead is not None:
+                term = np.repeat(np.arange(len(counts)), counts)
+                counts = np.bincount(term[~dead[np.asarray(postings.rows)]], minlength=len(counts))
+            for word, n in zip(postings.vocab, counts.tolist(), strict=True):
+                if n:
+                    df[word] = df.get(word, 0) + n
+        n_docs = state.n_live
+        idf_sum = 0.0
+        for f in df.values():  # sequential, not sum(): Python 3.12+ sum() compensates rounding
+            idf_sum += math.log(n_docs - f + 0.5) - math.log(f + 0.5)
+        return epsilon * (idf_sum / len(df)) if df else 0.0
 
-    idf = [math.log(n_docs - f + 0.5) - math.log(f + 0.5) for f in df]
-    idf_sum = 0.0
-    for value in idf:  # sequential, not sum(): Python 3.12+ sum() compensates rounding
-        idf_sum += value
-    floor = epsilon * (idf_sum / n_vocab)
-    idf_arr = np.array([floor if value < 0 else value for value in idf], dtype=np.float64)
+    floor = state.cached(f"okapi_floor{epsilon}", floor_of)
 
-    avgdl = int(doc_len.sum()) / n_docs
-    q_freq, dl = tf.astype(np.float64), doc_len[doc].astype(np.float64)
-    # Same expression and order as rank_bm25's get_scores, so every product is identical.
-    data = idf_arr[term] * (q_freq * (k1 + 1) / (q_freq + k1 * (1 - b + b * dl / avgdl)))
-    indptr = np.zeros(n_vocab + 1, dtype=np.int64)
-    np.cumsum(np.bincount(term, minlength=n_vocab), out=indptr[1:])
-    scores = {"data": data, "indices": doc.astype(np.int32), "indptr": indptr, "num_docs": n_docs}
-    return scores, vocab
+    def idf(df: int, n_docs: int) -> float:
+        value = math.log(n_docs - df + 0.5) - math.log(df + 0.5)
+        return floor if value < 0 else value
+
+    return idf
 
 
-@functools.cache
-def _import_bm25s() -> Any:
-    try:
-        import bm25s
-    except ImportError:
-        raise MissingDependencyError("bm25s", "bm25") from None
-    # bm25s pins its logger to DEBUG, which floods stderr on every build; defer to the
-    # application's logging instead (once: setLevel clears logging's caches).
-    logging.getLogger("bm25s").setLevel(logging.NOTSET)
-    return bm25s
+def _idf_robertson(df: int, n: int) -> float:
+    inner = (n - df + 0.5) / (df + 0.5)
+    return math.log(max(inner, 1))
+
+
+# bm25s's formulas (bm25s.scoring), the same expressions in the same order: the same floats.
+_IDF: dict[str, Any] = {
+    "robertson": _idf_robertson,
+    "lucene": lambda df, n: math.log(1 + (n - df + 0.5) / (df + 0.5)),
+    "atire": lambda df, n: math.log(n / df),
+    "bm25l": lambda df, n: math.log((n + 1) / (df + 0.5)),
+    "bm25+": lambda df, n: math.log((n + 1) / df),
+}
+_TFC: dict[str, Any] = {
+    "robertson": lambda tf, dl, avg, k1, b, delta: tf / (k1 * ((1 - b) + b * dl / avg) + tf),
+    "lucene": lambda tf, dl, avg, k1, b, delta: tf / (k1 * ((1 - b) + b * dl / avg) + tf),
+    "atire": lambda tf, dl, avg, k1, b, delta: (tf * (k1 + 1)) / (tf + k1 * (1 - b + b * dl / avg)),
+    "bm25l": lambda tf, dl, avg, k1, b, delta: ((k1 + 1) * (tf / (1 - b + b * dl / avg) + delta))
+    / (k1 + tf / (1 - b + b * dl / avg) + delta),
+    "bm25+": lambda tf, dl, avg, k1, b, delta: ((k1 + 1) * tf) / (k1 * (1 - b + b * dl / avg) + tf) + delta,
+}
 
 
 @hookimpl

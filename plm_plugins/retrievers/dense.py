@@ -2,10 +2,9 @@
 
 Every query is scored against all rows, which is what the POC did (brute force is exact,
 and fast enough for tens of thousands of chunks). The store holds the vectors; after an
-ingest they are also saved as one float32 matrix with its chunk id column in a build
-folder (`vectors-<format hash>/`, plm_index.builds: one per corpus version, atomic, checksummed),
-which a new process memory-maps instead of reading every row from the store: opening
-costs nothing proportional to the corpus, and the first query pages the matrix in.
+ingest they are also saved as segments of float32 rows (plm_index.segments: a sync adds
+one for what changed), which a new process memory-maps instead of reading every row from
+the store: opening costs nothing proportional to the corpus.
 """
 
 from __future__ import annotations
@@ -18,19 +17,17 @@ from plm_core.component import ComponentConfig
 from plm_core.errors import StaleIndexError, StoreError
 from plm_core.hookspecs import hookimpl
 from plm_core.interfaces import Embedder, Retriever, Snapshot, require_embedder
-from plm_core.records import CorpusVersion, EmbeddedQuery, ExpandedQuery, ScoredChunk
-from plm_index import builds
-from plm_index.ranking import top_n
-from plm_plugins.retrievers.columns import IDS_FILE, VECTORS_FILE, load_ids, load_vectors, save_ids, save_vectors
+from plm_core.records import EmbeddedQuery, ExpandedQuery, ScoredChunk
+from plm_index.segments import Picked, Rows, SegmentedIndex
+from plm_plugins.retrievers.columns import VECTORS_FILE, load_vectors, save_vectors
 
 if TYPE_CHECKING:
     from plm_core.registry import Registry
 
-VECTORS_META = "plm_vectors.json"
-VECTORS_FORMAT = 1
+VECTORS_FORMAT = 2
 
 
-class DenseRetriever(Retriever):
+class DenseRetriever(Retriever, SegmentedIndex):
     """Ranks chunks by the dot product of normalised embeddings (cosine similarity)."""
 
     name = "dense"
@@ -48,69 +45,86 @@ class DenseRetriever(Retriever):
     def check(self) -> None:
         require_embedder(self, "needs chunk and query vectors")
 
-    def _take(self, chunk_ids: Sequence[str], vectors: Any) -> None:
+    # ------------------------------------------------------------------ index
+    # Segments (plm_index.segments) under index_dir/dense-<format hash>/, each a float32
+    # matrix of its rows' vectors, memory-mapped when opened: a sync adds the new vectors as
+    # a segment and marks replaced rows deleted; a query scores every segment.
+    reads = "vectors"
+    segment_kind = "vectors"  # one set of segments for every dense stage (faiss reads them too)
+
+    def segment_settings(self) -> dict[str, Any]:
+        return {"format": VECTORS_FORMAT}
+
+    def vectors_base(self, index_dir: Path) -> Path:
+        return self.stage_base(index_dir)
+
+    def build_data(self, rows: Rows) -> Any:
         import numpy as np
 
-        if vectors is None:
-            if chunk_ids:
-                raise StoreError(
-                    f"retriever {self.label!r} needs chunk vectors but the snapshot has none: add an "
-                    "[embedder] table to the config and run `plm ingest --force`"
-                )
-            vectors = np.zeros((0, 0), dtype=np.float32)  # an empty index (every document deleted)
-        matrix = np.ascontiguousarray(vectors, dtype=np.float32)
-        if matrix.ndim != 2 or matrix.shape[0] != len(chunk_ids):
+        if rows.vectors is None:
+            raise StoreError(
+                f"retriever {self.label!r} needs chunk vectors but the snapshot has none: add an "
+                "[embedder] table to the config and run `plm ingest --force`"
+            )
+        matrix = np.ascontiguousarray(rows.vectors, dtype=np.float32)
+        if matrix.ndim != 2 or matrix.shape[0] != len(rows):
             raise StoreError(
                 f"retriever {self.label!r}: {matrix.shape[0] if matrix.ndim else 0} vectors for "
-                f"{len(chunk_ids)} chunks; run `plm ingest --force` to rebuild them"
+                f"{len(rows)} chunks; run `plm ingest --force` to rebuild them"
             )
-        self._matrix, self._chunk_ids = matrix, list(chunk_ids)  # type: Any, Sequence[str]
+        return matrix
 
-    # ------------------------------------------------------------------ index
-    def vectors_base(self, index_dir: Path) -> Path:
-        return builds.stage_folder(index_dir, "vectors", {"format": VECTORS_FORMAT})
+    def save_data(self, data: Any, folder: Path) -> None:
+        save_vectors(folder / VECTORS_FILE, data)
 
-    def _vectors_path(self, index_dir: Path, version: CorpusVersion) -> Path:
-        return builds.build_path(self.vectors_base(index_dir), version, {"format": VECTORS_FORMAT})
+    def open_data(self, folder: Path, n_rows: int) -> Any:
+        return load_vectors(folder / VECTORS_FILE, n_rows)
 
-    def build(self, snapshot: Snapshot, index_dir: Path | None) -> None:
-        self._take(snapshot.chunk_ids, snapshot.vectors)
-        if index_dir is not None:
-            matrix, ids = self._matrix, self._chunk_ids
+    def merge_data(self, parts: list[Any], keep: list[Any]) -> Any:
+        import numpy as np
 
-            def write(folder: Path) -> None:
-                save_vectors(folder / VECTORS_FILE, matrix)
-                save_ids(folder / IDS_FILE, ids)
+        return np.concatenate([np.asarray(p)[k] for p, k in zip(parts, keep, strict=True)])
 
-            meta = {"format": VECTORS_FORMAT, "version": snapshot.version.token, "num_docs": len(ids)}
-            meta["model"] = snapshot.vectors_model  # the store's; checked against snapshot.model when read
-            builds.save_build(self._vectors_path(index_dir, snapshot.version), write, meta, VECTORS_META)
+    @property
+    def _matrix(self) -> Any:
+        """The live rows' vectors in the store's index order, one matrix (what faiss builds
+        from): the open segment itself when it is the only one and nothing is deleted."""
+        import numpy as np
 
-    def is_current(self, version: CorpusVersion, index_dir: Path) -> bool:
-        path = self._vectors_path(index_dir, version)
-        return builds.build_matches(path, version, {"format": VECTORS_FORMAT}, VECTORS_META)
+        state = self.state
+        if state is None:
+            raise StaleIndexError(f"retriever {self.label!r} is not loaded")
 
-    def load(self, snapshot: Snapshot, index_dir: Path) -> None:
-        path, version, rows = self._vectors_path(index_dir, snapshot.version), snapshot.version, snapshot.n_chunks
-        what = f"vectors of {self.label!r} under {self.vectors_base(index_dir)}"
-        meta = builds.open_build(path, version, {"format": VECTORS_FORMAT}, what, VECTORS_META)
-        saved = meta.get("model")
+        def make() -> Any:
+            if not state.segments:
+                return np.zeros((0, 0), dtype=np.float32)
+            rows = state.rows_in_index_order()
+            if rows is None and len(state.segments) == 1:
+                return state.segments[0].data
+            matrix = np.concatenate([seg.data for seg in state.segments])
+            return matrix if rows is None else matrix[rows]
+
+        return state.cached("matrix", make)
+
+    @property
+    def _chunk_ids(self) -> Sequence[str]:
+        """Chunk id of each row of `_matrix`."""
+        assert self.state is not None
+        rows = self.state.rows_in_index_order()
+        return self.state.ids if rows is None else Picked(self.state.ids, rows)
+
+    def manifest_extra(self, snapshot: Snapshot) -> dict[str, Any]:
+        return {"model": snapshot.vectors_model}  # the store's; checked against snapshot.model when read
+
+    def accept(self, extra: dict[str, Any], snapshot: Snapshot, what: str) -> None:
+        saved = extra.get("model")
         if saved != snapshot.vectors_model or snapshot.model not in (None, saved):
             # Rebuilt from the store, whose check names both models when they differ.
             raise StaleIndexError(f"{what} come from {saved!r}; the store says {snapshot.vectors_model!r}")
-        if meta.get("num_docs") != rows:
-            raise StoreError(
-                f"{what} hold {meta.get('num_docs')} rows but the store's version {version} has {rows} chunks: "
-                "run `plm index rebuild`"
-            )
-        try:
-            ids = load_ids(path / IDS_FILE, rows)
-            matrix = load_vectors(path / VECTORS_FILE, rows)
-        except FileNotFoundError:  # removed by a newer build while we read it
-            raise StaleIndexError(f"{what} were replaced while loading") from None
-        except (OSError, ValueError) as err:
-            raise StoreError(f"{what}: {path} is corrupt ({err}): run `plm index rebuild`") from None
-        self._matrix, self._chunk_ids = matrix, ids
+
+    def _dim(self) -> int | None:
+        state = self.state
+        return None if state is None or not state.segments else int(state.segments[0].data.shape[1])
 
     def query_vector(self, query: ExpandedQuery) -> Any:
         import numpy as np
@@ -119,28 +133,34 @@ class DenseRetriever(Retriever):
         if vector is None:
             vector = require_embedder(self, "needs chunk and query vectors").embed_query(query.text)
         vector = np.asarray(vector, dtype=np.float32).reshape(-1)
-        if self._matrix.shape[0] and vector.shape[0] != self._matrix.shape[1]:
+        dim = self._dim()
+        if dim is not None and vector.shape[0] != dim:
             raise StoreError(
                 f"retriever {self.label!r}: the query vector has {vector.shape[0]} dimensions but the "
-                f"stored chunk vectors have {self._matrix.shape[1]}; the embedder changed since "
+                f"stored chunk vectors have {dim}; the embedder changed since "
                 "ingest, run `plm ingest --force`"
             )
         return vector
 
     def scores(self, query: ExpandedQuery) -> Any:
-        """The similarity of every chunk (row order) to the query."""
+        """The similarity of every row of the open segments to the query."""
         import numpy as np
 
-        if not self._matrix.shape[0]:
+        state = self.state
+        if state is None:
+            raise StaleIndexError(f"retriever {self.label!r} is not loaded")
+        if not state.total:
             return np.zeros(0, dtype=np.float32)
-        return self._matrix @ self.query_vector(query)
+        vector = self.query_vector(query)
+        return np.concatenate([seg.data @ vector for seg in state.segments])
 
     def search(self, query: ExpandedQuery, n: int, allowed: Any = None) -> list[ScoredChunk]:
         # Exact scores for every chunk, then the POC's tie order (see ranking.top_n).
         scores = self.scores(query)
         if self.config.score == "unit":
             scores = (1.0 + scores.astype("float64")) / 2.0  # float64: close scores stay distinct
-        return top_n(scores, n, self._chunk_ids, self.label, allowed)
+        assert self.state is not None
+        return self.state.top(scores, n, self.label, allowed)
 
 
 @hookimpl

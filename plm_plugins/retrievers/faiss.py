@@ -34,6 +34,7 @@ from plm_core.interfaces import Snapshot
 from plm_core.records import CorpusVersion, ExpandedQuery, ScoredChunk
 from plm_index import builds
 from plm_index.ranking import top_n
+from plm_index.segments import SegmentedIndex
 from plm_plugins.retrievers.dense import DenseRetriever
 
 if TYPE_CHECKING:
@@ -132,6 +133,11 @@ class FaissRetriever(DenseRetriever):
             }
             builds.save_build(self.index_path(index_dir, snapshot.version), write, meta, META_FILE)
 
+    def refresh(self, snapshot: Snapshot, index_dir: Path) -> None:
+        """A whole build: a graph is built for one corpus version (segments of exact vectors
+        are dense's; a faiss graph per segment is not done yet)."""
+        self.build(snapshot, index_dir)
+
     def _new_index(self, matrix: Any) -> Any:
         index = self.empty_index(matrix)
         index.add(matrix)
@@ -174,7 +180,7 @@ class FaissRetriever(DenseRetriever):
         try:
             super().load(snapshot, index_dir)  # the exact vectors (memory-mapped), checked against the chunks
         except StaleIndexError:  # none saved for this version: read (and check) the store's
-            self._take(snapshot.chunk_ids, snapshot.vectors)
+            SegmentedIndex.build(self, snapshot, None)
         index = None if meta.get("empty") else self._read(path)
         if index is not None and (index.ntotal != rows or index.d != self._matrix.shape[1]):
             raise StoreError(

@@ -86,11 +86,22 @@ def _fake_store(chunk_ids: list[str], vector_ids: list[str], matrix: Any) -> Any
             return [StoreProblem(StoreProblem.MISSING_VECTORS, n, f"{n} chunks have no vector")]
         return []
 
+    def vectors_since(position: int) -> tuple[list[int], Any, str | None]:
+        seqs = [chunk_ids.index(i) + 1 for i in vector_ids]
+        return seqs[position:], None if matrix is None else matrix[position:], "m" if matrix is not None else None
+
     return SimpleNamespace(
         version=lambda: VERSION,
         chunk_ids=lambda: list(chunk_ids),
         vectors=lambda: (list(vector_ids), matrix, "m" if matrix is not None else None),
         consistency_problems=problems,
+        get_meta=lambda key: "m" if key == "model" and matrix is not None else None,
+        # the change feed: chunk i has seq i + 1 and order key i
+        feed_position=lambda: len(chunk_ids),
+        rows_since=lambda p: (
+            list(range(p + 1, len(chunk_ids) + 1)), chunk_ids[p:], list(range(p, len(chunk_ids))), [""] * (len(chunk_ids) - p)
+        ),
+        vectors_since=vectors_since,
     )
 
 
@@ -156,11 +167,11 @@ def test_saved_vectors_are_refused_when_they_do_not_fit(tmp_path: Path) -> None:
         retriever.load(_opened(model="other"), tmp_path)
     with pytest.raises(StaleIndexError, match="the store says 'other'"):
         retriever.load(_opened(stored="other"), tmp_path)
-    with pytest.raises(StoreError, match="hold 5 rows .* has 4 chunks"):
+    with pytest.raises(StoreError, match="holds 5 chunks .* has 4"):
         retriever.load(_opened(n_chunks=4), tmp_path)
     with pytest.raises(StaleIndexError):  # no build for this version
         retriever.load(_opened(), tmp_path / "elsewhere")
-    (vectors,) = tmp_path.glob("vectors-*/v1-*/vectors.npy")
+    (vectors,) = tmp_path.glob("vectors-*/segments/*/vectors.npy")
     data = bytearray(vectors.read_bytes())
     data[-1] ^= 0xFF
     vectors.write_bytes(bytes(data))

@@ -1,0 +1,769 @@
+"""Segmented indexes: a derived index as immutable segments plus deletions, kept current
+from the store's change feed, so one saved file costs one small segment, not a rebuild.
+
+A stage subclasses `SegmentedIndex` and writes four methods: `build_data` (a segment's
+own data from rows: chunk texts or vectors), `save_data`, `open_data` and `merge_data`.
+This module does the rest:
+
+- **Rows.** Every chunk has a feed sequence number (`seq`, never reused) and an order key
+  (its place in the store's index order). A segment's rows are sorted by seq; a chunk
+  that changes gets a new seq, so a segment never changes: its old row is deleted.
+- **Versions.** A manifest per corpus version names the segments and, per segment, the
+  rows deleted (a content-addressed file). Segment folders and deletion files are written
+  first, each whole (temp folder, checksums, rename), the manifest last (atomic replace):
+  a reader or a crash sees a whole version or the previous one.
+- **Refresh.** A sync opens the newest manifest at or before the store's feed position,
+  reads what changed since (`rows_since`, `removed_since`), adds one segment for the new
+  rows, marks the removed ones deleted, and writes the new version's manifest: cost in
+  proportion to the change. With no usable manifest it builds one segment of everything.
+- **Readers** open a version's manifest; segments already open in this process are
+  reused (memory-mapped, immutable), so a reload costs the new segments and deletions.
+  A reader whose version has no manifest yet applies the change in memory.
+- **Merges** (`merge_plan`): adjacent segments of the same size tier are merged, at most
+  MERGE_FACTOR per tier, and a segment with half its rows deleted is rewritten; in a
+  background thread of the process that refreshed (never on a query's path, never holding
+  up a sync). A merge writes its segment, then swaps it into the newest manifest under
+  the stage's lock if its inputs are still there; killed at any point, the index stays
+  the one the manifest names and the leftover folder is removed later.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import logging
+import math
+import os
+import shutil
+import threading
+import time
+import uuid
+import weakref
+from abc import abstractmethod
+from collections import OrderedDict
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from plm_core.errors import StaleIndexError, StoreError
+from plm_core.interfaces import Index, Snapshot
+from plm_core.records import CorpusVersion
+from plm_index import builds
+from plm_index.ranking import top_n
+
+log = logging.getLogger(__name__)
+
+SEGMENT_META = "plm_segment.json"
+MERGE_FACTOR = 8  # segments of one size tier before they are merged into one
+FLOOR_ROWS = 2048  # segments up to this many live rows are all in the lowest tier
+KEEP_MANIFESTS = 3  # older versions' manifests kept for readers still opening them
+GRACE_S = 120.0  # unreferenced files younger than this are a writer's, in flight
+FORMAT = 1
+
+
+class Rows:
+    """Chunks a segment is built from, sorted by seq: their seqs, chunk ids, order keys,
+    and the texts or the vectors (whichever the index reads)."""
+
+    def __init__(
+        self, seqs: Any, ids: Sequence[str], order: Any, texts: Sequence[str] | None = None, vectors: Any = None
+    ) -> None:
+        import numpy as np
+
+        self.seqs = np.asarray(seqs, dtype=np.int64)
+        self.order = np.asarray(order, dtype=np.int64)
+        self.ids, self.texts, self.vectors = list(ids), texts, vectors
+        if not (len(self.seqs) == len(self.order) == len(self.ids)):
+            raise ValueError("rows: seqs, ids and order keys differ in length")
+        if len(self.seqs) > 1 and not bool(np.all(self.seqs[1:] > self.seqs[:-1])):
+            raise ValueError("rows must be sorted by seq, each seq once")
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+class Segment:
+    """One immutable segment, open: row -> seq (ascending), order key, chunk id, and the
+    index's own `data` for its rows."""
+
+    def __init__(self, name: str, seqs: Any, order: Any, ids: Sequence[str], data: Any) -> None:
+        self.name, self.seqs, self.order, self.ids, self.data = name, seqs, order, ids, data
+
+    @property
+    def n(self) -> int:
+        return len(self.seqs)
+
+    def rows_of(self, seqs: Any) -> Any:
+        """Local rows of those of `seqs` that are in this segment."""
+        import numpy as np
+
+        seqs = np.asarray(seqs, dtype=np.int64)
+        if not self.n or not len(seqs):
+            return np.zeros(0, dtype=np.int64)
+        at = np.searchsorted(self.seqs, seqs)
+        inside = at < self.n
+        at, seqs = at[inside], seqs[inside]
+        return at[self.seqs[at] == seqs].astype(np.int64)
+
+
+_OPEN: weakref.WeakValueDictionary[str, Segment] = weakref.WeakValueDictionary()  # folder -> open segment
+_OPEN_LOCK = threading.Lock()
+
+
+class State:
+    """One version of a segmented index: its segments, each one's deleted local rows
+    (sorted int64), the feed position it describes, and what queries derive from them."""
+
+    def __init__(self, segments: list[Segment], deleted: list[Any], position: int, version: CorpusVersion) -> None:
+        import numpy as np
+
+        self.segments, self.deleted, self.position, self.version = segments, deleted, position, version
+        self.offsets = np.cumsum([0] + [s.n for s in segments]).astype(np.int64)
+        self.total = int(self.offsets[-1])
+        self.n_live = self.total - sum(len(d) for d in deleted)
+        self.extra: dict[str, Any] = {}  # what the stage records with each version (`manifest_extra`)
+        self._cache: dict[str, Any] = {}
+
+    def cached(self, key: str, make: Any) -> Any:
+        if key not in self._cache:
+            self._cache[key] = make()
+        return self._cache[key]
+
+    def dead(self, i: int) -> Any:
+        """Segment i's deleted rows as a boolean mask, or None when none is deleted."""
+        import numpy as np
+
+        if not len(self.deleted[i]):
+            return None
+
+        def make() -> Any:
+            mask = np.zeros(self.segments[i].n, dtype=bool)
+            mask[self.deleted[i]] = True
+            return mask
+
+        return self.cached(f"dead{i}", make)
+
+    @property
+    def live(self) -> Any:
+        """Boolean mask over all rows (segments concatenated): False for deleted rows."""
+        import numpy as np
+
+        def make() -> Any:
+            mask = np.ones(self.total, dtype=bool)
+            for off, dead in zip(self.offsets, self.deleted, strict=False):
+                mask[off + dead] = False
+            return mask
+
+        return self.cached("live", make)
+
+    @property
+    def order(self) -> Any:
+        import numpy as np
+
+        return self.cached(
+            "order",
+            lambda: np.concatenate([s.order for s in self.segments]) if self.segments else np.zeros(0, np.int64),
+        )
+
+    @property
+    def ids(self) -> RowIds:
+        return self.cached("ids", lambda: RowIds(self))
+
+    def rows_in_index_order(self) -> Any:
+        """Global row of each live chunk, in the store's index order; None when that is
+        every row in row order (one segment built whole, nothing deleted)."""
+        import numpy as np
+
+        def make() -> Any:
+            rows = np.flatnonzero(self.live)
+            rows = rows[np.argsort(self.order[rows], kind="stable")]
+            return None if len(rows) == self.total and bool(np.all(rows == np.arange(self.total))) else rows
+
+        return self.cached("index_order", make)
+
+    def top(self, scores: Any, n: int, source: str, allowed: Any = None, drop_zero: bool = False) -> list[Any]:
+        """`top_n` over the live rows in the store's index order (`allowed` is a mask in that
+        order): the same hits, in the same order, equal scores included, as an index built
+        whole from the same corpus gives."""
+        rows = self.rows_in_index_order()
+        if rows is None:
+            return top_n(scores, n, self.ids, source, allowed, drop_zero)
+        return top_n(scores[rows], n, Picked(self.ids, rows), source, allowed, drop_zero)
+
+
+class Picked(Sequence[str]):
+    """ids[rows[i]] for each i, looked up when needed."""
+
+    def __init__(self, ids: Sequence[str], rows: Any) -> None:
+        self._ids, self._rows = ids, rows
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return [self._ids[int(r)] for r in self._rows[i]]
+        return self._ids[int(self._rows[i])]
+
+
+class RowIds(Sequence[str]):
+    """Chunk id of each row of a state (segments concatenated), looked up when needed."""
+
+    def __init__(self, state: State) -> None:
+        self._state = state
+
+    def __len__(self) -> int:
+        return self._state.total
+
+    def __getitem__(self, row: Any) -> Any:
+        import numpy as np
+
+        if isinstance(row, slice):
+            return [self[i] for i in range(*row.indices(len(self)))]
+        row = int(row)
+        seg = int(np.searchsorted(self._state.offsets, row, side="right")) - 1
+        return self._state.segments[seg].ids[row - int(self._state.offsets[seg])]
+
+
+# ---------------------------------------------------------------------- files
+def _write_segment(base: Path, name: str, rows: Rows, data: Any, save: Any) -> None:
+    """Write a segment folder whole: a temp folder with its files and their checksums,
+    renamed into place."""
+    import numpy as np
+
+    from plm_plugins.retrievers.columns import save_ids
+
+    folder = base / "segments" / name
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tmp = folder.parent / f".tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    try:
+        tmp.mkdir()
+        np.save(tmp / "seqs.npy", rows.seqs, allow_pickle=False)
+        np.save(tmp / "order.npy", rows.order, allow_pickle=False)
+        save_ids(tmp / "ids.npy", rows.ids)
+        save(data, tmp)
+        files = {p.name: [p.stat().st_size, builds.crc32(p)] for p in sorted(tmp.iterdir())}
+        meta = {"format": FORMAT, "rows": len(rows), "files": files}
+        (tmp / SEGMENT_META).write_text(json.dumps(meta, indent=1))
+        _fsync_dir(tmp)
+        tmp.rename(folder)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _fsync_dir(folder: Path) -> None:
+    for path in folder.iterdir():
+        with path.open("rb") as fh:
+            os.fsync(fh.fileno())
+
+
+def _open_segment(base: Path, name: str, open_data: Any) -> Segment:
+    """The segment `name`, from this process's open ones or read (checked) from disk."""
+    import numpy as np
+
+    from plm_plugins.retrievers.columns import load_ids
+
+    folder = base / "segments" / name
+    key = str(folder)
+    with _OPEN_LOCK:
+        seg = _OPEN.get(key)
+    if seg is not None:
+        return seg
+    meta = builds.read_meta(folder, SEGMENT_META)
+    if meta is None:
+        if not folder.exists():
+            raise StaleIndexError(f"segment {folder} was removed (a merge replaced it)")
+        raise StoreError(f"index segment {folder} is corrupt: {SEGMENT_META} is unreadable; run `plm index rebuild`")
+    builds.verify(folder, meta.get("files"), SEGMENT_META)
+    n = int(meta.get("rows", -1))
+    try:
+        seqs = np.load(folder / "seqs.npy", mmap_mode="r", allow_pickle=False)
+        order = np.load(folder / "order.npy", mmap_mode="r", allow_pickle=False)
+        ids = load_ids(folder / "ids.npy", n)
+        if len(seqs) != n or len(order) != n:
+            raise ValueError(f"{len(seqs)} seqs and {len(order)} order keys for {n} rows")
+        data = open_data(folder, n)
+    except FileNotFoundError:
+        raise StaleIndexError(f"segment {folder} was removed while loading") from None
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise StoreError(f"index segment {folder} is corrupt ({err}): run `plm index rebuild`") from None
+    seg = Segment(name, seqs, order, ids, data)
+    with _OPEN_LOCK:
+        return _OPEN.setdefault(key, seg)
+
+
+_DELETES: OrderedDict[str, Any] = OrderedDict()  # deletion file -> its rows (content-addressed: never changes)
+_DELETES_KEPT = 1024
+
+
+def _write_deletes(base: Path, seg: str, rows: Any) -> str | None:
+    import numpy as np
+
+    if not len(rows):
+        return None
+    raw = np.ascontiguousarray(rows, dtype=np.int64)
+    name = f"{seg}-{hashlib.sha1(raw.tobytes()).hexdigest()[:16]}.npy"
+    path = base / "deletes" / name
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+        with tmp.open("wb") as fh:
+            np.save(fh, raw, allow_pickle=False)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    _remember(str(path), raw)
+    return name
+
+
+def _remember(path: str, rows: Any) -> None:
+    _DELETES[path] = rows
+    _DELETES.move_to_end(path)
+    while len(_DELETES) > _DELETES_KEPT:
+        _DELETES.popitem(last=False)
+
+
+def _read_deletes(base: Path, name: str | None, n_rows: int) -> Any:
+    import numpy as np
+
+    if name is None:
+        return np.zeros(0, dtype=np.int64)
+    path = base / "deletes" / name
+    if str(path) in _DELETES:
+        return _DELETES[str(path)]
+    try:
+        rows = np.load(path, allow_pickle=False)
+    except FileNotFoundError:
+        raise StaleIndexError(f"deletions {path} were removed while loading") from None
+    except (OSError, ValueError) as err:
+        raise StoreError(f"index deletions {path} are corrupt ({err}): run `plm index rebuild`") from None
+    digest = hashlib.sha1(np.ascontiguousarray(rows, dtype=np.int64).tobytes()).hexdigest()[:16]
+    if rows.ndim != 1 or not name.endswith(f"-{digest}.npy") or (len(rows) and (rows.min() < 0 or rows.max() >= n_rows)):
+        raise StoreError(f"index deletions {path} are corrupt (checksum): run `plm index rebuild`")
+    _remember(str(path), rows)
+    return rows
+
+
+def manifest_name(version: CorpusVersion) -> str:
+    key = hashlib.sha1(f"{version.store_id}:{version.nonce}".encode()).hexdigest()[:12]
+    return f"v{version.counter}-{key}.json"
+
+
+@contextmanager
+def _locked(base: Path) -> Iterator[None]:
+    """The stage folder's writer lock (one manifest writer at a time, across processes)."""
+    base.mkdir(parents=True, exist_ok=True)
+    with (base / ".lock").open("a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _read_manifest(path: Path) -> dict[str, Any] | None:
+    try:
+        manifest = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return manifest if isinstance(manifest, dict) and manifest.get("format") == FORMAT else None
+
+
+def _write_manifest(base: Path, state: State, settings: dict[str, Any], names: list[str | None]) -> None:
+    manifest = {
+        "format": FORMAT,
+        "version": state.version.token,
+        "store": state.version.store_id,
+        "counter": state.version.counter,
+        "nonce": state.version.nonce,
+        "position": state.position,
+        "settings": settings,
+        "extra": state.extra,
+        "segments": [
+            {"name": s.name, "rows": s.n, "deleted": d}
+            for s, d in zip(state.segments, names, strict=True)
+        ],
+    }
+    path = base / "manifests" / manifest_name(state.version)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+    with tmp.open("w") as fh:
+        fh.write(json.dumps(manifest, indent=1))
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def _manifests(base: Path) -> list[tuple[Path, dict[str, Any]]]:
+    folder = base / "manifests"
+    found = []
+    for path in folder.glob("v*.json") if folder.is_dir() else ():
+        manifest = _read_manifest(path)
+        if manifest is not None:
+            found.append((path, manifest))
+    return sorted(found, key=lambda pm: int(pm[1].get("position", -1)))
+
+
+def collect_garbage(base: Path, now: float | None = None) -> None:
+    """Remove manifests beyond the newest KEEP_MANIFESTS (once older than GRACE_S), then
+    segments and deletion files no remaining manifest names (once older than GRACE_S),
+    and temp leftovers of dead writers."""
+    now = time.time() if now is None else now
+    manifests = _manifests(base)
+    for path, _ in manifests[:-KEEP_MANIFESTS]:
+        if now - _mtime(path) > GRACE_S:
+            path.unlink(missing_ok=True)
+    kept = [m for p, m in manifests if p.exists()]
+    segments = {s["name"] for m in kept for s in m.get("segments", [])}
+    deletes = {s["deleted"] for m in kept for s in m.get("segments", []) if s.get("deleted")}
+    for sub, names in (("segments", segments), ("deletes", deletes), ("manifests", set())):
+        folder = base / sub
+        for entry in folder.iterdir() if folder.is_dir() else ():
+            if entry.name in names or (sub == "manifests" and not entry.name.startswith(".")):
+                continue
+            if entry.name.startswith((".tmp-", ".old-")):
+                pid = entry.name.split("-")[1]
+                if pid.isdigit() and builds._alive(int(pid)) and now - _mtime(entry) < builds.LEFTOVER_MAX_AGE_S:
+                    continue  # still being written by a live process (maybe this one)
+            elif now - _mtime(entry) <= GRACE_S:
+                continue
+            if entry.is_dir():
+                old = builds.retire(entry)
+                if old is not None:
+                    shutil.rmtree(old, ignore_errors=True)
+            else:
+                entry.unlink(missing_ok=True)
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
+
+
+# ---------------------------------------------------------------------- policy
+def tier(live_rows: int) -> int:
+    if live_rows <= FLOOR_ROWS:
+        return 0
+    return 1 + int(math.log(live_rows / FLOOR_ROWS, MERGE_FACTOR))
+
+
+def merge_plan(state: State) -> list[int] | None:
+    """Indexes of adjacent segments to merge next, or None: the first run of MERGE_FACTOR
+    segments of one tier, else a segment with half or more of its rows deleted."""
+    tiers = [tier(s.n - len(d)) for s, d in zip(state.segments, state.deleted, strict=True)]
+    start = 0
+    for i in range(1, len(tiers) + 1):
+        if i == len(tiers) or tiers[i] != tiers[start]:
+            if i - start >= MERGE_FACTOR:
+                return list(range(start, start + MERGE_FACTOR))
+            start = i
+    for i, (s, d) in enumerate(zip(state.segments, state.deleted, strict=True)):
+        if s.n and 2 * len(d) >= s.n:
+            return [i]
+    return None
+
+
+# ---------------------------------------------------------------------- the index
+class SegmentedIndex(Index):
+    """An `Index` kept as segments (see the module docstring). Write `build_data`,
+    `save_data`, `open_data`, `merge_data`, and `segment_settings`; search the open
+    `self.state` (its segments' `data`, `state.live`, `state.top(...)`)."""
+
+    reads = "texts"  # what build_data needs of new rows: "texts" or "vectors"
+    _state_base: Path | None = None  # the stage folder `state` was opened from (None: memory only)
+    segment_kind: str | None = None  # the stage folder's name (default: the stage's `name`)
+    state: State | None = None
+
+    @abstractmethod
+    def segment_settings(self) -> dict[str, Any]:
+        """What a segment's data depends on besides its rows (a stage folder per settings)."""
+
+    @abstractmethod
+    def build_data(self, rows: Rows) -> Any:
+        """This index's data for these rows (row i for rows.ids[i])."""
+
+    @abstractmethod
+    def save_data(self, data: Any, folder: Path) -> None:
+        """Write `data` into `folder` (a fresh temp folder; names other than seqs.npy,
+        order.npy and ids.npy)."""
+
+    @abstractmethod
+    def open_data(self, folder: Path, n_rows: int) -> Any:
+        """Read what save_data wrote (memory-mapped where it can be)."""
+
+    @abstractmethod
+    def merge_data(self, parts: list[Any], keep: list[Any]) -> Any:
+        """One segment's data from several: the rows where keep[i] is True of parts[i],
+        in that order."""
+
+    def on_state(self) -> None:
+        """Called after `self.state` changed (reset what the stage derives from it)."""
+
+    def manifest_extra(self, snapshot: Snapshot) -> dict[str, Any]:
+        """What to record with a version besides its segments (e.g. the vectors' model)."""
+        return {}
+
+    def accept(self, extra: dict[str, Any], snapshot: Snapshot, what: str) -> None:
+        """Raise StaleIndexError when a saved version recorded with `extra` must not serve
+        this snapshot (it is then rebuilt from the store)."""
+
+    # ------------------------------------------------------------- folders
+    def stage_base(self, index_dir: Path) -> Path:
+        name = str(getattr(self, "segment_kind", None) or getattr(self, "name", type(self).__name__))
+        return builds.stage_folder(index_dir, name, {"segmented": FORMAT, **self.segment_settings()})
+
+    def _what(self, base: Path) -> str:
+        return f"index {getattr(self, 'label', type(self).__name__)!r} under {base}"
+
+    # ------------------------------------------------------------- build paths
+    def _rows(self, snapshot: Snapshot, position: int) -> Rows:
+        seqs, ids, order, texts = snapshot.rows_since(position)  # type: ignore[attr-defined]
+        if self.reads == "vectors":
+            vseqs, matrix, _ = snapshot.vectors_since(position)  # type: ignore[attr-defined]
+            if matrix is None and len(seqs):
+                raise StoreError(
+                    f"the index at {getattr(snapshot, 'location', '?')} has no chunk vectors: add an [embedder] "
+                    "table to the config and run `plm ingest --force`"
+                )
+            if matrix is not None and list(vseqs) != list(seqs):
+                raise StoreError(
+                    f"the store at {getattr(snapshot, 'location', '?')} has chunks without vectors: run `plm ingest` "
+                    "on the same sources to finish, or `plm index rebuild`"
+                )
+            return Rows(seqs, ids, order, vectors=matrix)
+        return Rows(seqs, ids, order, texts=texts)
+
+    def _segment(self, rows: Rows, base: Path | None) -> Segment:
+        data = self.build_data(rows)
+        name = f"s{int(rows.seqs[0]) if len(rows) else 0}-{int(rows.seqs[-1]) if len(rows) else 0}-{uuid.uuid4().hex[:8]}"
+        if base is None:
+            return Segment(name, rows.seqs, rows.order, rows.ids, data)
+        _write_segment(base, name, rows, data, self.save_data)
+        return _open_segment(base, name, self.open_data)
+
+    def _commit(self, base: Path, state: State) -> None:
+        names = [_write_deletes(base, s.name, d) for s, d in zip(state.segments, state.deleted, strict=True)]
+        _write_manifest(base, state, self.segment_settings(), names)
+
+    def build(self, snapshot: Snapshot, index_dir: Path | None) -> None:
+        """One segment of every chunk (a whole rebuild)."""
+        base = None if index_dir is None else self.stage_base(index_dir)
+        position = int(snapshot.position)  # type: ignore[attr-defined]
+        rows = self._rows(snapshot, 0)
+        segments = [self._segment(rows, base)] if len(rows) else []
+        state = State(segments, [_none() for _ in segments], position, snapshot.version)
+        state.extra = self.manifest_extra(snapshot)
+        if base is not None:
+            with _locked(base):
+                self._commit(base, state)
+            collect_garbage(base)
+        self._set(state, base)
+
+    def refresh(self, snapshot: Snapshot, index_dir: Path) -> None:
+        """Bring the saved index to the snapshot's version by adding what changed since
+        the newest saved version (one segment, some deletions); a whole build when there
+        is none to start from. Then start a background merge if the policy asks for one."""
+        base = self.stage_base(index_dir)
+        with _locked(base):
+            start = self._newest(base, snapshot)
+            if start is None:
+                state = None
+            else:
+                state = self._advance(start, snapshot, base)
+            if state is not None:
+                self._commit(base, state)
+        if state is None:
+            self.build(snapshot, index_dir)
+            return
+        collect_garbage(base)
+        self._set(state, base)
+        start_merge(self, base)
+
+    def _newest(self, base: Path, snapshot: Snapshot) -> State | None:
+        """The open state of the newest saved version this snapshot's feed can advance."""
+        position = int(snapshot.position)  # type: ignore[attr-defined]
+        for path, manifest in reversed(_manifests(base)):
+            if manifest.get("store") != snapshot.version.store_id or manifest.get("settings") != self.segment_settings():
+                continue
+            if int(manifest["position"]) > position:
+                continue
+            try:
+                self.accept(dict(manifest.get("extra") or {}), snapshot, self._what(base))
+                return self._open_manifest(base, manifest)
+            except StaleIndexError:
+                continue
+        return None
+
+    def _open_manifest(self, base: Path, manifest: dict[str, Any]) -> State:
+        segments, deleted = [], []
+        for entry in manifest.get("segments", []):
+            seg = _open_segment(base, str(entry["name"]), self.open_data)
+            if seg.n != int(entry["rows"]):
+                raise StoreError(f"index segment {entry['name']} holds {seg.n} rows, not {entry['rows']}")
+            segments.append(seg)
+            deleted.append(_read_deletes(base, entry.get("deleted"), seg.n))
+        version = CorpusVersion(str(manifest["store"]), int(manifest["counter"]), str(manifest["nonce"]))
+        state = State(segments, deleted, int(manifest["position"]), version)
+        state.extra = dict(manifest.get("extra") or {})
+        return state
+
+    def _advance(self, start: State, snapshot: Snapshot, base: Path | None) -> State | None:
+        """`start` moved to the snapshot's version: its removed rows deleted, one segment
+        for the rows added since; None when the feed does not reach back to it."""
+        import numpy as np
+
+        removed = snapshot.removed_since(start.position)  # type: ignore[attr-defined]
+        if removed is None:
+            return None
+        removed = np.asarray(removed, dtype=np.int64)
+        segments, deleted = [], []
+        for seg, dead in zip(start.segments, start.deleted, strict=True):
+            gone = seg.rows_of(removed)
+            dead = np.union1d(dead, gone).astype(np.int64) if len(gone) else dead
+            if len(dead) == seg.n:
+                continue  # every row deleted: the segment leaves the index
+            segments.append(seg)
+            deleted.append(dead)
+        rows = self._rows(snapshot, start.position)
+        if len(rows):
+            segments.append(self._segment(rows, base))
+            deleted.append(_none())
+        state = State(segments, deleted, int(snapshot.position), snapshot.version)  # type: ignore[attr-defined]
+        state.extra = self.manifest_extra(snapshot)
+        return state
+
+    def _set(self, state: State, base: Path | None = None) -> None:
+        self.state, self._state_base = state, base
+        self.on_state()
+
+    def is_current(self, version: CorpusVersion, index_dir: Path) -> bool:
+        manifest = _read_manifest(self.stage_base(index_dir) / "manifests" / manifest_name(version))
+        return (
+            manifest is not None
+            and manifest.get("version") == version.token
+            and manifest.get("settings") == self.segment_settings()
+        )
+
+    def load(self, snapshot: Snapshot, index_dir: Path) -> None:
+        """Open the snapshot's version: its manifest when saved, else the newest saved one
+        (or the one open now) advanced in memory; StaleIndexError when there is neither."""
+        base = self.stage_base(index_dir)
+        version = snapshot.version
+        manifest = _read_manifest(base / "manifests" / manifest_name(version))
+        if manifest is not None and manifest.get("version") == version.token:
+            if manifest.get("settings") != self.segment_settings():
+                raise StaleIndexError(f"{self._what(base)} was saved with other settings")
+            self.accept(dict(manifest.get("extra") or {}), snapshot, self._what(base))
+            self._set(self._open_manifest(base, manifest), base)
+            self._check(snapshot, base)
+            return
+        start = self.state if self.state is not None and self._state_base == base else None
+        if start is not None and start.version.store_id != version.store_id:
+            start = None
+        if start is None or start.position > int(snapshot.position):  # type: ignore[attr-defined]
+            start = self._newest(base, snapshot)
+        state = None if start is None else self._advance(start, snapshot, None)
+        if state is None:
+            raise StaleIndexError(f"{self._what(base)} has no build for the store's corpus version {version}")
+        log.info("%s: version %s applied in memory from %s", self._what(base), version, start.version)
+        self._set(state, base)
+        self._check(snapshot, base)
+
+    def _check(self, snapshot: Snapshot, base: Path) -> None:
+        assert self.state is not None
+        n = snapshot.n_chunks
+        if self.state.n_live != n:
+            raise StoreError(
+                f"{self._what(base)} holds {self.state.n_live} chunks but the store's version "
+                f"{snapshot.version} has {n}: run `plm index rebuild`"
+            )
+
+    # ------------------------------------------------------------- merging
+    def merge_once(self, base: Path) -> bool:
+        """Run one merge the policy asks for on the newest saved version; False when none."""
+        import numpy as np
+
+        with _locked(base):
+            found = _manifests(base)
+            if not found:
+                return False
+            manifest = found[-1][1]
+            state = self._open_manifest(base, manifest)
+        plan = merge_plan(state)
+        if plan is None:
+            return False
+        inputs = [state.segments[i] for i in plan]
+        keep = [~m if (m := state.dead(i)) is not None else np.ones(state.segments[i].n, bool) for i in plan]
+        seqs = np.concatenate([s.seqs[k] for s, k in zip(inputs, keep, strict=True)])
+        order = np.concatenate([s.order[k] for s, k in zip(inputs, keep, strict=True)])
+        ids = [s.ids[int(r)] for s, k in zip(inputs, keep, strict=True) for r in np.flatnonzero(k)]
+        rows = Rows(seqs, ids, order)
+        data = self.merge_data([s.data for s in inputs], keep)
+        name = f"s{int(seqs[0]) if len(seqs) else 0}-{int(seqs[-1]) if len(seqs) else 0}-m{uuid.uuid4().hex[:8]}"
+        _write_segment(base, name, rows, data, self.save_data)
+        merged = _open_segment(base, name, self.open_data)
+        with _locked(base):
+            newest = _manifests(base)[-1][1]
+            now = self._open_manifest(base, newest)
+            names = [s.name for s in now.segments]
+            wanted = [s.name for s in inputs]
+            at = next((i for i in range(len(names)) if names[i : i + len(wanted)] == wanted), None)
+            if at is None:
+                return False  # another merge or a rebuild got there first: ours is garbage
+            gone = np.concatenate(
+                [s.seqs[d] for s, d in zip(now.segments[at : at + len(wanted)], now.deleted[at : at + len(wanted)], strict=True)]
+            )
+            segments = now.segments[:at] + ([merged] if merged.n else []) + now.segments[at + len(wanted) :]
+            dead = [merged.rows_of(gone)] if merged.n else []
+            deleted = now.deleted[:at] + dead + now.deleted[at + len(wanted) :]
+            fresh = State(segments, deleted, now.position, now.version)
+            fresh.extra = now.extra
+            self._commit(base, fresh)
+        collect_garbage(base)
+        return True
+
+
+def _none() -> Any:
+    import numpy as np
+
+    return np.zeros(0, dtype=np.int64)
+
+
+_MERGING: dict[str, threading.Thread] = {}
+_MERGING_LOCK = threading.Lock()
+
+
+def start_merge(index: SegmentedIndex, base: Path) -> None:
+    """Merge in the background until the policy is satisfied (one thread per stage folder
+    in this process; a non-daemon thread, so a CLI process finishes its merge before it
+    exits, after its own work is committed)."""
+    key = str(base)
+
+    def run() -> None:
+        try:
+            while index.merge_once(base):
+                pass
+        except Exception as err:  # noqa: BLE001 - a failed merge loses nothing: the manifest is unchanged
+            log.warning("background merge in %s failed: %s", base, err)
+        finally:
+            with _MERGING_LOCK:
+                _MERGING.pop(key, None)
+
+    with _MERGING_LOCK:
+        if key in _MERGING:
+            return
+        thread = threading.Thread(target=run, name=f"plm-merge-{base.name}")
+        _MERGING[key] = thread
+    thread.start()
+
+
+def wait_for_merges(timeout: float | None = None) -> None:
+    """Wait for this process's background merges (tests, benchmarks)."""
+    with _MERGING_LOCK:
+        threads = list(_MERGING.values())
+    for thread in threads:
+        thread.join(timeout)
