@@ -36,12 +36,10 @@ class Component(Protocol):
 
 class BaseComponent(Generic[In, Out], metaclass=ABCMeta):
     """Convenience base: stores the config and what the assembly hands it, warms up once, runs.
-
     A component receives everything it uses through its constructor, never by reaching
     into the job: `needs` names the shared resources it takes (from `RESOURCES`), `parts`
     the nested components its config names (e.g. hybrid's retrievers and fuser), each with
-    the base class the assembly checks before building it.
-    """
+    the base class the assembly checks before building it."""
 
     family: ClassVar[str] = "stage"
     Config: ClassVar[type[ComponentConfig]] = ComponentConfig

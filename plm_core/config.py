@@ -242,8 +242,6 @@ def load_toml(path: Path) -> dict[str, Any]:
 MAX_CONFIG_BYTES = 1 << 20
 # The store a job gets when its config has no [store] table: the embedded default.
 DEFAULT_STORE = {"use": "sqlite"}
-
-
 KNOWN_TABLES = {"job", "store", "embedder", "index", "query", "executor"}
 
 

@@ -36,8 +36,7 @@ class StoreError(PlmUserError):
 
 
 class StaleIndexError(StoreError):
-    """A derived index (BM25) is missing or was built for another corpus version or other
-    settings: rebuild it from the store, never use it."""
+    """A derived index (BM25) missing or built for another corpus version or settings: rebuild it, never use it."""
 
 
 class PipelineError(Exception):

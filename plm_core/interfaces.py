@@ -1,11 +1,10 @@
 """Base classes for each family of stage, and the contracts between the runtime and them.
 
-A plugin subclasses one base and writes its abstract methods; a missing one fails when
-the class is defined. Array arguments are numpy arrays at run time, typed `Any` here (the
-kernel imports no numpy). An `Index` is kept current with the store's `CorpusVersion` by
-the runtime; a `Store` joins four small contracts; an `Executor` runs the pure part of a
-sync (documents -> chunks and vectors) anywhere, while the job stays the single writer.
-"""
+A plugin subclasses one base and writes its abstract methods (a missing one fails when the
+class is defined). Arrays are numpy at run time, typed `Any` here (the kernel imports no
+numpy). The runtime keeps an `Index` current with the store's `CorpusVersion`; a `Store`
+joins four small contracts; an `Executor` runs a sync's pure part (documents -> chunks and
+vectors) anywhere, while the job stays the single writer."""
 
 from __future__ import annotations
 
@@ -51,8 +50,7 @@ class Snapshot(Protocol):
 
 
 class BatchProcessor(Protocol):
-    """Turns documents into chunks and vectors without touching the store (the runtime's
-    `plm_index.sync.Processor`)."""
+    """Documents -> chunks and vectors, the store untouched (the runtime's `plm_index.sync.Processor`)."""
 
     def process(self, batch: Sequence[Document], read_cache: bool = True) -> BatchResult: ...
 
@@ -73,12 +71,9 @@ class Loader(BaseComponent[str, list[Document]]):
     output_type = list[Document]
 
     def load(self, source: str) -> tuple[list[Document], list[LoadFailure]]:
-        """Documents plus one failure per file (or record) that could not be read.
-
-        Raises PlmUserError only when `source` itself is unusable (missing, no matching
-        files): an ingest then stops before changing anything. The default has no
-        per-file failures: whatever `run` raises stops the ingest.
-        """
+        """Documents plus one failure per file (or record) that could not be read. Raises
+        PlmUserError only when `source` itself is unusable (missing, no matching files): an
+        ingest then stops before changing anything. The default: whatever `run` raises stops it."""
         return self.run(source), []
 
 
@@ -89,11 +84,9 @@ class Chunker(BaseComponent[list[Document], list[Chunk]]):
 
 
 class ChunkTransform(BaseComponent[list[Chunk], list[Chunk]]):
-    """Keyword/entity extractors and enrichers: chunks in, new chunks out (same order).
-
-    A transform that lists the Chunk fields it sets in `cache_fields` is cached by content
-    (`plm_index.cache.CachedStage`): only texts it has not seen with these settings reach it.
-    """
+    """Keyword/entity extractors and enrichers: chunks in, new chunks out (same order). One
+    listing the Chunk fields it sets in `cache_fields` is cached by content (the runtime's
+    `plm_index.cache.CachedStage`): only texts it has not seen with these settings reach it."""
 
     family = "enrichers"
     input_type = list[Chunk]
@@ -285,8 +278,7 @@ class DocumentStore(ABC):
 
     @abstractmethod
     def snapshot(self) -> AbstractContextManager[None]:
-        """A context in which every read sees one committed state, even while another
-        process writes."""
+        """A context in which every read sees one committed state, even while another process writes."""
 
     @abstractmethod
     def doc_fingerprints(self) -> dict[str, str]:
@@ -311,8 +303,7 @@ class DocumentStore(ABC):
 
     @abstractmethod
     def delete_documents(self, doc_ids: Sequence[str]) -> list[str]:
-        """Remove documents with their chunks and vectors in one transaction; returns the
-        ids that were there."""
+        """Remove documents with their chunks and vectors in one transaction; returns the ids that were there."""
 
     def write_batch(self, documents: Sequence[Document], chunks: Sequence[Chunk]) -> None:
         """Insert documents and their chunks (no vectors) in one transaction."""
@@ -354,6 +345,25 @@ class ChunkReader(ABC):
         """A boolean numpy array over chunk rows (index order): which pass `filters` (the
         spec of `plm_index.filters`). A SQL store compiles the spec to a WHERE clause; an
         embedded one evaluates `plm_index.filters.compile_filters(filters)` over `chunk_metadata()`."""
+
+    # The change feed: each stored chunk has a `seq` (never reused; a rewritten vector gets a
+    # new one), each write moves the position. These defaults: the store keeps no feed.
+    def feed_position(self) -> int | None:
+        """The position of the current state (0 for a new store); None: no feed."""
+        return None
+
+    def rows_since(self, position: int) -> tuple[list[int], list[str], list[int], list[str]]:
+        """(seqs, chunk ids, order keys (sorted: index order), index texts) with seq > position, by seq."""
+        raise NotImplementedError(f"{type(self).__name__} keeps no change feed")
+
+    def removed_since(self, position: int) -> list[int] | None:
+        """Seqs <= position removed (or re-sequenced) since, sorted; None: the feed does not
+        reach back to `position` (rebuild from `rows_since(0)`)."""
+        return None
+
+    def vectors_since(self, position: int) -> tuple[list[int], Any, str | None]:
+        """(seqs, float32 matrix, model) of chunks with seq > position that have vectors."""
+        raise NotImplementedError(f"{type(self).__name__} keeps no change feed")
 
 
 class VectorStore(ABC):

@@ -133,8 +133,7 @@ class EmbeddedQuery(ExpandedQuery):
 
 @dataclass(frozen=True)
 class ScoredChunk:
-    """A chunk id with a score from one source, rank 0-based within that source (an
-    internal position; hits shown to users count from 1)."""
+    """A chunk id with a score from one source, rank 0-based within it (hits shown to users count from 1)."""
 
     chunk_id: str
     score: float
@@ -243,8 +242,7 @@ class StoreProblem:
 
 @dataclass
 class BatchResult:
-    """A processed batch: the documents that made it with their chunks and vectors, and
-    the ones that failed."""
+    """A processed batch: the documents that made it with their chunks and vectors, and those that failed."""
 
     documents: list[Document]
     chunks: list[Chunk]

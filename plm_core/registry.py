@@ -1,8 +1,6 @@
 """The component registry, filled by pluggy plugins loaded from the `plm` entry points.
-
 Built-in stages come through the `[project.entry-points.plm]` table of plm's own
-pyproject, exactly like a third party's, so the core never imports a plugin by name.
-"""
+pyproject, exactly like a third party's, so the core never imports a plugin by name."""
 
 from __future__ import annotations
 

@@ -11,8 +11,7 @@ from plm_core.errors import ConfigError
 
 
 class Settings(BaseSettings):
-    """`PLM_DATA_DIR`, `PLM_DEVICE`, `PLM_LOG_LEVEL`, `PLM_OFFLINE`, `PLM_PROGRESS`, `PLM_CACHE`,
-    `PLM_INGEST_BATCH`."""
+    """`PLM_DATA_DIR`, `PLM_DEVICE`, `PLM_LOG_LEVEL`, `PLM_OFFLINE`, `PLM_PROGRESS`, `PLM_CACHE`, `PLM_INGEST_BATCH`."""
 
     model_config = SettingsConfigDict(env_prefix="PLM_", extra="ignore")
 

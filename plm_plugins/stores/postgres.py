@@ -17,6 +17,10 @@ upgraded idempotently when a writer opens it.
 `pg_fulltext` and `pg_hybrid` retrievers search inside Postgres (`pg_search`).
 `plm pg start --data DIR` runs a local server from the `pgserver` wheel (Postgres 16 with
 pgvector) for users without one.
+
+The change feed is the SQLite store's: a `seq` per chunk from the `feed_position` counter
+in `meta`, new when the chunk is stored or its vector rewritten, and a `removed` table of
+the seqs each transaction removed, with the position it reached.
 """
 
 from __future__ import annotations
@@ -51,6 +55,8 @@ C_CHUNK_COLS = ", ".join(f"c.{col.strip()}" for col in CHUNK_COLS.split(","))
 # Index order, as in every store: documents where first stored, then chunks in document order.
 CHUNKS_JOIN = "{s}.chunks c JOIN {s}.documents d ON d.id = c.doc_id"
 ORDER = "ORDER BY d.row, c.row"
+# A chunk's place in index order as one int64 (sorting by it is ORDER BY d.row, c.row).
+ORDER_KEY = "d.row * 4294967296 + c.row"
 
 
 def schema_sql(s: str, fulltext: str) -> str:
@@ -67,7 +73,12 @@ CREATE TABLE IF NOT EXISTS {s}.chunks (
     text text NOT NULL, enriched text, heading_path jsonb NOT NULL, start_char integer,
     end_char integer, keywords jsonb NOT NULL, entities jsonb NOT NULL, metadata jsonb NOT NULL,
     model text, embedding vector,
-    tsv tsvector GENERATED ALWAYS AS (to_tsvector('{fulltext}'::regconfig, coalesce(enriched, text))) STORED);
+    tsv tsvector GENERATED ALWAYS AS (to_tsvector('{fulltext}'::regconfig, coalesce(enriched, text))) STORED,
+    seq bigint NOT NULL);
+ALTER TABLE {s}.chunks ADD COLUMN IF NOT EXISTS seq bigint;
+CREATE UNIQUE INDEX IF NOT EXISTS chunks_seq ON {s}.chunks (seq);
+CREATE TABLE IF NOT EXISTS {s}.removed (seq bigint PRIMARY KEY, at bigint NOT NULL);
+CREATE INDEX IF NOT EXISTS removed_at ON {s}.removed (at);
 CREATE INDEX IF NOT EXISTS chunks_doc ON {s}.chunks (doc_id);
 CREATE INDEX IF NOT EXISTS chunks_tsv ON {s}.chunks USING gin (tsv);
 CREATE INDEX IF NOT EXISTS chunks_meta ON {s}.chunks USING gin (metadata jsonb_path_ops);
@@ -323,6 +334,9 @@ class PostgresStore(Store):
                     f"(to_tsvector('{fulltext}'::regconfig, coalesce(enriched, text))) STORED"
                 )
                 conn.execute(f"CREATE INDEX IF NOT EXISTS chunks_tsv ON {s}.chunks USING gin (tsv)")
+            if conn.execute(f"SELECT 1 FROM {s}.meta WHERE key = 'feed_position'").fetchone() is None:
+                self._start_feed(conn)
+            conn.execute(f"ALTER TABLE {s}.chunks ALTER COLUMN seq SET NOT NULL")
             conn.execute(f"INSERT INTO {s}.meta VALUES ('store_uid', %s) ON CONFLICT DO NOTHING", (uuid.uuid4().hex,))
             conn.execute(
                 f"INSERT INTO {s}.meta VALUES ('fulltext_config', %s) ON CONFLICT (key) DO UPDATE SET value = "
@@ -333,6 +347,22 @@ class PostgresStore(Store):
                 f"INSERT INTO {s}.meta VALUES ('schema_version', %s) ON CONFLICT (key) DO UPDATE SET value = "
                 "excluded.value",
                 (schema_version(fulltext),),
+            )
+
+    def _start_feed(self, conn: Any) -> None:
+        """Number the stored chunks 1..n in index order (none in a new schema) and start the
+        feed at n: a store from before the change feed keeps its data, and no removal before
+        n is known."""
+        s = self.schema
+        n = conn.execute(
+            f"UPDATE {s}.chunks c SET seq = o.n FROM (SELECT c.id, row_number() OVER "
+            f"(ORDER BY d.row NULLS LAST, c.row) AS n FROM {s}.chunks c LEFT JOIN {s}.documents d "
+            "ON d.id = c.doc_id) o WHERE c.id = o.id"
+        ).rowcount
+        for key in ("feed_position", "feed_start"):
+            conn.execute(
+                f"INSERT INTO {s}.meta VALUES (%s, %s) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                (key, str(n)),
             )
 
     def close(self) -> None:
@@ -427,6 +457,18 @@ class PostgresStore(Store):
         )
         self.set_meta("version_nonce", uuid.uuid4().hex[:12])
 
+    def _advance_feed(self, added: int) -> tuple[int, int]:
+        """In a write transaction: reserve seqs for `added` new chunks and move the feed
+        position past them (by one when none are added); returns (first seq, new position),
+        the position being what the seqs this transaction removes are recorded with."""
+        step = max(added, 1)
+        position = self._q(
+            "INSERT INTO {s}.meta VALUES ('feed_position', %s) ON CONFLICT (key) DO UPDATE SET "
+            "value = ({s}.meta.value::bigint + %s)::text RETURNING value::bigint",
+            (str(step), step),
+        ).fetchone()[0]
+        return int(position) - step + 1, int(position)
+
     def get_meta(self, key: str) -> str | None:
         row = self._q("SELECT value FROM {s}.meta WHERE key = %s", (key,)).fetchone()
         return None if row is None else str(row[0])
@@ -447,7 +489,11 @@ class PostgresStore(Store):
     # ------------------------------------------------------------------ writes
     def clear(self) -> None:
         with self._tx():
-            self._q("DELETE FROM {s}.chunks")
+            at = self._advance_feed(0)[1]
+            self._q(
+                "WITH gone AS (DELETE FROM {s}.chunks RETURNING seq) INSERT INTO {s}.removed SELECT seq, %s FROM gone",
+                (at,),
+            )
             self._q("DELETE FROM {s}.documents")
             self._bump_version()
 
@@ -489,6 +535,7 @@ class PostgresStore(Store):
             for c, vector in zip(chunks, vectors, strict=True)
         ]
         with self._tx(), self.conn.cursor() as cur:
+            first, at = self._advance_feed(len(chunk_rows))
             # Upsert keeps an updated document's row, so its place in index order.
             cur.executemany(
                 f"INSERT INTO {self.schema}.documents (id, title, path, text, metadata, fingerprint) "
@@ -497,11 +544,11 @@ class PostgresStore(Store):
                 "fingerprint = excluded.fingerprint",
                 doc_rows,
             )
-            cur.execute(f"DELETE FROM {self.schema}.chunks WHERE doc_id = ANY(%s)", ([d.id for d in documents],))
+            self._remove_documents_chunks([d.id for d in documents], at)
             cur.executemany(
-                f"INSERT INTO {self.schema}.chunks ({CHUNK_COLS}, model, embedding) "
-                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-                chunk_rows,
+                f"INSERT INTO {self.schema}.chunks ({CHUNK_COLS}, model, embedding, seq) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                [(*row, first + n) for n, row in enumerate(chunk_rows)],
             )
             if matrix is not None and len(chunks):
                 self._vectors_written(model or "", len(vectors[0]))  # type: ignore[arg-type]
@@ -511,10 +558,22 @@ class PostgresStore(Store):
         """Remove documents with their chunks and vectors (one transaction); returns the ids found."""
         wanted = list(dict.fromkeys(doc_ids))
         with self._tx():
+            # Writers take turns, so the position this delete will reach is known before it.
+            at = int(self.get_meta("feed_position") or 0) + 1
+            self._remove_documents_chunks(wanted, at)
             found = {r[0] for r in self._q("DELETE FROM {s}.documents WHERE id = ANY(%s) RETURNING id", (wanted,))}
             if found:
+                self._advance_feed(0)
                 self._bump_version()
         return [i for i in wanted if i in found]
+
+    def _remove_documents_chunks(self, doc_ids: Sequence[str], at: int) -> None:
+        """Delete these documents' chunks, their seqs recorded as removed at feed position `at`."""
+        self._q(
+            "WITH gone AS (DELETE FROM {s}.chunks WHERE doc_id = ANY(%s) RETURNING seq) "
+            "INSERT INTO {s}.removed SELECT seq, %s FROM gone",
+            (list(doc_ids), at),
+        )
 
     def _vector_rows(self, chunks: Sequence[Any], matrix: Any, model: str | None) -> list[Any]:
         import numpy as np
@@ -575,8 +634,22 @@ class PostgresStore(Store):
             )
             if rows:
                 self._vectors_written(model, len(vectors[0]))
+                self._resequence([r[0] for r in rows])
                 self._bump_version()
         return len(rows)
+
+    def _resequence(self, chunk_ids: Sequence[str]) -> None:
+        """New seqs for these chunks (their vectors changed), the old ones recorded as removed:
+        every derived index, text or vector, sees the chunk go and come back."""
+        ids = list(dict.fromkeys(chunk_ids))
+        old = dict(self._q("SELECT id, seq FROM {s}.chunks WHERE id = ANY(%s)", (ids,)).fetchall())
+        ids = [i for i in ids if i in old]
+        first, at = self._advance_feed(len(ids))
+        self._q("INSERT INTO {s}.removed SELECT unnest(%s::bigint[]), %s", ([old[i] for i in ids], at))
+        self._q(
+            "UPDATE {s}.chunks c SET seq = v.seq FROM unnest(%s::text[], %s::bigint[]) AS v(id, seq) WHERE c.id = v.id",
+            (ids, list(range(first, first + len(ids)))),
+        )
 
     def _index_texts(self, chunk_ids: Sequence[str]) -> dict[str, str]:
         sql = "SELECT id, coalesce(enriched, text) FROM {s}.chunks WHERE id = ANY(%s)"
@@ -636,6 +709,46 @@ class PostgresStore(Store):
             raise StoreError(f"{self._explain(Exception('vectors of several dimensions'))}; run `plm index rebuild`")
         matrix = np.stack(arrays)
         return [r[0] for r in rows], matrix, self.get_meta("model")
+
+    # ------------------------------------------------------------------ change feed
+    def feed_position(self) -> int:
+        """The position of the current state: the counter after its last write transaction."""
+        return int(self.get_meta("feed_position") or 0)
+
+    def rows_since(self, position: int) -> tuple[list[int], list[str], list[int], list[str]]:
+        """(seqs, chunk ids, order keys, index texts) of the chunks with seq > position, by seq."""
+        rows = self._q(
+            f"SELECT c.seq, c.id, {ORDER_KEY}, coalesce(c.enriched, c.text) FROM {CHUNKS_JOIN} "
+            "WHERE c.seq > %s ORDER BY c.seq",
+            (position,),
+        ).fetchall()
+        return [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows], [r[3] for r in rows]
+
+    def removed_since(self, position: int) -> list[int] | None:
+        """Seqs <= position removed after it, sorted; None when the feed does not reach it."""
+        start, now, seqs = self._q(  # one statement: one committed state
+            "SELECT (SELECT value::bigint FROM {s}.meta WHERE key = 'feed_start'), "
+            "(SELECT value::bigint FROM {s}.meta WHERE key = 'feed_position'), "
+            "array(SELECT seq FROM {s}.removed WHERE at > %s AND seq <= %s ORDER BY seq)",
+            (position, position),
+        ).fetchone()
+        return list(seqs) if (start or 0) <= position <= (now or 0) else None
+
+    def vectors_since(self, position: int) -> tuple[list[int], Any, str | None]:
+        """(seqs, float32 matrix, model) of the chunks with seq > position that have vectors."""
+        import numpy as np
+
+        rows = self._q(
+            f"SELECT c.seq, c.embedding, m.value FROM {CHUNKS_JOIN} LEFT JOIN {{s}}.meta m ON m.key = 'model' "
+            "WHERE c.embedding IS NOT NULL AND c.seq > %s ORDER BY c.seq",
+            (position,),
+        ).fetchall()
+        if not rows:
+            return [], None, None
+        arrays = [np.asarray(r[1].to_numpy() if hasattr(r[1], "to_numpy") else r[1], dtype=np.float32) for r in rows]
+        if len({a.shape[0] for a in arrays}) != 1:
+            raise StoreError(f"{self._explain(Exception('vectors of several dimensions'))}; run `plm index rebuild`")
+        return [r[0] for r in rows], np.stack(arrays), rows[0][2]
 
     def vector_count(self) -> int:
         return int(self._q("SELECT count(*) FROM {s}.chunks WHERE embedding IS NOT NULL").fetchone()[0])

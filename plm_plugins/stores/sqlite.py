@@ -6,6 +6,12 @@ transaction and `delete_documents` removes them in one: a crash at any moment le
 each document wholly old or wholly new. Every change bumps the corpus version, which
 derived indexes (BM25) record so a stale one is never used. A document's full text is
 stored zlib-compressed (a BLOB in `documents.text`); chunk texts are plain.
+
+The change feed: every chunk gets a sequence number (`seq`) from a counter in `meta`
+(`feed_position`) when it is stored, and again when its vector is rewritten; the seqs a
+transaction removes go to `removed` with the position that transaction reached. A derived
+index that recorded a position reads only what changed since (`rows_since`,
+`removed_since`, `vectors_since`).
 """
 
 from __future__ import annotations
@@ -41,11 +47,13 @@ CREATE TABLE IF NOT EXISTS chunks (
     row INTEGER PRIMARY KEY, id TEXT UNIQUE NOT NULL, stable_id TEXT, doc_id TEXT NOT NULL
         REFERENCES documents(id) ON DELETE CASCADE,
     text TEXT NOT NULL, enriched TEXT, heading_path TEXT NOT NULL, start_char INTEGER,
-    end_char INTEGER, keywords TEXT NOT NULL, entities TEXT NOT NULL, metadata TEXT NOT NULL);
+    end_char INTEGER, keywords TEXT NOT NULL, entities TEXT NOT NULL, metadata TEXT NOT NULL, seq INTEGER);
 CREATE INDEX IF NOT EXISTS chunks_doc ON chunks(doc_id);
 CREATE TABLE IF NOT EXISTS vectors (
     chunk_id TEXT PRIMARY KEY REFERENCES chunks(id) ON DELETE CASCADE,
     model TEXT NOT NULL, dim INTEGER NOT NULL, vector BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS removed (seq INTEGER PRIMARY KEY, at INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS removed_at ON removed(at);
 """
 
 SHA256_HEX = re.compile("[0-9a-f]{64}")
@@ -56,6 +64,8 @@ C_CHUNK_COLS = ", ".join(f"c.{col.strip()}" for col in CHUNK_COLS.split(","))
 CHUNKS_JOIN = "chunks c JOIN documents d ON d.id = c.doc_id"
 ORDER = "ORDER BY d.row, c.row"
 ORDERED = f"{CHUNKS_JOIN} {ORDER}"
+# A chunk's place in index order as one int64 (sorting by it is ORDER BY d.row, c.row).
+ORDER_KEY = "d.row * 4294967296 + c.row"
 
 
 def _json(value: list[Any] | dict[str, Any]) -> str:
@@ -99,11 +109,11 @@ def _chunk_from_row(r: sqlite3.Row) -> Chunk:
 def _ready(db: sqlite3.Connection) -> bool:
     """The schema is complete and current."""
     tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-    if not {"meta", "documents", "chunks", "vectors"} <= tables:
+    if not {"meta", "documents", "chunks", "vectors", "removed"} <= tables:
         return False
     columns = {r[1] for r in db.execute("PRAGMA table_info(documents)")}
-    uid = db.execute("SELECT 1 FROM meta WHERE key='store_uid'").fetchone()
-    return "fingerprint" in columns and uid is not None
+    keys = db.execute("SELECT count(*) FROM meta WHERE key IN ('store_uid', 'feed_position')").fetchone()[0]
+    return "fingerprint" in columns and keys == 2
 
 
 def _explain(path: Path, err: sqlite3.Error, busy_ms: int) -> str:
@@ -137,6 +147,9 @@ def _prepare(db: sqlite3.Connection) -> None:
                 db.execute(statement)
         if "fingerprint" not in {r[1] for r in db.execute("PRAGMA table_info(documents)")}:
             db.execute("ALTER TABLE documents ADD COLUMN fingerprint TEXT")  # stores from before sync
+        if db.execute("SELECT 1 FROM meta WHERE key='feed_position'").fetchone() is None:
+            _start_feed(db)
+        db.execute("CREATE UNIQUE INDEX IF NOT EXISTS chunks_seq ON chunks(seq)")
         # Part of every version token, so a store deleted and re-created never matches
         # a BM25 index built for the old one.
         db.execute("INSERT OR IGNORE INTO meta(key, value) VALUES('store_uid', ?)", (uuid.uuid4().hex,))
@@ -144,6 +157,19 @@ def _prepare(db: sqlite3.Connection) -> None:
         db.execute("ROLLBACK")
         raise
     db.execute("COMMIT")
+
+
+def _start_feed(db: sqlite3.Connection) -> None:
+    """Number the stored chunks 1..n in index order (none in a new store) and start the feed
+    at n: a store from before the change feed keeps its data, and no removal before n is known."""
+    if "seq" not in {r[1] for r in db.execute("PRAGMA table_info(chunks)")}:
+        db.execute("ALTER TABLE chunks ADD COLUMN seq INTEGER")
+    rows = db.execute(
+        "SELECT c.row FROM chunks c LEFT JOIN documents d ON d.id = c.doc_id ORDER BY d.row IS NULL, d.row, c.row"
+    ).fetchall()
+    db.executemany("UPDATE chunks SET seq = ? WHERE row = ?", ((n, r[0]) for n, r in enumerate(rows, 1)))
+    for key in ("feed_position", "feed_start"):
+        db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES(?, ?)", (key, str(len(rows))))
 
 
 def _guarded(method: Callable[..., Any]) -> Callable[..., Any]:
@@ -256,6 +282,21 @@ class SQLiteStore(Store):
         # matches a BM25 build made for the counter it reaches again later.
         self.set_meta("version_nonce", uuid.uuid4().hex[:12])
 
+    def _advance_feed(self, added: int) -> tuple[int, int]:
+        """In a write transaction: reserve seqs for `added` new chunks and move the feed
+        position past them (by one when none are added); returns (first seq, new position),
+        the position being what the seqs this transaction removes are recorded with."""
+        start = int(self.get_meta("feed_position") or 0)
+        position = start + max(added, 1)
+        self.set_meta("feed_position", str(position))
+        return start + 1, position
+
+    def _remove_chunks(self, where: str, params: Sequence[Any], at: int) -> None:
+        """Record the seqs of the chunks matching `where` as removed at feed position `at`."""
+        self.db.execute(
+            f"INSERT INTO removed(seq, at) SELECT seq, ? FROM chunks WHERE seq IS NOT NULL AND {where}", (at, *params)
+        )
+
     def version(self) -> CorpusVersion:
         """Changes with every change to documents, chunks or vectors."""
         rows = dict(
@@ -300,6 +341,7 @@ class SQLiteStore(Store):
 
     def clear(self) -> None:
         with self._tx():
+            self._remove_chunks("1", (), self._advance_feed(0)[1])
             self.db.execute("DELETE FROM vectors")
             self.db.execute("DELETE FROM chunks")
             self.db.execute("DELETE FROM documents")
@@ -354,8 +396,8 @@ class SQLiteStore(Store):
         if not documents:
             return  # nothing changes, so the corpus version must not either
         vector_rows = self._vector_rows([c.id for c in chunks], matrix, model) if matrix is not None else None
-        ids = [(d.id,) for d in documents]
         with self._tx():
+            first, at = self._advance_feed(len(chunk_rows))
             # Upsert keeps an updated document's row, so its place in index order.
             self.db.executemany(
                 "INSERT INTO documents(id, title, path, text, metadata, fingerprint) VALUES(?,?,?,?,?,?) "
@@ -363,8 +405,11 @@ class SQLiteStore(Store):
                 "metadata=excluded.metadata, fingerprint=excluded.fingerprint",
                 doc_rows,
             )
-            self.db.executemany("DELETE FROM chunks WHERE doc_id = ?", ids)
-            self.db.executemany(f"INSERT INTO chunks({CHUNK_COLS}) VALUES(?,?,?,?,?,?,?,?,?,?,?)", chunk_rows)
+            self._remove_documents_chunks([d.id for d in documents], at)
+            self.db.executemany(
+                f"INSERT INTO chunks({CHUNK_COLS}, seq) VALUES(?,?,?,?,?,?,?,?,?,?,?,?)",
+                ((*row, first + n) for n, row in enumerate(chunk_rows)),
+            )
             if vector_rows is not None:
                 self._insert_vectors(*vector_rows)
             self._bump_version()
@@ -374,11 +419,20 @@ class SQLiteStore(Store):
         with self._tx():
             exists = lambda i: self.db.execute("SELECT 1 FROM documents WHERE id=?", (i,)).fetchone()  # noqa: E731
             found = [i for i in dict.fromkeys(doc_ids) if exists(i)]
-            self.db.executemany("DELETE FROM chunks WHERE doc_id = ?", [(i,) for i in found])
+            if found:
+                self._remove_documents_chunks(found, self._advance_feed(0)[1])
             self.db.executemany("DELETE FROM documents WHERE id = ?", [(i,) for i in found])
             if found:
                 self._bump_version()
         return found
+
+    def _remove_documents_chunks(self, doc_ids: Sequence[str], at: int) -> None:
+        """Delete these documents' chunks (and vectors), their seqs recorded as removed at `at`."""
+        for i in range(0, len(doc_ids), 500):
+            part = doc_ids[i : i + 500]
+            where = f"doc_id IN ({','.join('?' * len(part))})"
+            self._remove_chunks(where, part, at)
+            self.db.execute(f"DELETE FROM chunks WHERE {where}", part)
 
     def _vector_rows(self, chunk_ids: Sequence[str], matrix: Any, model: str | None) -> tuple[list[Any], str, int]:
         import numpy as np
@@ -413,8 +467,21 @@ class SQLiteStore(Store):
                 rows = [r for r, t in zip(rows, texts, strict=True) if current.get(r[0]) == t]
             self._insert_vectors(rows, model, dim)
             if rows:
+                self._resequence([r[0] for r in rows])
                 self._bump_version()
         return len(rows)
+
+    def _resequence(self, chunk_ids: Sequence[str]) -> None:
+        """New seqs for these chunks (their vectors changed), the old ones recorded as removed:
+        every derived index, text or vector, sees the chunk go and come back."""
+        ids = list(dict.fromkeys(chunk_ids))
+        old = dict(self._by_ids("id, seq", ids))
+        ids = [i for i in ids if i in old]
+        first, at = self._advance_feed(len(ids))
+        self.db.executemany(
+            "INSERT INTO removed(seq, at) VALUES(?, ?)", [(old[i], at) for i in ids if old[i] is not None]
+        )
+        self.db.executemany("UPDATE chunks SET seq = ? WHERE id = ?", [(first + n, i) for n, i in enumerate(ids)])
 
     def _index_texts(self, chunk_ids: Sequence[str]) -> dict[str, str]:
         return {r[0]: r[1] for r in self._by_ids("id, coalesce(enriched, text)", chunk_ids)}
@@ -510,6 +577,48 @@ class SQLiteStore(Store):
             raise StoreError(f"{self.path}: a stored vector has the wrong size; run `plm index rebuild`")
         matrix = np.frombuffer(b"".join(r[2] for r in rows), dtype=np.float32).reshape(len(rows), dim)
         return [r[0] for r in rows], matrix, self.get_meta("model")
+
+    # ------------------------------------------------------------------ change feed
+    def feed_position(self) -> int:
+        """The position of the current state: the counter after its last write transaction."""
+        return int(self.get_meta("feed_position") or 0)
+
+    def rows_since(self, position: int) -> tuple[list[int], list[str], list[int], list[str]]:
+        """(seqs, chunk ids, order keys, index texts) of the chunks with seq > position, by seq."""
+        rows = self.db.execute(
+            f"SELECT c.seq, c.id, {ORDER_KEY}, coalesce(c.enriched, c.text) FROM {CHUNKS_JOIN} "
+            "WHERE c.seq > ? ORDER BY c.seq",
+            (position,),
+        ).fetchall()
+        return [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows], [r[3] for r in rows]
+
+    def removed_since(self, position: int) -> list[int] | None:
+        """Seqs <= position removed after it, sorted; None when the feed does not reach it."""
+        with self.snapshot():
+            start, now = int(self.get_meta("feed_start") or 0), self.feed_position()
+            if not start <= position <= now:
+                return None
+            rows = self.db.execute(
+                "SELECT seq FROM removed WHERE at > ? AND seq <= ? ORDER BY seq", (position, position)
+            )
+            return [r[0] for r in rows]
+
+    def vectors_since(self, position: int) -> tuple[list[int], Any, str | None]:
+        """(seqs, float32 matrix, model) of the chunks with seq > position that have vectors."""
+        import numpy as np
+
+        rows = self.db.execute(
+            f"SELECT c.seq, v.dim, v.vector, m.value FROM {CHUNKS_JOIN} JOIN vectors v ON v.chunk_id = c.id "
+            "LEFT JOIN meta m ON m.key = 'model' WHERE c.seq > ? ORDER BY c.seq",
+            (position,),
+        ).fetchall()
+        if not rows:
+            return [], None, None
+        dim = int(rows[0][1])
+        if any(len(r[2]) != 4 * dim for r in rows):
+            raise StoreError(f"{self.path}: a stored vector has the wrong size; run `plm index rebuild`")
+        matrix = np.frombuffer(b"".join(r[2] for r in rows), dtype=np.float32).reshape(len(rows), dim)
+        return [r[0] for r in rows], matrix, rows[0][3]
 
     def stats(self) -> dict[str, Any]:
         count = lambda table: int(self.db.execute(f"SELECT count(*) FROM {table}").fetchone()[0])  # noqa: E731

@@ -217,6 +217,20 @@ def test_a_missing_abstract_method_fails_at_class_definition() -> None:
                 pass
 
 
+def test_a_chunk_reader_without_a_change_feed_says_so() -> None:
+    from plm_core.interfaces import ChunkReader
+
+    class Plain(ChunkReader):  # the abstract reads only: a third-party store of before the feed
+        chunk_ids = chunks = chunk_metadata = lambda self: []  # type: ignore[assignment]  # noqa: E731
+        get_chunks = filter_mask = lambda self, _: {}  # type: ignore[assignment]  # noqa: E731
+
+    reader = Plain()
+    assert reader.feed_position() is None and reader.removed_since(0) is None
+    for method in (reader.rows_since, reader.vectors_since):
+        with pytest.raises(NotImplementedError, match="Plain keeps no change feed"):
+            method(0)
+
+
 def test_sync_with_known_changes_touches_only_them(tmp_path: Path, docs: Path) -> None:
     from plm_core.settings import Settings
     from plm_index.job import Job
