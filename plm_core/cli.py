@@ -1,7 +1,5 @@
-"""The `plm` command line: an empty typer app that every installed package fills through
-`plm_register_commands` (the index commands come from `plm_index.commands`, evaluation from
-`plm_eval`, the service from `plm_serve`). User errors print one message and exit 2; bugs
-keep their traceback."""
+"""The `plm` command line: an empty typer app each installed package fills through
+`plm_register_commands`. User errors print one message and exit 2; bugs keep their traceback."""
 
 from __future__ import annotations
 
@@ -12,6 +10,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from plm_core import __version__
 from plm_core.errors import PipelineError, PlmUserError
 from plm_core.registry import register_commands
 
@@ -31,8 +30,6 @@ err = Console(stderr=True, soft_wrap=True)
 
 def _version(value: bool) -> None:
     if value:
-        from plm_core import __version__
-
         print(f"plm {__version__}")
         raise typer.Exit()
 

@@ -32,8 +32,7 @@ from plm_core.records import (
 
 
 class Snapshot(Protocol):
-    """One committed state of a store, as an `Index` reads it (the runtime's
-    `plm_index.corpus.CorpusSnapshot`): each attribute is read from the store on first use."""
+    """One committed state of a store as an `Index` reads it (plm_index.corpus.CorpusSnapshot)."""
 
     version: CorpusVersion
     chunk_ids: Sequence[str]  # row -> chunk id, index order
@@ -44,7 +43,11 @@ class Snapshot(Protocol):
     vectors: Any  # float32 (n_chunks, dim), checked against the job's model
     vectors_model: str | None  # the model the store records for its vectors
     model: str | None  # the model the job loads (vectors of another are refused)
+    position: int  # the change feed (see ChunkReader): what changed since a position
 
+    def rows_since(self, position: int) -> tuple[list[int], list[str], list[int], list[str]]: ...
+    def removed_since(self, position: int) -> list[int] | None: ...
+    def vectors_since(self, position: int) -> tuple[list[int], Any, str | None]: ...
     @property
     def empty(self) -> bool: ...
 
@@ -172,10 +175,9 @@ class QueryExpander(BaseComponent[Query, ExpandedQuery]):
 
 
 class Index(ABC):
-    """A stage that keeps an index derived from the store (a BM25 matrix, an ANN graph): the
-    runtime calls `refresh` after a sync, `build` on `plm index rebuild` (with a folder: save
-    there, atomically) and `load` at query time, or `build` in memory when `load` raises
-    StaleIndexError. Everything it holds must be rebuildable from the snapshot alone."""
+    """An index derived from the store (BM25, an ANN graph), rebuildable from a snapshot alone:
+    `refresh` after a sync, `build` on `plm index rebuild` (with a folder: save there,
+    atomically), `load` at query time, or `build` in memory when `load` raises StaleIndexError."""
 
     needs_vectors: ClassVar[bool] = False  # the snapshot's vectors are read (and checked) for it
 
@@ -184,8 +186,7 @@ class Index(ABC):
         """Index the snapshot, ready to search; with `index_dir`, also save it there."""
 
     def refresh(self, snapshot: Snapshot, index_dir: Path) -> None:
-        """Bring the saved index up to the snapshot's version by the cheapest path (e.g.
-        plm_index.segments: one segment for what changed); the default builds it whole."""
+        """Save the index for the snapshot's version by its cheapest path (default: `build`)."""
         self.build(snapshot, index_dir)
 
     @abstractmethod
@@ -357,8 +358,7 @@ class ChunkReader(ABC):
         raise NotImplementedError(f"{type(self).__name__} keeps no change feed")
 
     def removed_since(self, position: int) -> list[int] | None:
-        """Seqs <= position removed (or re-sequenced) since, sorted; None: the feed does not
-        reach back to `position` (rebuild from `rows_since(0)`)."""
+        """Seqs <= position removed (or re-sequenced) since, sorted; None: not known (rebuild)."""
         return None
 
     def vectors_since(self, position: int) -> tuple[list[int], Any, str | None]:

@@ -50,26 +50,38 @@ class CorpusSnapshot:
     @cached_property
     def position(self) -> int:
         """The feed position of this state (see `Store.feed_position`)."""
-        return int(self.store.feed_position()) if self.store is not None else self.n_chunks
+        position = self.store.feed_position() if self.store is not None else None
+        return self.n_chunks if position is None else int(position)
+
+    @cached_property
+    def _no_feed(self) -> bool:
+        """A snapshot in memory, or of a store that keeps no change feed: chunk i (index
+        order) is seq i + 1 with order key i, and nothing is known about removals."""
+        return self.store is None or self.store.feed_position() is None
 
     def rows_since(self, position: int) -> tuple[list[int], list[str], list[int], list[str]]:
         """(seqs, chunk ids, order keys, index texts) of the chunks with seq > position, by seq."""
-        if self.store is None:
+        if self._no_feed:
             n = len(self.chunk_ids)
             keep = range(max(0, position), n)
-            return [i + 1 for i in keep], [self.chunk_ids[i] for i in keep], list(keep), [self.index_texts[i] for i in keep]
+            return (
+                [i + 1 for i in keep],
+                [self.chunk_ids[i] for i in keep],
+                list(keep),
+                [self.index_texts[i] for i in keep],
+            )
         return self.store.rows_since(position)
 
     def removed_since(self, position: int) -> list[int] | None:
         """Seqs <= position removed after it; None when the feed does not reach back."""
-        if self.store is None:
-            return [] if position in (0, self.position) else None
+        if self._no_feed:
+            return [] if position == 0 or (self.store is None and position == self.position) else None
         return self.store.removed_since(position)
 
     def vectors_since(self, position: int) -> tuple[list[int], Any, str | None]:
         """(seqs, float32 matrix, model) of the chunks with seq > position, by seq; checked as
         `vectors` is: StoreError when half re-embedded or from another model than the job's."""
-        if self.store is None:
+        if self._no_feed:
             keep = range(max(0, position), len(self.chunk_ids))
             matrix = None if self.vectors is None else self.vectors[position:]
             return [i + 1 for i in keep], matrix, self.__dict__.get("vectors_model")

@@ -340,7 +340,11 @@ def _read_deletes(base: Path, name: str | None, n_rows: int) -> Any:
     except (OSError, ValueError) as err:
         raise StoreError(f"index deletions {path} are corrupt ({err}): run `plm index rebuild`") from None
     digest = hashlib.sha1(np.ascontiguousarray(rows, dtype=np.int64).tobytes()).hexdigest()[:16]
-    if rows.ndim != 1 or not name.endswith(f"-{digest}.npy") or (len(rows) and (rows.min() < 0 or rows.max() >= n_rows)):
+    if (
+        rows.ndim != 1
+        or not name.endswith(f"-{digest}.npy")
+        or (len(rows) and (rows.min() < 0 or rows.max() >= n_rows))
+    ):
         raise StoreError(f"index deletions {path} are corrupt (checksum): run `plm index rebuild`")
     _remember(str(path), rows)
     return rows
@@ -381,10 +385,7 @@ def _write_manifest(base: Path, state: State, settings: dict[str, Any], names: l
         "position": state.position,
         "settings": settings,
         "extra": state.extra,
-        "segments": [
-            {"name": s.name, "rows": s.n, "deleted": d}
-            for s, d in zip(state.segments, names, strict=True)
-        ],
+        "segments": [{"name": s.name, "rows": s.n, "deleted": d} for s, d in zip(state.segments, names, strict=True)],
     }
     path = base / "manifests" / manifest_name(state.version)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -521,9 +522,9 @@ class SegmentedIndex(Index):
 
     # ------------------------------------------------------------- build paths
     def _rows(self, snapshot: Snapshot, position: int) -> Rows:
-        seqs, ids, order, texts = snapshot.rows_since(position)  # type: ignore[attr-defined]
+        seqs, ids, order, texts = snapshot.rows_since(position)
         if self.reads == "vectors":
-            vseqs, matrix, _ = snapshot.vectors_since(position)  # type: ignore[attr-defined]
+            vseqs, matrix, _ = snapshot.vectors_since(position)
             if matrix is None and len(seqs):
                 raise StoreError(
                     f"the index at {getattr(snapshot, 'location', '?')} has no chunk vectors: add an [embedder] "
@@ -539,7 +540,9 @@ class SegmentedIndex(Index):
 
     def _segment(self, rows: Rows, base: Path | None) -> Segment:
         data = self.build_data(rows)
-        name = f"s{int(rows.seqs[0]) if len(rows) else 0}-{int(rows.seqs[-1]) if len(rows) else 0}-{uuid.uuid4().hex[:8]}"
+        name = (
+            f"s{int(rows.seqs[0]) if len(rows) else 0}-{int(rows.seqs[-1]) if len(rows) else 0}-{uuid.uuid4().hex[:8]}"
+        )
         if base is None:
             return Segment(name, rows.seqs, rows.order, rows.ids, data)
         _write_segment(base, name, rows, data, self.save_data)
@@ -552,7 +555,7 @@ class SegmentedIndex(Index):
     def build(self, snapshot: Snapshot, index_dir: Path | None) -> None:
         """One segment of every chunk (a whole rebuild)."""
         base = None if index_dir is None else self.stage_base(index_dir)
-        position = int(snapshot.position)  # type: ignore[attr-defined]
+        position = int(snapshot.position)
         rows = self._rows(snapshot, 0)
         segments = [self._segment(rows, base)] if len(rows) else []
         state = State(segments, [_none() for _ in segments], position, snapshot.version)
@@ -585,9 +588,12 @@ class SegmentedIndex(Index):
 
     def _newest(self, base: Path, snapshot: Snapshot) -> State | None:
         """The open state of the newest saved version this snapshot's feed can advance."""
-        position = int(snapshot.position)  # type: ignore[attr-defined]
-        for path, manifest in reversed(_manifests(base)):
-            if manifest.get("store") != snapshot.version.store_id or manifest.get("settings") != self.segment_settings():
+        position = int(snapshot.position)
+        for _, manifest in reversed(_manifests(base)):
+            if (
+                manifest.get("store") != snapshot.version.store_id
+                or manifest.get("settings") != self.segment_settings()
+            ):
                 continue
             if int(manifest["position"]) > position:
                 continue
@@ -616,10 +622,10 @@ class SegmentedIndex(Index):
         for the rows added since; None when the feed does not reach back to it."""
         import numpy as np
 
-        removed = snapshot.removed_since(start.position)  # type: ignore[attr-defined]
-        if removed is None:
+        listed = snapshot.removed_since(start.position)
+        if listed is None:
             return None
-        removed = np.asarray(removed, dtype=np.int64)
+        removed = np.asarray(listed, dtype=np.int64)
         segments, deleted = [], []
         for seg, dead in zip(start.segments, start.deleted, strict=True):
             gone = seg.rows_of(removed)
@@ -632,7 +638,7 @@ class SegmentedIndex(Index):
         if len(rows):
             segments.append(self._segment(rows, base))
             deleted.append(_none())
-        state = State(segments, deleted, int(snapshot.position), snapshot.version)  # type: ignore[attr-defined]
+        state = State(segments, deleted, int(snapshot.position), snapshot.version)
         state.extra = self.manifest_extra(snapshot)
         return state
 
@@ -664,10 +670,10 @@ class SegmentedIndex(Index):
         start = self.state if self.state is not None and self._state_base == base else None
         if start is not None and start.version.store_id != version.store_id:
             start = None
-        if start is None or start.position > int(snapshot.position):  # type: ignore[attr-defined]
+        if start is None or start.position > int(snapshot.position):
             start = self._newest(base, snapshot)
         state = None if start is None else self._advance(start, snapshot, None)
-        if state is None:
+        if start is None or state is None:
             raise StaleIndexError(f"{self._what(base)} has no build for the store's corpus version {version}")
         log.info("%s: version %s applied in memory from %s", self._what(base), version, start.version)
         self._set(state, base)
@@ -715,7 +721,12 @@ class SegmentedIndex(Index):
             if at is None:
                 return False  # another merge or a rebuild got there first: ours is garbage
             gone = np.concatenate(
-                [s.seqs[d] for s, d in zip(now.segments[at : at + len(wanted)], now.deleted[at : at + len(wanted)], strict=True)]
+                [
+                    s.seqs[d]
+                    for s, d in zip(
+                        now.segments[at : at + len(wanted)], now.deleted[at : at + len(wanted)], strict=True
+                    )
+                ]
             )
             segments = now.segments[:at] + ([merged] if merged.n else []) + now.segments[at + len(wanted) :]
             dead = [merged.rows_of(gone)] if merged.n else []

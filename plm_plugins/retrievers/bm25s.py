@@ -21,7 +21,6 @@ the saved index's settings, so another tokenizer never reads this one's index.
 from __future__ import annotations
 
 import json
-import logging
 import math
 from collections.abc import Sequence
 from pathlib import Path
@@ -319,8 +318,9 @@ _TFC: dict[str, Any] = {
     "robertson": lambda tf, dl, avg, k1, b, delta: tf / (k1 * ((1 - b) + b * dl / avg) + tf),
     "lucene": lambda tf, dl, avg, k1, b, delta: tf / (k1 * ((1 - b) + b * dl / avg) + tf),
     "atire": lambda tf, dl, avg, k1, b, delta: (tf * (k1 + 1)) / (tf + k1 * (1 - b + b * dl / avg)),
-    "bm25l": lambda tf, dl, avg, k1, b, delta: ((k1 + 1) * (tf / (1 - b + b * dl / avg) + delta))
-    / (k1 + tf / (1 - b + b * dl / avg) + delta),
+    "bm25l": lambda tf, dl, avg, k1, b, delta: (
+        ((k1 + 1) * (tf / (1 - b + b * dl / avg) + delta)) / (k1 + tf / (1 - b + b * dl / avg) + delta)
+    ),
     "bm25+": lambda tf, dl, avg, k1, b, delta: ((k1 + 1) * tf) / (k1 * (1 - b + b * dl / avg) + tf) + delta,
 }
 

@@ -152,7 +152,7 @@ class DenseRetriever(Retriever, SegmentedIndex):
         if not state.total:
             return np.zeros(0, dtype=np.float32)
         vector = self.query_vector(query)
-        return np.concatenate([seg.data @ vector for seg in state.segments])
+        return np.concatenate([similarities(seg.data, vector) for seg in state.segments])
 
     def search(self, query: ExpandedQuery, n: int, allowed: Any = None) -> list[ScoredChunk]:
         # Exact scores for every chunk, then the POC's tie order (see ranking.top_n).
@@ -161,6 +161,17 @@ class DenseRetriever(Retriever, SegmentedIndex):
             scores = (1.0 + scores.astype("float64")) / 2.0  # float64: close scores stay distinct
         assert self.state is not None
         return self.state.top(scores, n, self.label, allowed)
+
+
+def similarities(matrix: Any, vector: Any) -> Any:
+    """Each row's dot product with `vector`, in float32. einsum, not `matrix @ vector`: BLAS
+    sums a row in an order that depends on its place in the matrix (blocks of rows take
+    other kernels), so the same vector in another segment or position could score one ulp
+    apart; einsum's sum depends on the row alone, so any segment layout scores every
+    chunk exactly as a whole build does (and as fast, bench: 7 vs 9 ms at 100k x 384)."""
+    import numpy as np
+
+    return np.einsum("ij,j->i", matrix, vector)
 
 
 @hookimpl

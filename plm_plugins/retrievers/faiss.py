@@ -35,7 +35,7 @@ from plm_core.records import CorpusVersion, ExpandedQuery, ScoredChunk
 from plm_index import builds
 from plm_index.ranking import top_n
 from plm_index.segments import SegmentedIndex
-from plm_plugins.retrievers.dense import DenseRetriever
+from plm_plugins.retrievers.dense import DenseRetriever, similarities
 
 if TYPE_CHECKING:
     from plm_core.registry import Registry
@@ -224,7 +224,7 @@ class FaissRetriever(DenseRetriever):
         if self._index is not None and pool >= self.config.exact_below and n < pool:
             ids = self._ann(vector, n, mask)
             if len(ids) >= n:  # else the index came back short (under a filter): scan instead
-                return self._ranked(ids, self._matrix[ids] @ vector, n)
+                return self._ranked(ids, similarities(self._matrix[ids], vector), n)
         return self._exact(vector, n, mask, pool)
 
     def _ann(self, vector: Any, n: int, mask: Any) -> Any:
@@ -256,12 +256,12 @@ class FaissRetriever(DenseRetriever):
 
         if mask is None or pool * 4 > len(mask):
             # Most rows pass: `dense`'s own ranking of the full product, ties included.
-            scores = self._matrix @ vector
+            scores = similarities(self._matrix, vector)
             if self.config.score == "unit":
                 scores = (1.0 + scores.astype("float64")) / 2.0
             return top_n(scores, n, self._chunk_ids, self.label, mask)
         ids = np.flatnonzero(mask)  # a few rows: score only those
-        return self._ranked(ids, self._matrix[ids] @ vector, n)
+        return self._ranked(ids, similarities(self._matrix[ids], vector), n)
 
     def _ranked(self, ids: Any, scores: Any, n: int) -> list[ScoredChunk]:
         """The n best (row id, score) pairs as candidates: best first, 0-based ranks; exact

@@ -11,6 +11,7 @@ in the same order, filters included.
 from __future__ import annotations
 
 import random
+import time
 from pathlib import Path
 from typing import Any
 
@@ -113,7 +114,7 @@ def test_random_changes_rank_as_a_whole_build(
     bm25 = BM25Retriever(label="bm25", tokenizer="whitespace_lower", method="lucene")
     okapi = BM25Retriever(label="okapi", tokenizer="whitespace_lower", method="rank_bm25_okapi")
     dense = DenseRetriever(label="dense")
-    merged = 0
+    merged = set()
     for i in range(steps):
         _step(store, rng, live, counter)
         if i % 10 != 9:
@@ -124,20 +125,21 @@ def test_random_changes_rank_as_a_whole_build(
                 ix.refresh(snap, index_dir)
         if i % 50 == 49:
             segments.wait_for_merges()
-            merged += sum(1 for ix in (bm25, okapi, dense) if ix.merge_once(ix.stage_base(index_dir)))
+            merged |= {s.name for ix in (bm25, okapi, dense) for s in ix.state.segments if "-m" in s.name}
             with store.snapshot():
                 snap = _snapshot(store, index_dir)
-                for ix, fresh in ((bm25, BM25Retriever(label="bm25", tokenizer="whitespace_lower", method="lucene")),
-                                  (okapi, BM25Retriever(label="okapi", tokenizer="whitespace_lower",
-                                                        method="rank_bm25_okapi")),
-                                  (dense, DenseRetriever(label="dense"))):
+                for ix, fresh in (
+                    (bm25, BM25Retriever(label="bm25", tokenizer="whitespace_lower", method="lucene")),
+                    (okapi, BM25Retriever(label="okapi", tokenizer="whitespace_lower", method="rank_bm25_okapi")),
+                    (dense, DenseRetriever(label="dense")),
+                ):
                     reader = type(ix)(label=ix.label, **ix.config.model_dump())
                     reader.load(snap, index_dir)  # another process: the saved segments
                     fresh.build(_snapshot(store, index_dir), None)  # the whole build
                     assert reader.state is not None and reader.state.n_live == snap.n_chunks
                     _same_rankings(reader, fresh, snap, store)
                     _same_rankings(ix, fresh, snap, store)
-    assert len(bm25.state.segments) > 1  # the test exercised several segments
+    assert len(bm25.state.segments) > 1 and merged  # several segments, and merges
     segments.wait_for_merges()
 
 
@@ -182,5 +184,8 @@ def test_a_killed_merge_leaves_the_index_as_its_manifest_says(tmp_path: Path) ->
         fresh = BM25Retriever(label="bm25", tokenizer="whitespace_lower")
         fresh.build(_snapshot(store, index_dir), None)
         _same_rankings(reader, fresh, snap, store)
-    segments.collect_garbage(base, now=__import__("time").time() + 10 * segments.GRACE_S)
-    assert sorted(p.name for p in (base / "segments").iterdir()) == before
+    (orphan,) = set(after) - set(before)
+    segments.collect_garbage(base, now=time.time() + 10 * segments.GRACE_S)
+    kept = sorted(p.name for p in (base / "segments").iterdir())
+    named = {s["name"] for _, m in segments._manifests(base) for s in m["segments"]}
+    assert orphan not in kept and set(kept) == named

@@ -99,7 +99,10 @@ def _fake_store(chunk_ids: list[str], vector_ids: list[str], matrix: Any) -> Any
         # the change feed: chunk i has seq i + 1 and order key i
         feed_position=lambda: len(chunk_ids),
         rows_since=lambda p: (
-            list(range(p + 1, len(chunk_ids) + 1)), chunk_ids[p:], list(range(p, len(chunk_ids))), [""] * (len(chunk_ids) - p)
+            list(range(p + 1, len(chunk_ids) + 1)),
+            chunk_ids[p:],
+            list(range(p, len(chunk_ids))),
+            [""] * (len(chunk_ids) - p),
         ),
         vectors_since=vectors_since,
     )
