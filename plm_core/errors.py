@@ -1,5 +1,4 @@
-"""Errors. `PlmUserError` and its children are the user's to fix: the CLI prints their
-message without a traceback. Anything else is a bug and keeps its traceback."""
+"""Errors: `PlmUserError` and its children are the user's to fix (shown without a traceback)."""
 
 from __future__ import annotations
 

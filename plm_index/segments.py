@@ -90,6 +90,7 @@ class Segment:
 
     def __init__(self, name: str, seqs: Any, order: Any, ids: Sequence[str], data: Any) -> None:
         self.name, self.seqs, self.order, self.ids, self.data = name, seqs, order, ids, data
+        self.files: Any = None  # the saved files' sizes and checksums (None: in memory only)
 
     @property
     def n(self) -> int:
@@ -270,6 +271,9 @@ def _open_segment(base: Path, name: str, open_data: Any) -> Segment:
     with _OPEN_LOCK:
         seg = _OPEN.get(key)
     if seg is not None:
+        # Open here already: its files' size, mtime and inode are checked again (a stat
+        # each), their content only if one of them changed.
+        builds.verify(folder, seg.files, SEGMENT_META)
         return seg
     meta = builds.read_meta(folder, SEGMENT_META)
     if meta is None:
@@ -290,6 +294,7 @@ def _open_segment(base: Path, name: str, open_data: Any) -> Segment:
     except (OSError, ValueError, KeyError, TypeError) as err:
         raise StoreError(f"index segment {folder} is corrupt ({err}): run `plm index rebuild`") from None
     seg = Segment(name, seqs, order, ids, data)
+    seg.files = meta.get("files")
     with _OPEN_LOCK:
         return _OPEN.setdefault(key, seg)
 
@@ -516,6 +521,10 @@ class SegmentedIndex(Index):
     def stage_base(self, index_dir: Path) -> Path:
         name = str(getattr(self, "segment_kind", None) or getattr(self, "name", type(self).__name__))
         return builds.stage_folder(index_dir, name, {"segmented": FORMAT, **self.segment_settings()})
+
+    def manifest_path(self, index_dir: Path, version: CorpusVersion) -> Path:
+        """Where the manifest of `version` is (or would be) saved."""
+        return self.stage_base(index_dir) / "manifests" / manifest_name(version)
 
     def _what(self, base: Path) -> str:
         return f"index {getattr(self, 'label', type(self).__name__)!r} under {base}"

@@ -79,8 +79,8 @@ def damage_in_place(path: Path, at: int, data: bytes) -> None:
 
 def build_files(data: Path, kind: str) -> list[Path]:
     (base,) = (data / "damaged").glob(f"{kind}-*")
-    (build,) = [p for p in base.iterdir() if p.name.startswith("v")]
-    return sorted((p for p in build.iterdir() if p.suffix == ".npy"), key=lambda p: -p.stat().st_size)
+    (segment,) = (base / "segments").iterdir()  # one segment: one ingest
+    return sorted((p for p in segment.iterdir() if p.suffix == ".npy"), key=lambda p: -p.stat().st_size)
 
 
 def assert_one_line_error(res: subprocess.CompletedProcess[str], rc: int = 2) -> None:

@@ -125,8 +125,11 @@ def test_a_stale_build_warns_unless_a_server_expects_one(
             assert job.retrieve("quotas", k=1)[0].doc_id == "c"  # answered right either way
     finally:
         job.close()
-    stale = [r for r in caplog.records if "rebuilt in memory" in r.getMessage()]
-    assert [r.levelname for r in stale] == ["INFO" if expect_stale else "WARNING"]
+    # The saved BM25 segments are brought to the new version in memory from the store's
+    # change feed: routine and cheap, so never a warning (a whole in-memory rebuild of an
+    # index without segments still warns, unless a server expects one).
+    stale = [r for r in caplog.records if "in memory" in r.getMessage()]
+    assert stale and {r.levelname for r in stale} == {"INFO"}
 
 
 def test_a_server_reader_expects_stale_builds(tmp_path: Path) -> None:

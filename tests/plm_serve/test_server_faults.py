@@ -85,7 +85,7 @@ def test_a_damaged_build_is_not_ready_and_queries_say_why(tmp_path: Path) -> Non
     root = make_root(tmp_path)
     srv = Server(root)
     assert plm("ingest", str(root / "docs"), "--config", str(srv.config), env=srv.env).returncode == 0
-    (build,) = [p for p in (root / "data").glob("serve_test/bm25s-*/v*") if p.is_dir()]
+    (build,) = [p for p in (root / "data").glob("serve_test/bm25s-*/segments/*") if p.is_dir()]
     for file in build.glob("*.npy"):  # bit rot: same size, mtime and inode
         before = file.stat()
         with file.open("r+b") as fh:

@@ -103,7 +103,7 @@ def test_build_search_and_indexes_ok(job: Job) -> None:
     assert not job.searcher.indexes_current(version)  # nothing built yet
     job.rebuild_indexes()
     assert job.searcher.indexes_current(version)
-    assert (hybrid.retrievers["bm25"].index_path(job.index_dir, version) / "plm_bm25.json").is_file()
+    assert hybrid.retrievers["bm25"].manifest_path(job.index_dir, version).is_file()
     ranking, timings = job.search("pod on a node", k=3)
     assert isinstance(ranking, Ranking) and set(timings) == {"expand", "embed", "retrieve"}
     assert ranking.fusion is not None and ranking.fusion.profile == "default" and ranking.fusion.candidates == 5
@@ -150,7 +150,7 @@ def test_a_newer_corpus_version_is_picked_up_and_stale_bm25_rebuilt(job: Job, ca
     with caplog.at_level("INFO"):  # a warning the first time in a process, then info
         hits = {h.doc_id: h for h in job.retrieve("quota limits", k=5)}
     assert hits["c"].sources["bm25"][0] == 1 and hits["c"].text == new.text  # BM25 knows the new text
-    assert "rebuilt in memory from the store" in caplog.text
+    assert "applied in memory" in caplog.text  # the saved segments, advanced by the change feed
     assert job.retrieve("token rotation", k=5)[0].doc_id != "c"
 
 
