@@ -35,18 +35,25 @@ else:  # pragma: no cover
 
 
 class JobSection(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    """The `[job]` table: what the job is called and what `plm run`/`plm eval` evaluate it on."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
     name: str = Field("job", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
     """Names the index folder PLM_DATA_DIR/<name>: letters, digits, '.', '_' and '-' only, so
     it can never point outside the data folder."""
     description: str = ""
-    # BEIR-layout folder (queries, qrels), relative to the config file; --dataset overrides.
+    """One line saying what the recipe is (for people; `plm tune` and `plm adapt` extend it in
+    the configs they write)."""
     dataset: str | None = None
-    # What the loader reads inside the dataset: the first of these that exists.
+    """A BEIR-layout folder (corpus, queries, qrels) that `plm run`, `plm eval` and `plm validate`
+    evaluate on, relative to the config file; `--dataset` overrides it."""
     corpus: list[str] = ["corpus.jsonl"]
+    """What the loader reads inside the dataset: the first of these that exists."""
     queries: list[str] = Field(["test"], min_length=1)
+    """The dataset's query sets to evaluate (`--queries` overrides)."""
     report_dir: str = "reports"
+    """Where `plm run` writes its reports, relative to the working directory."""
     evaluator: str = "ir_metrics"
     """The evaluator `plm run` and `plm eval` score query sets with (a registered name)."""
     reporter: str = "comparison_report"

@@ -13,19 +13,26 @@ from plm_core.errors import ConfigError
 class Settings(BaseSettings):
     """`PLM_DATA_DIR`, `PLM_DEVICE`, `PLM_LOG_LEVEL`, `PLM_OFFLINE`, `PLM_PROGRESS`, `PLM_CACHE`, `PLM_INGEST_BATCH`."""
 
-    model_config = SettingsConfigDict(env_prefix="PLM_", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix="PLM_", extra="ignore", use_attribute_docstrings=True)
 
     data_dir: str = ".plm"
+    """Index folders and the content cache. The default `.plm` lies in the config file's folder,
+    so `--config /abs/job.toml` finds its index from any working directory; a relative value
+    given here is relative to the working directory."""
     device: str = "cpu"
+    """Where models run unless a stage names its own `device` (`cpu`, or a torch device such as `cuda`)."""
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "WARNING"
-    # Never contact a model hub; models must be local paths, cached or packaged.
+    """How much plm logs."""
     offline: bool = False
+    """Never contact a model hub; models must be local paths, cached or packaged."""
     progress: bool = True
-    # Reuse keywords, entities and vectors across runs and jobs (PLM_DATA_DIR/cache.sqlite).
+    """Progress bars on a terminal."""
     cache: bool = True
-    # Documents processed and committed together: an interrupted ingest keeps every
-    # finished batch; smaller batches lose less work, larger ones commit less often.
+    """Reuse keywords, entities and vectors across runs and jobs (PLM_DATA_DIR/cache.sqlite);
+    `--force` recomputes and refreshes them."""
     ingest_batch: Annotated[int, Field(ge=1, le=100_000)] = 64
+    """Documents processed and committed together: an interrupted ingest keeps every finished
+    batch; smaller batches lose less work, larger ones commit less often."""
 
     @field_validator("log_level", mode="before")
     @classmethod

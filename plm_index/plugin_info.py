@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import re
 import types
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
@@ -22,7 +23,18 @@ from pydantic_core import PydanticUndefined
 
 from plm_core.registry import Registration, Registry
 
-__all__ = ["FieldInfo", "describe_fields", "plugin_rows", "render_show", "toml_text", "type_text"]
+__all__ = [
+    "FieldInfo",
+    "class_summary",
+    "config_keys",
+    "describe_fields",
+    "markdown_key_table",
+    "plugin_rows",
+    "render_markdown",
+    "render_show",
+    "toml_text",
+    "type_text",
+]
 
 REQUIRED = "(required)"
 UNSET = "(unset)"  # a None default: TOML has no null, so the key is simply left out
@@ -190,10 +202,22 @@ def plugin_rows(registry: Registry) -> list[dict[str, str]]:
     ]
 
 
-def _summary(cls: type) -> str:
+def class_summary(cls: type) -> str:
     """A class docstring's first paragraph on one line (its summary, however wrapped)."""
     doc = (cls.__doc__ or "").strip()
     return " ".join(doc.split("\n\n", 1)[0].split())
+
+
+def config_keys(registration: Registration) -> list[FieldInfo]:
+    """A component's config keys, as `plm plugins show` and the docs site list them ([] when
+    its class has no pydantic `Config`)."""
+    config = getattr(registration.cls, "Config", None)
+    return describe_fields(config) if isinstance(config, type) and issubclass(config, BaseModel) else []
+
+
+def _header(reg: Registration) -> str:
+    package = f"{reg.package} {reg.version}".strip()
+    return f"{reg.name} ({reg.family}), {package}, {reg.cls.__module__}.{reg.cls.__name__}"
 
 
 def render_show(registration: Registration, max_width: int = 36) -> str:
@@ -202,12 +226,10 @@ def render_show(registration: Registration, max_width: int = 36) -> str:
     `key  type  default  description`, columns aligned (a cell over `max_width` characters
     only pushes its own line)."""
     reg = registration
-    package = f"{reg.package} {reg.version}".strip()
-    header = f"{reg.name} ({reg.family}), {package}, {reg.cls.__module__}.{reg.cls.__name__}"
-    summary = _summary(reg.cls)
+    header = _header(reg)
+    summary = class_summary(reg.cls)
     lines = [f"{header}: {summary}" if summary else header, ""]
-    config = getattr(reg.cls, "Config", None)
-    keys = describe_fields(config) if isinstance(config, type) and issubclass(config, BaseModel) else []
+    keys = config_keys(reg)
     if not keys:
         lines.append("no config keys")
         return "\n".join(lines)
@@ -219,4 +241,50 @@ def render_show(registration: Registration, max_width: int = 36) -> str:
     for row in rows:
         cells = [row[i].ljust(widths[i]) for i in range(3)]
         lines.append("  ".join([*cells, row[3]]).rstrip())
+    return "\n".join(lines)
+
+
+def _md_text(text: str) -> str:
+    """Prose for a Markdown table cell: code spans kept, and outside them the characters that
+    would end the cell or open an HTML tag escaped."""
+    parts = text.split("`")
+    if len(parts) % 2 == 0:  # an unmatched backtick: no code spans at all
+        parts = [text.replace("`", "\\`")]
+    for i in range(0, len(parts), 2):
+        parts[i] = parts[i].replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;").replace("*", "\\*")
+    return "`".join(parts)
+
+
+def _md_code(text: str) -> str:
+    fence = "``" if "`" in text else "`"
+    return f"{fence} {text} {fence}" if fence == "``" else f"`{text}`"
+
+
+def render_markdown(registration: Registration) -> str:
+    """The same page as `render_show`, as Markdown for the documentation site: a title, the
+    header line, the class docstring (every paragraph), then a table of the config keys."""
+    reg = registration
+    doc = (reg.cls.__doc__ or "").strip()
+    paragraphs = [" ".join(p.split()) for p in doc.split("\n\n") if p.strip()] if doc else []
+    lines = [f"# {reg.name}", "", f"`{_header(reg)}`", ""]
+    for paragraph in paragraphs:
+        lines += [_md_text(paragraph), ""]
+    lines += [f'Use it with `use = "{reg.name}"`; `plm plugins show {reg.family}:{reg.name}` prints this page.', ""]
+    keys = config_keys(reg)
+    if not keys:
+        return "\n".join([*lines, "No config keys.", ""])
+    return "\n".join([*lines, "## Config keys", "", markdown_key_table(keys), ""])
+
+
+def markdown_key_table(
+    keys: list[FieldInfo], key_text: Callable[[str], str] | None = None, key_header: str = "key"
+) -> str:
+    """Config keys as a Markdown table: key, type (with its bounds), default, description.
+    `key_text` turns a key's name into what the first column (`key_header`) shows."""
+    lines = [f"| {key_header} | type | default | description |", "|---|---|---|---|"]
+    for k in keys:
+        typ = _md_code(k.type) + (f" ({_md_text(k.constraints)})" if k.constraints else "")
+        default = k.default if k.default.startswith("(") else _md_code(k.default)
+        name = key_text(k.name) if key_text else k.name
+        lines.append(f"| {_md_code(name)} | {typ} | {default} | {_md_text(k.description) or '(no description)'} |")
     return "\n".join(lines)

@@ -43,7 +43,7 @@ def test_main_extra_names_no_heavy_package() -> None:
 
 def test_test_extra_still_installs_every_extra() -> None:
     reqs = set(requirements("test"))
-    for extra in ("main", "eval", "serve", "postgres", "gliner", "onnx", "ann", "ray"):
+    for extra in ("main", "eval", "serve", "postgres", "gliner", "onnx", "ann", "ray", "docs"):
         assert set(requirements(extra)) <= reqs, extra
 
 

@@ -52,12 +52,12 @@ def test_swapping_the_store_table_is_the_only_change(tmp_path: Path, pg_dsn: str
     assert type(Job.from_config(tmp_path / "postgres.toml", settings=settings).store).__name__ == "PostgresStore"
 
 
-def test_the_readme_postgres_quickstart_indexes_a_markdown_folder(
+def test_the_postgres_quickstart_indexes_a_markdown_folder(
     tmp_path: Path, pg_dsn: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """`plm ingest my_docs/ --config THE_CONFIG` as the README's Postgres block runs it."""
-    readme = (REPO / "README.md").read_text()
-    section = readme[readme.index("### A Postgres database instead of SQLite") :]
+    """`plm ingest my_docs/ --config THE_CONFIG` as the Postgres quickstart (docs/postgres.md) runs it."""
+    page = (REPO / "docs" / "postgres.md").read_text()
+    section = page[page.index("# A Postgres database instead of SQLite") :]
     line = next(x for x in section.splitlines() if x.startswith("plm ingest my_docs/"))
     config = REPO / line.split("--config")[1].split()[0]
     docs = tmp_path / "my_docs"
