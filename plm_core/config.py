@@ -1,16 +1,11 @@
 """TOML job configs: load, override with `--set`, and validate every stage's parameters
-against its component's pydantic model before anything runs.
+against its component's pydantic model before anything runs. Tables (stages run in order):
 
-A job file has these tables (stage tables keep their order, which is the run order):
+    [job] name, dataset, ...; [store] use = "<store>"; [embedder] use = "<embedder>" (shared)
+    [index.<label>] use = "<stage>" (documents -> chunks); [query.<label>] (query -> hits)
 
-    [job]        name, description, dataset, corpus, queries, report_dir
-    [store]      use = "<store>", ...
-    [embedder]   use = "<embedder>", ...           (shared by indexing and querying)
-    [index.<label>]  use = "<stage>", ...         (documents -> enriched chunks)
-    [query.<label>]  use = "<stage>", ...         (query -> hits)
-
-A table that has a `use` key anywhere inside a stage's parameters is a nested component
-(e.g. the retrievers and fuser of the `hybrid` stage); it is validated the same way.
+A table with a `use` key inside a stage's parameters is a nested component (e.g. the
+`hybrid` stage's retrievers and fuser), validated the same way.
 """
 
 from __future__ import annotations
@@ -40,14 +35,11 @@ class JobSection(BaseModel):
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
     name: str = Field("job", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
-    """Names the index folder PLM_DATA_DIR/<name>: letters, digits, '.', '_' and '-' only, so
-    it can never point outside the data folder."""
+    """Names the index folder PLM_DATA_DIR/<name>: letters, digits, '.', '_' and '-' only."""
     description: str = ""
-    """One line saying what the recipe is (for people; `plm tune` and `plm adapt` extend it in
-    the configs they write)."""
+    """One line saying what the recipe is (for people)."""
     dataset: str | None = None
-    """A BEIR-layout folder (corpus, queries, qrels) that `plm run`, `plm eval` and `plm validate`
-    evaluate on, relative to the config file; `--dataset` overrides it."""
+    """A BEIR-layout folder (corpus, queries, qrels) to evaluate on, relative to the config; `--dataset` overrides."""
     corpus: list[str] = ["corpus.jsonl"]
     """What the loader reads inside the dataset: the first of these that exists."""
     queries: list[str] = Field(["test"], min_length=1)

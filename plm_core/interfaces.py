@@ -1,10 +1,6 @@
 """Base classes for each family of stage, and the contracts between the runtime and them.
-
 A plugin subclasses one base and writes its abstract methods (a missing one fails when the
-class is defined). Arrays are numpy at run time, typed `Any` here (the kernel imports no
-numpy). The runtime keeps an `Index` current with the store's `CorpusVersion`; a `Store`
-joins four small contracts; an `Executor` runs a sync's pure part (documents -> chunks and
-vectors) anywhere, while the job stays the single writer."""
+class is defined). Arrays are numpy at run time, typed `Any` here (no numpy in the kernel)."""
 
 from __future__ import annotations
 

@@ -16,9 +16,8 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="PLM_", extra="ignore", use_attribute_docstrings=True)
 
     data_dir: str = ".plm"
-    """Index folders and the content cache. The default `.plm` lies in the config file's folder,
-    so `--config /abs/job.toml` finds its index from any working directory; a relative value
-    given here is relative to the working directory."""
+    """Index folders and the content cache; default: `.plm` beside the config file (a value set
+    here is relative to the working directory)."""
     device: str = "cpu"
     """Where models run unless a stage names its own `device` (`cpu`, or a torch device such as `cuda`)."""
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "WARNING"
@@ -28,11 +27,9 @@ class Settings(BaseSettings):
     progress: bool = True
     """Progress bars on a terminal."""
     cache: bool = True
-    """Reuse keywords, entities and vectors across runs and jobs (PLM_DATA_DIR/cache.sqlite);
-    `--force` recomputes and refreshes them."""
+    """Reuse keywords, entities and vectors across runs and jobs (PLM_DATA_DIR/cache.sqlite)."""
     ingest_batch: Annotated[int, Field(ge=1, le=100_000)] = 64
-    """Documents processed and committed together: an interrupted ingest keeps every finished
-    batch; smaller batches lose less work, larger ones commit less often."""
+    """Documents processed and committed together (an interrupted ingest keeps finished batches)."""
 
     @field_validator("log_level", mode="before")
     @classmethod
