@@ -95,6 +95,7 @@ def make_sides(pairing: str, ids: list[str], texts: list[str], tmp: Path) -> lis
         return Side("plm", build, query)
 
     if pairing == "stemmed":
+
         def build_raw() -> Any:
             tokens = bm25s.tokenize(texts, stopwords="en", stemmer=stemmer, show_progress=False)
             r = bm25s.BM25(method="lucene", k1=1.5, b=0.75, dtype="float32")

@@ -117,8 +117,11 @@ def main() -> None:
     if args.ingest:
         t0 = time.perf_counter()
         report = job.ingest([resolve_corpus(job.config, args.dataset)], force=True)
-        out["ingest"] = {**report.as_dict(), "wall_s": time.perf_counter() - t0,
-                         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+        out["ingest"] = {
+            **report.as_dict(),
+            "wall_s": time.perf_counter() - t0,
+            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        }
     elif args.report:
         out["ingest"] = json.loads(args.report.read_text())["ingest"] | {"from_report": str(args.report)}
     if "ingest" in out:
@@ -147,8 +150,13 @@ def main() -> None:
     colds = []
     for _ in range(args.cold_reps):
         t0 = time.perf_counter()
-        proc = subprocess.run([sys.executable, "-c", COLD, str(args.config), str(args.index), texts[0]],
-                              capture_output=True, text=True, check=True, cwd=ROOT)
+        proc = subprocess.run(
+            [sys.executable, "-c", COLD, str(args.config), str(args.index), texts[0]],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=ROOT,
+        )
         wall = time.perf_counter() - t0
         colds.append(json.loads(proc.stdout.strip().splitlines()[-1]) | {"wall_s": wall})
     cold = sorted(colds, key=lambda c: c["wall_s"])[len(colds) // 2]

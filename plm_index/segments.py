@@ -184,6 +184,21 @@ class State:
 
         return self.cached("index_order", make)
 
+    def allowed_rows(self, allowed: Any = None) -> Any:
+        """The live rows that an index-order `allowed` mask (or None: all) lets through, as a
+        boolean mask over this state's rows."""
+        import numpy as np
+
+        if allowed is None:
+            return self.live
+        allowed = np.asarray(allowed, dtype=bool)
+        rows = self.rows_in_index_order()
+        if rows is None:
+            return allowed & self.live
+        mask = np.zeros(self.total, dtype=bool)
+        mask[rows[allowed]] = True
+        return mask
+
     def top(self, scores: Any, n: int, source: str, allowed: Any = None, drop_zero: bool = False) -> list[Any]:
         """`top_n` over the live rows in the store's index order (`allowed` is a mask in that
         order): the same hits, in the same order, equal scores included, as an index built

@@ -1,10 +1,10 @@
 """Approximate dense retrieval with a faiss index (HNSW, IVF or flat, optionally 8-bit
 scalar-quantised) built from the store's vectors.
 
-The index is an inner-product index over the stored (normalised) vectors, saved through the
-shared build folder (plm_index.builds: one build per corpus version and per index setting,
-atomic, checksummed) and memory-mapped where faiss can. The exact vectors are kept too, as
-in `dense`, for two reasons:
+The index is kept as segments (plm_index.segments: a sync adds one, merges run in the
+background): each holds its rows' exact vectors and, once it has `exact_below` rows, an
+inner-product faiss index of them, memory-mapped where faiss can; a query asks every
+segment for its best n and keeps the n best. The exact vectors serve two purposes:
 
 - a filter that leaves fewer than `exact_below` rows, a request for at least as many hits as
   there are candidate rows, or an ANN answer with fewer than n hits (HNSW or IVF under a
@@ -28,21 +28,17 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field
 
-from plm_core.errors import MissingDependencyError, StaleIndexError, StoreError
+from plm_core.errors import MissingDependencyError, StaleIndexError
 from plm_core.hookspecs import hookimpl
-from plm_core.interfaces import Snapshot
-from plm_core.records import CorpusVersion, ExpandedQuery, ScoredChunk
-from plm_index import builds
-from plm_index.ranking import top_n
-from plm_index.segments import SegmentedIndex
+from plm_core.records import ExpandedQuery, ScoredChunk
+from plm_index.segments import Rows
 from plm_plugins.retrievers.dense import DenseRetriever, similarities
 
 if TYPE_CHECKING:
     from plm_core.registry import Registry
 
-META_FILE = "plm_faiss.json"
 INDEX_FILE = "index.faiss"
-FORMAT = 1
+FORMAT = 2
 MIN_POINTS_PER_LIST = 39  # below this faiss's k-means warns that it has too few training points
 TRAIN_POINTS_PER_LIST = 64  # IVF k-means trains on a sample of at most this many rows per list
 
@@ -74,19 +70,53 @@ class FaissRetriever(DenseRetriever):
         than this are candidates: faster than the index there, and never short of hits."""
 
     config: Config
-    _index: Any  # the faiss index; None for an empty corpus
 
     def check(self) -> None:
         super().check()
         _import_faiss()
 
     # ------------------------------------------------------------------ index
-    # One build per corpus version under index_dir/faiss-<settings hash>/ (plm_index.builds).
-    def index_base(self, index_dir: Path) -> Path:
-        return builds.stage_folder(index_dir, "faiss", self._settings())
+    # Segments (plm_index.segments) under index_dir/faiss-<settings hash>/: each holds its
+    # rows' exact vectors and, when it has at least `exact_below` rows, its own faiss index
+    # (memory-mapped where faiss can). A sync adds a small segment, scanned exactly; merges
+    # in the background build the graphs of the bigger ones.
+    segment_kind = None  # its own segments: vectors and a graph together
 
-    def index_path(self, index_dir: Path, version: CorpusVersion) -> Path:
-        return builds.build_path(self.index_base(index_dir), version, self._settings())
+    def segment_settings(self) -> dict[str, Any]:
+        # Not exact_below: a segment without a graph is scanned exactly whatever it says.
+        return self._settings()
+
+    def index_base(self, index_dir: Path) -> Path:
+        return self.stage_base(index_dir)
+
+    def build_data(self, rows: Rows) -> FaissSegment:
+        _import_faiss()  # needed for this stage at all, whether or not this segment gets a graph
+        vectors = super().build_data(rows)
+        return FaissSegment(vectors, self._graph(vectors))
+
+    def _graph(self, vectors: Any) -> Any:
+        """A faiss index of these rows, or None when a segment this small is scanned exactly."""
+        return self._new_index(vectors) if len(vectors) and len(vectors) >= self.config.exact_below else None
+
+    def save_data(self, data: FaissSegment, folder: Path) -> None:
+        super().save_data(data.vectors, folder)
+        if data.index is not None:
+            _import_faiss().write_index(data.index, str(folder / INDEX_FILE))
+
+    def open_data(self, folder: Path, n_rows: int) -> FaissSegment:
+        vectors = super().open_data(folder, n_rows)
+        index = self._read(folder) if (folder / INDEX_FILE).exists() else None
+        if index is not None and (index.ntotal != n_rows or index.d != vectors.shape[1]):
+            raise ValueError(f"{INDEX_FILE} holds {index.ntotal} vectors of {index.d} dimensions, not {n_rows}")
+        return FaissSegment(vectors, index)
+
+    def merge_data(self, parts: list[FaissSegment], keep: list[Any]) -> FaissSegment:
+        vectors = super().merge_data([p.vectors for p in parts], keep)
+        return FaissSegment(vectors, self._graph(vectors))
+
+    def _dim(self) -> int | None:
+        state = self.state
+        return None if state is None or not state.segments else int(state.segments[0].data.vectors.shape[1])
 
     def _settings(self) -> dict[str, Any]:
         """What the saved index depends on: its kind and build options (search-time ones and
@@ -112,32 +142,6 @@ class FaissRetriever(DenseRetriever):
             return max(1, min(self.config.nlist, rows))  # k-means needs a point per list
         return max(1, min(round(4 * math.sqrt(rows)), rows // MIN_POINTS_PER_LIST))
 
-    def build(self, snapshot: Snapshot, index_dir: Path | None) -> None:
-        super().build(snapshot, index_dir)  # the exact vectors (_matrix, _chunk_ids)
-        rows = self._matrix.shape[0]
-        index = self._new_index(self._matrix) if rows else None
-        self._index = index
-        if index_dir is not None:
-
-            def write(folder: Path) -> None:
-                if index is not None:
-                    _import_faiss().write_index(index, str(folder / INDEX_FILE))
-
-            meta = {
-                **self._settings(),
-                "version": snapshot.version.token,
-                "num_docs": rows,
-                "dim": int(self._matrix.shape[1]) if rows else 0,
-                "factory": self.factory(rows) if rows else "",
-                "empty": index is None,
-            }
-            builds.save_build(self.index_path(index_dir, snapshot.version), write, meta, META_FILE)
-
-    def refresh(self, snapshot: Snapshot, index_dir: Path) -> None:
-        """A whole build: a graph is built for one corpus version (segments of exact vectors
-        are dense's; a faiss graph per segment is not done yet)."""
-        self.build(snapshot, index_dir)
-
     def _new_index(self, matrix: Any) -> Any:
         index = self.empty_index(matrix)
         index.add(matrix)
@@ -162,33 +166,6 @@ class FaissRetriever(DenseRetriever):
             index.train(sample)
         return index
 
-    def is_current(self, version: CorpusVersion, index_dir: Path) -> bool:
-        # Its own build only: an index saved before `dense` saved its vectors stays current
-        # (no HNSW rebuild for that); `load` then reads the exact vectors from the store.
-        return builds.build_matches(self.index_path(index_dir, version), version, self._settings(), META_FILE)
-
-    def load(self, snapshot: Snapshot, index_dir: Path) -> None:
-        path, version = self.index_path(index_dir, snapshot.version), snapshot.version
-        what = f"faiss index {self.label!r} under {self.index_base(index_dir)}"
-        meta = builds.open_build(path, version, self._settings(), what, META_FILE)
-        rows = snapshot.n_chunks
-        if meta.get("num_docs") != rows:
-            raise StoreError(
-                f"faiss index {path} holds {meta.get('num_docs')} vectors but the store's version {version} has "
-                f"{rows} chunks: run `plm index rebuild`"
-            )
-        try:
-            super().load(snapshot, index_dir)  # the exact vectors (memory-mapped), checked against the chunks
-        except StaleIndexError:  # none saved for this version: read (and check) the store's
-            SegmentedIndex.build(self, snapshot, None)
-        index = None if meta.get("empty") else self._read(path)
-        if index is not None and (index.ntotal != rows or index.d != self._matrix.shape[1]):
-            raise StoreError(
-                f"faiss index {path} holds {index.ntotal} vectors of {index.d} dimensions but the store has "
-                f"{rows} of {self._matrix.shape[1]}: run `plm index rebuild`"
-            )
-        self._index = index
-
     def _read(self, path: Path) -> Any:
         faiss = _import_faiss()
         file = str(path / INDEX_FILE)
@@ -204,30 +181,60 @@ class FaissRetriever(DenseRetriever):
                 return faiss.read_index(file, flag)
             except RuntimeError as err:
                 error = err
-        if not (path / META_FILE).exists():  # the build was replaced by a newer one meanwhile
-            raise StaleIndexError(f"faiss index {path} was replaced while loading")
         reason = str(error).strip().splitlines()[-1] if error else "?"
-        raise StoreError(f"faiss index {path} is corrupt ({reason}): run `plm index rebuild`")
+        raise ValueError(f"faiss cannot read {INDEX_FILE}: {reason}")
 
     # ------------------------------------------------------------------ search
-    def search(self, query: ExpandedQuery, n: int, allowed: Any = None) -> list[ScoredChunk]:
+    def scores(self, query: ExpandedQuery) -> Any:
         import numpy as np
 
-        rows = self._matrix.shape[0]
-        if n <= 0 or not rows:
+        state = self.state
+        if state is None:
+            raise StaleIndexError(f"retriever {self.label!r} is not loaded")
+        if not state.total:
+            return np.zeros(0, dtype=np.float32)
+        vector = self.query_vector(query)
+        return np.concatenate([similarities(seg.data.vectors, vector) for seg in state.segments])
+
+    def search(self, query: ExpandedQuery, n: int, allowed: Any = None) -> list[ScoredChunk]:
+        """Each segment's best n allowed rows (its index when it has one and enough rows
+        pass, else an exact scan), rescored exactly; then the n best of them all."""
+        import numpy as np
+
+        state = self.state
+        if state is None:
+            raise StaleIndexError(f"retriever {self.label!r} is not loaded")
+        if n <= 0 or not state.n_live:
             return []
         vector = self.query_vector(query)
-        mask = None if allowed is None else np.asarray(allowed, dtype=bool)
-        pool = rows if mask is None else int(mask.sum())
-        if not pool:
+        mask = state.allowed_rows(allowed)
+        rows, scores = [], []
+        for i, seg in enumerate(state.segments):
+            lo = int(state.offsets[i])
+            local = mask[lo : lo + seg.n]
+            pool = int(local.sum())
+            if not pool:
+                continue
+            data: FaissSegment = seg.data
+            ids = None
+            if data.index is not None and pool >= self.config.exact_below and n < pool:
+                ids = self._ann(data.index, vector, n, None if pool == seg.n else local)
+                if len(ids) < n:  # the index came back short (under a filter): scan instead
+                    ids = None
+            if ids is None:
+                ids = np.flatnonzero(local)
+            found = similarities(np.asarray(data.vectors)[ids], vector)
+            if len(found) > n:  # keep every row tied with the n-th: the final cut orders ties
+                kth = np.partition(found, len(found) - n)[len(found) - n]
+                keep = found >= kth
+                ids, found = ids[keep], found[keep]
+            rows.append(ids + lo)
+            scores.append(found)
+        if not rows:
             return []
-        if self._index is not None and pool >= self.config.exact_below and n < pool:
-            ids = self._ann(vector, n, mask)
-            if len(ids) >= n:  # else the index came back short (under a filter): scan instead
-                return self._ranked(ids, similarities(self._matrix[ids], vector), n)
-        return self._exact(vector, n, mask, pool)
+        return self._ranked(np.concatenate(rows), np.concatenate(scores), n)
 
-    def _ann(self, vector: Any, n: int, mask: Any) -> Any:
+    def _ann(self, index: Any, vector: Any, n: int, mask: Any) -> Any:
         """Row ids of the index's top n (fewer when it finds fewer), restricted to `mask`."""
         import numpy as np
 
@@ -247,40 +254,32 @@ class FaissRetriever(DenseRetriever):
             # One bit per row: bit i % 8 of byte i // 8.
             selector = faiss.IDSelectorBitmap(np.packbits(mask, bitorder="little"))
             params.sel = selector
-        _, ids = self._index.search(vector.reshape(1, -1), n, params=params)
+        _, ids = index.search(vector.reshape(1, -1), n, params=params)
         found = ids[0]
-        return found[found >= 0]
+        return found[found >= 0].astype(np.int64)
 
-    def _exact(self, vector: Any, n: int, mask: Any, pool: int) -> list[ScoredChunk]:
+    def _ranked(self, rows: Any, scores: Any, n: int) -> list[ScoredChunk]:
+        """The n best (row, exact score) pairs as candidates: best first, 0-based ranks; exact
+        ties put the later chunk (in the store's index order) first."""
         import numpy as np
 
-        if mask is None or pool * 4 > len(mask):
-            # Most rows pass: `dense`'s own ranking of the full product, ties included.
-            scores = similarities(self._matrix, vector)
-            if self.config.score == "unit":
-                scores = (1.0 + scores.astype("float64")) / 2.0
-            return top_n(scores, n, self._chunk_ids, self.label, mask)
-        ids = np.flatnonzero(mask)  # a few rows: score only those
-        return self._ranked(ids, similarities(self._matrix[ids], vector), n)
-
-    def _ranked(self, ids: Any, scores: Any, n: int) -> list[ScoredChunk]:
-        """The n best (row id, score) pairs as candidates: best first, 0-based ranks; exact
-        ties put the later row first (what the POC's argsort()[::-1] meant; numpy's unstable
-        full-array sort in `dense` may order such ties otherwise)."""
-        import numpy as np
-
-        if len(scores) > n:
-            kth = np.partition(scores, len(scores) - n)[len(scores) - n]
-            keep = np.flatnonzero(scores >= kth)  # every row tied with the n-th stays in the race
-            ids, scores = ids[keep], scores[keep]
-        order = np.lexsort((-ids, -scores))[:n]
-        scores = scores.astype("float64")
+        assert self.state is not None
+        order = np.lexsort((-self.state.order[rows], -scores))[:n]
+        best = scores[order].astype("float64")
         if self.config.score == "unit":
-            scores = (1.0 + scores) / 2.0
+            best = (1.0 + best) / 2.0
+        ids = self.state.ids
         return [
-            ScoredChunk(chunk_id=self._chunk_ids[int(ids[i])], score=float(scores[i]), source=self.label, rank=r)
+            ScoredChunk(chunk_id=ids[int(rows[i])], score=float(best[r]), source=self.label, rank=r)
             for r, i in enumerate(order.tolist())
         ]
+
+
+class FaissSegment:
+    """One segment's exact vectors and its faiss index (None: scanned exactly)."""
+
+    def __init__(self, vectors: Any, index: Any) -> None:
+        self.vectors, self.index = vectors, index
 
 
 def _import_faiss() -> Any:

@@ -23,6 +23,7 @@ from plm_index import segments
 from plm_index.corpus import CorpusSnapshot
 from plm_plugins.retrievers.bm25s import BM25Retriever
 from plm_plugins.retrievers.dense import DenseRetriever
+from plm_plugins.retrievers.faiss import FaissRetriever
 
 WORDS = "pod node memory cpu service deploy replica scale volume claim ingress route secret token log".split()
 QUERIES = ["pod memory", "node node cpu", "service route ingress", "secret token log", "volume", "unknown"]
@@ -101,6 +102,24 @@ def _same_rankings(got: Any, want: Any, snap: CorpusSnapshot, store: Any) -> Non
             assert got.search(query, 50, allowed) == want.search(query, 50, allowed), text
 
 
+def _graphs_find_live_rows(exact: DenseRetriever, snap: CorpusSnapshot, store: Any) -> None:
+    """faiss graphs per segment: k hits whenever k chunks match, never a deleted one, exact
+    scores, and most of the exact top 10."""
+    reader = FaissRetriever(label="ann", index="hnsw", exact_below=0)
+    reader.load(snap, Path(snap.location))
+    live = set(store.chunk_ids())
+    found = 0
+    for text in QUERIES:
+        vector = np.random.default_rng(abs(hash(text)) % 1000).normal(size=DIM).astype(np.float32)
+        query = EmbeddedQuery(text=text, k=10, vector=vector)
+        hits, truth = reader.search(query, 10), exact.search(query, 10)
+        assert len(hits) == min(10, len(live)) and {h.chunk_id for h in hits} <= live
+        scores = {h.chunk_id: h.score for h in exact.search(query, len(live))}
+        assert all(h.score == scores[h.chunk_id] for h in hits)
+        found += len({h.chunk_id for h in hits} & {h.chunk_id for h in truth})
+    assert found >= 0.8 * 10 * len(QUERIES)
+
+
 @pytest.mark.parametrize("kind", ["sqlite", "postgres"])
 def test_random_changes_rank_as_a_whole_build(
     kind: str, tmp_path: Path, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
@@ -114,6 +133,9 @@ def test_random_changes_rank_as_a_whole_build(
     bm25 = BM25Retriever(label="bm25", tokenizer="whitespace_lower", method="lucene")
     okapi = BM25Retriever(label="okapi", tokenizer="whitespace_lower", method="rank_bm25_okapi")
     dense = DenseRetriever(label="dense")
+    exact = FaissRetriever(label="exact", index="hnsw", exact_below=10**9)  # every segment scanned
+    ann = FaissRetriever(label="ann", index="hnsw", exact_below=0)  # every segment searched by its graph
+    every = (bm25, okapi, dense, exact, ann)
     merged = set()
     for i in range(steps):
         _step(store, rng, live, counter)
@@ -121,17 +143,18 @@ def test_random_changes_rank_as_a_whole_build(
             continue
         with store.snapshot():
             snap = _snapshot(store, index_dir)
-            for ix in (bm25, okapi, dense):
+            for ix in every:
                 ix.refresh(snap, index_dir)
         if i % 50 == 49:
             segments.wait_for_merges()
-            merged |= {s.name for ix in (bm25, okapi, dense) for s in ix.state.segments if "-m" in s.name}
+            merged |= {s.name for ix in every for s in ix.state.segments if "-m" in s.name}
             with store.snapshot():
                 snap = _snapshot(store, index_dir)
                 for ix, fresh in (
                     (bm25, BM25Retriever(label="bm25", tokenizer="whitespace_lower", method="lucene")),
                     (okapi, BM25Retriever(label="okapi", tokenizer="whitespace_lower", method="rank_bm25_okapi")),
                     (dense, DenseRetriever(label="dense")),
+                    (exact, FaissRetriever(label="exact", index="hnsw", exact_below=10**9)),
                 ):
                     reader = type(ix)(label=ix.label, **ix.config.model_dump())
                     reader.load(snap, index_dir)  # another process: the saved segments
@@ -139,6 +162,7 @@ def test_random_changes_rank_as_a_whole_build(
                     assert reader.state is not None and reader.state.n_live == snap.n_chunks
                     _same_rankings(reader, fresh, snap, store)
                     _same_rankings(ix, fresh, snap, store)
+                _graphs_find_live_rows(dense, snap, store)
     assert len(bm25.state.segments) > 1 and merged  # several segments, and merges
     segments.wait_for_merges()
 

@@ -23,7 +23,7 @@ from plm_index.job import Job
 from plm_plugins.retrievers.dense import DenseRetriever
 
 pytest.importorskip("faiss")
-from plm_plugins.retrievers.faiss import INDEX_FILE, META_FILE, FaissRetriever  # noqa: E402
+from plm_plugins.retrievers.faiss import INDEX_FILE, FaissRetriever  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[3]
 DIM = 64
@@ -65,6 +65,18 @@ def _faiss(snap: CorpusSnapshot, index_dir: Path | None = None, **config: Any) -
     return retriever
 
 
+def _graph(retriever: FaissRetriever) -> Any:
+    """The faiss index of the retriever's one segment (built whole: one segment)."""
+    assert retriever.state is not None
+    (segment,) = retriever.state.segments
+    return segment.data.index
+
+
+def _segment_folder(retriever: FaissRetriever, index_dir: Path) -> Path:
+    (folder,) = (retriever.index_base(index_dir) / "segments").iterdir()
+    return folder
+
+
 def _dense(snap: CorpusSnapshot) -> DenseRetriever:
     retriever = DenseRetriever()
     retriever.build(snap, None)
@@ -96,7 +108,9 @@ def test_flat_gives_dense_top_ids_and_scores() -> None:
     snap = _snap(_random(2000))
     flat, dense = _faiss(snap, index="flat"), _dense(snap)
     faiss = pytest.importorskip("faiss")
-    assert type(flat._index).__name__.startswith("IndexFlat") and flat._index.metric_type == faiss.METRIC_INNER_PRODUCT
+    assert (
+        type(_graph(flat)).__name__.startswith("IndexFlat") and _graph(flat).metric_type == faiss.METRIC_INNER_PRODUCT
+    )
     for q in _random(30, seed=1):
         got, want = flat.search(_q(q), 10), dense.search(_q(q), 10)
         assert _ids(got) == _ids(want)
@@ -142,10 +156,10 @@ def test_ties_and_unit_scores() -> None:
     query = _q(matrix[7])
     dense = _ids(_dense(snap).search(query, 4))
     for kind in ("flat", "hnsw"):
-        # from the index: exact ties put the later row first, every time
+        # from the index, or scanned exactly (fewer rows than exact_below): exact ties put the
+        # later chunk first, every time, whatever segment each row is in
         assert _ids(_faiss(snap, index=kind).search(query, 4)) == ["c200", "c50", "c10", "c7"]
-        # scanned exactly (fewer rows than exact_below): dense's own order, ties included
-        assert _ids(_faiss(snap, index=kind, exact_below=1000).search(query, 4)) == dense
+        assert _ids(_faiss(snap, index=kind, exact_below=1000).search(query, 4)) == ["c200", "c50", "c10", "c7"]
     assert sorted(dense) == ["c10", "c200", "c50", "c7"]
     for exact_below in (0, 1000):
         unit = _faiss(snap, index="flat", score="unit", exact_below=exact_below).search(query, 5)
@@ -197,7 +211,7 @@ def test_ann_short_under_a_filter_falls_back_to_exact() -> None:
     allowed[::100] = True  # 20 rows spread over every list
     retriever = _faiss(snap, index="ivf", nprobe=1)
     vector = queries[0]
-    assert len(retriever._ann(vector, 10, allowed)) < 10  # one list holds too few allowed rows...
+    assert len(retriever._ann(_graph(retriever), vector, 10, allowed)) < 10  # one list holds too few allowed rows...
     hits = retriever.search(_q(vector), 10, allowed)  # ...so the answer is an exact scan of the 20
     assert _pairs(hits) == _pairs(_dense(snap).search(_q(vector), 10, allowed))
 
@@ -207,15 +221,15 @@ def test_build_save_load_and_settings(tmp_path: Path) -> None:
     points, queries = _clustered(2000, 5)
     snap = _snap(points)
     built = _faiss(snap, tmp_path, index="hnsw", quantizer="sq8")
-    folder = built.index_path(tmp_path, V1)
-    assert folder.parent == built.index_base(tmp_path)
-    assert (folder / INDEX_FILE).is_file() and (folder / META_FILE).is_file()
+    folder = _segment_folder(built, tmp_path)
+    assert (folder / INDEX_FILE).is_file() and (folder / "plm_segment.json").is_file()
+    assert built.manifest_path(tmp_path, V1).is_file()
     assert not [p for p in folder.parent.iterdir() if p.name.startswith(".")]  # temp folder renamed away
 
     loaded = FaissRetriever(index="hnsw", quantizer="sq8", exact_below=0)
     assert loaded.is_current(V1, tmp_path)
     loaded.load(snap, tmp_path)
-    assert type(loaded._index).__name__ == "IndexHNSWSQ" and loaded._index.ntotal == 2000
+    assert type(_graph(loaded)).__name__ == "IndexHNSWSQ" and _graph(loaded).ntotal == 2000
     for q in queries:
         assert loaded.search(_q(q), 10) == built.search(_q(q), 10)
     # search-time options share the build; build options and the kind do not
@@ -227,44 +241,39 @@ def test_build_save_load_and_settings(tmp_path: Path) -> None:
         with pytest.raises(StaleIndexError):
             changed.load(snap, tmp_path)
     assert not loaded.is_current(V2, tmp_path)
-    with pytest.raises(StaleIndexError, match=re.escape(f"corpus version {V2.token}")):
-        loaded.load(_snap(points, V2), tmp_path)
+    with pytest.raises(StaleIndexError):
+        loaded.load(_snap(points, CorpusVersion("other", 2)), tmp_path)  # another store's
     with pytest.raises(StaleIndexError):
         loaded.load(snap, tmp_path / "nowhere")
 
 
-def test_exact_vectors_are_memory_mapped_or_read_from_the_store(tmp_path: Path) -> None:
-    import shutil
-
+def test_exact_vectors_are_memory_mapped(tmp_path: Path) -> None:
     points, queries = _clustered(1000, 5)
     snap = _snap(points)
     built = _faiss(snap, tmp_path, index="hnsw")
     loaded = FaissRetriever(index="hnsw", exact_below=0)
     loaded.load(snap, tmp_path)
-    assert isinstance(loaded._matrix, np.memmap)  # dense's saved vectors, not the store's rows
-    # an index saved before the vectors were: still current, and loads them from the store
-    shutil.rmtree(loaded.vectors_base(tmp_path))
-    older = FaissRetriever(index="hnsw", exact_below=0)
-    assert older.is_current(V1, tmp_path)
-    older.load(snap, tmp_path)
-    assert not isinstance(older._matrix, np.memmap)
+    assert loaded.state is not None
+    assert isinstance(loaded.state.segments[0].data.vectors, np.memmap)  # the saved vectors, not the store's
     for q in queries:
-        assert older.search(_q(q), 10) == loaded.search(_q(q), 10) == built.search(_q(q), 10)
+        assert loaded.search(_q(q), 10) == built.search(_q(q), 10)
 
 
-def test_new_version_replaces_the_old_build_and_counts_are_checked(tmp_path: Path) -> None:
+def test_new_version_and_counts_are_checked(tmp_path: Path) -> None:
     _faiss(_snap(_random(500)), tmp_path, index="ivf")
     _faiss(_snap(_random(400), V2), tmp_path, index="ivf")
     base = FaissRetriever(index="ivf").index_base(tmp_path)
-    assert [p.name[:3] for p in base.iterdir()] == ["v2-"]  # the older build was removed
-    with pytest.raises(StoreError, match="holds 400 vectors.*has 500 chunks"):
+    assert sorted(p.name for p in (base / "manifests").iterdir()) == sorted(
+        p.name for p in (FaissRetriever(index="ivf").manifest_path(tmp_path, v) for v in (V1, V2))
+    )
+    with pytest.raises(StoreError, match="holds 400 chunks.*has 500"):
         FaissRetriever(index="ivf").load(_snap(_random(500), V2), tmp_path)
 
 
 @pytest.mark.parametrize("damage", ["truncate", "flip", "remove"])
 def test_corrupt_index_is_a_store_error(tmp_path: Path, damage: str) -> None:
     snap = _snap(_random(500))
-    folder = _faiss(snap, tmp_path).index_path(tmp_path, V1)
+    folder = _segment_folder(_faiss(snap, tmp_path), tmp_path)
     victim = folder / INDEX_FILE
     data = victim.read_bytes()
     if damage == "truncate":
@@ -283,9 +292,9 @@ def test_corrupt_index_is_a_store_error(tmp_path: Path, damage: str) -> None:
 def test_unreadable_index_is_a_store_error(tmp_path: Path) -> None:
     # A file faiss cannot parse (the checksums were passed): every read mode fails, one clear error.
     retriever = _faiss(_snap(_random(50)), tmp_path)
-    folder = retriever.index_path(tmp_path, V1)
+    folder = _segment_folder(retriever, tmp_path)
     (folder / INDEX_FILE).write_bytes(b"not a faiss index")
-    with pytest.raises(StoreError, match=r"faiss index .* is corrupt .*plm index rebuild"):
+    with pytest.raises(ValueError, match=r"faiss cannot read index.faiss"):
         retriever._read(folder)
 
 
@@ -296,7 +305,7 @@ def test_empty_corpus(tmp_path: Path) -> None:
     loaded = FaissRetriever()
     assert loaded.is_current(V1, tmp_path)
     loaded.load(snap, tmp_path)
-    assert loaded._index is None and loaded.search(_q(np.ones(DIM)), 10) == []
+    assert loaded.state is not None and loaded.state.segments == [] and loaded.search(_q(np.ones(DIM)), 10) == []
 
 
 def test_errors_name_the_fix(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -352,7 +361,7 @@ def test_job_from_the_experiment_config(tmp_path: Path) -> None:
     assert isinstance(retriever, FaissRetriever) and retriever.config.index == "hnsw"
     version = job.store.version()
     assert job.searcher.indexes_current(version)
-    assert (retriever.index_path(job.index_dir, version) / INDEX_FILE).is_file()
+    assert retriever.manifest_path(job.index_dir, version).is_file()
     ranking, _ = job.search("backup restore", k=5)
     assert ranking.hits[0].text == "backup restore"
     filtered = job.retrieve("backup restore", k=5, filters={"odd": 1})
@@ -362,7 +371,7 @@ def test_job_from_the_experiment_config(tmp_path: Path) -> None:
     again = open_job()  # another process: loads the saved build, never rebuilds
     again.searcher.warm()
     loaded = again.query_stages[-1].retrievers["dense"]
-    assert loaded._index is not None and loaded._index.ntotal == len(chunks)
+    assert loaded.state is not None and loaded.state.n_live == len(chunks)
     assert [h.chunk_id for h in again.search("backup restore", k=5)[0].hits] == [h.chunk_id for h in ranking.hits]
     # the corpus moves: the saved build is stale, the next query rebuilds in memory
     extra = Document(id="zzz", text="quota quota disk")
