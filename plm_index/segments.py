@@ -56,8 +56,8 @@ from plm_index.ranking import top_n
 log = logging.getLogger(__name__)
 
 SEGMENT_META = "plm_segment.json"
-MERGE_FACTOR = 8  # segments of one size tier before they are merged into one
-FLOOR_ROWS = 2048  # segments up to this many live rows are all in the lowest tier
+MERGE_FACTOR = 4  # segments of one size tier before they are merged into one
+FLOOR_ROWS = 8192  # segments up to this many live rows are all in the lowest tier
 KEEP_MANIFESTS = 3  # older versions' manifests kept for readers still opening them
 GRACE_S = 120.0  # unreferenced files younger than this are a writer's, in flight
 FORMAT = 1

@@ -137,22 +137,22 @@ class BM25Retriever(Retriever, SegmentedIndex):
         nonoccurrence = []
         # Repeated query words count once per occurrence, as in rank_bm25 and bm25s, and each
         # word's part is added in query order, as they add them: the same floats.
+        segments = state.cached("bm25_segments", lambda: _segment_arrays(state))
         for term in self.tokenize([text])[0]:
-            found, df = [], 0
-            for i, seg in enumerate(state.segments):
-                postings: Postings = seg.data
-                tid = postings.vocab.get(term)
+            rows, tfs, lengths = [], [], []  # the word's live postings in every segment
+            for vocab, indptr, posting_rows, posting_tf, dl, offset, dead in segments:
+                tid = vocab.get(term)
                 if tid is None:
                     continue
-                lo, hi = int(postings.indptr[tid]), int(postings.indptr[tid + 1])
-                rows, tf = postings.rows[lo:hi], postings.tf[lo:hi]
-                dead = state.dead(i)
+                lo, hi = indptr[tid], indptr[tid + 1]
+                found, tf = posting_rows[lo:hi], posting_tf[lo:hi]
                 if dead is not None:
-                    alive = ~dead[rows]
-                    rows, tf = rows[alive], tf[alive]
-                if len(rows):
-                    found.append((int(state.offsets[i]), rows, tf, postings.dl))
-                    df += len(rows)
+                    alive = ~dead[found]
+                    found, tf = found[alive], tf[alive]
+                rows.append(found + offset if offset else found)
+                tfs.append(tf)
+                lengths.append(dl[found])
+            df = sum(len(r) for r in rows)
             if not df:
                 continue  # not in the corpus: no part (rank_bm25 adds 0, bm25s skips it)
             idf = idf_of(df, n_docs)
@@ -160,9 +160,9 @@ class BM25Retriever(Retriever, SegmentedIndex):
             if c.method in ("bm25l", "bm25+"):  # bm25s: a constant for chunks without the word
                 skip = idf * tfc(0.0, avgdl, avgdl, c.k1, c.b, c.delta)
                 nonoccurrence.append(skip)
-            for offset, rows, tf, dl in found:
-                part = idf * tfc(tf.astype(np.float64), dl[rows].astype(np.float64), avgdl, c.k1, c.b, c.delta)
-                scores[offset + rows] += part - skip if skip else part
+            at, tf, dl = (x[0] if len(x) == 1 else np.concatenate(x) for x in (rows, tfs, lengths))
+            part = idf * tfc(tf.astype(np.float64), dl.astype(np.float64), avgdl, c.k1, c.b, c.delta)
+            scores[at] += part - skip if skip else part
         if nonoccurrence:
             scores += np.array(nonoccurrence, dtype=np.float64).sum()
         return scores.astype(c.dtype, copy=False)
@@ -221,7 +221,11 @@ class Postings:
         import numpy as np
 
         words = json.loads((folder / "vocab.json").read_text())
-        indptr, rows, tf, dl = (np.load(folder / name, mmap_mode="r", allow_pickle=False) for name in cls.FILES)
+        # Memory-mapped, as plain array views of the maps: slicing an np.memmap costs a few
+        # microseconds more per slice, paid for every query word in every segment.
+        indptr, rows, tf, dl = (
+            np.load(folder / name, mmap_mode="r", allow_pickle=False).view(np.ndarray) for name in cls.FILES
+        )
         if len(indptr) != len(words) + 1 or len(rows) != len(tf) or len(dl) != n_rows or int(indptr[-1]) != len(rows):
             raise ValueError(f"postings of {len(words)} words, {len(rows)} entries, {len(dl)} lengths, {n_rows} rows")
         return cls({w: i for i, w in enumerate(words)}, indptr, rows, tf, dl)
@@ -254,6 +258,16 @@ class Postings:
         np.cumsum(np.bincount(term, minlength=len(vocab)), out=indptr[1:])
         dl = np.concatenate(dls).astype(np.int32)
         return cls(vocab, indptr, row[by].astype(np.int32), np.concatenate(tfs)[by].astype(np.int32), dl)
+
+
+def _segment_arrays(state: State) -> list[tuple[Any, ...]]:
+    """Per segment what a query reads, looked up once per state (a query word visits every
+    segment: attribute lookups there cost as much as the arithmetic)."""
+    out = []
+    for i, seg in enumerate(state.segments):
+        p: Postings = seg.data
+        out.append((p.vocab, p.indptr, p.rows, p.tf, p.dl, int(state.offsets[i]), state.dead(i)))
+    return out
 
 
 def _live_tokens(state: State) -> int:

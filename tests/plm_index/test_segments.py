@@ -167,10 +167,12 @@ def test_random_changes_rank_as_a_whole_build(
     segments.wait_for_merges()
 
 
-def test_a_killed_merge_leaves_the_index_as_its_manifest_says(tmp_path: Path) -> None:
+def test_a_killed_merge_leaves_the_index_as_its_manifest_says(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A merge writes its segment, then swaps it into the manifest: killed in between, the
     index is the one before, and the orphan segment is removed once it is old."""
     from plm_plugins.stores.sqlite import SQLiteStore
+
+    monkeypatch.setattr(segments, "start_merge", lambda index, base: None)  # a segment per sync, kept
 
     store = SQLiteStore(SQLiteStore.Config())
     store.open(tmp_path / "store")
@@ -181,7 +183,6 @@ def test_a_killed_merge_leaves_the_index_as_its_manifest_says(tmp_path: Path) ->
         _step(store, rng, live, counter)
         with store.snapshot():
             bm25.refresh(_snapshot(store, index_dir), index_dir)
-    segments.wait_for_merges()
     base = bm25.stage_base(index_dir)
     before = sorted(p.name for p in (base / "segments").iterdir())
     # A merge that dies after writing its segment: the commit never happens.
@@ -213,3 +214,55 @@ def test_a_killed_merge_leaves_the_index_as_its_manifest_says(tmp_path: Path) ->
     kept = sorted(p.name for p in (base / "segments").iterdir())
     named = {s["name"] for _, m in segments._manifests(base) for s in m["segments"]}
     assert orphan not in kept and set(kept) == named
+
+
+MERGER = """
+import sys
+from pathlib import Path
+from plm_index import segments
+from plm_plugins.retrievers.bm25s import BM25Retriever
+segments.MERGE_FACTOR, segments.FLOOR_ROWS = 2, 1
+bm25 = BM25Retriever(label="bm25", tokenizer="whitespace_lower")
+base = bm25.stage_base(Path(sys.argv[1]))
+print("merging", flush=True)
+while bm25.merge_once(base):
+    pass
+"""
+
+
+def test_sigkill_during_merges_leaves_an_index_that_ranks_as_a_whole_build(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from plm_plugins.stores.sqlite import SQLiteStore
+
+    monkeypatch.setattr(segments, "start_merge", lambda index, base: None)  # merges only in the child
+    store = SQLiteStore(SQLiteStore.Config())
+    store.open(tmp_path / "store")
+    rng, live, counter = random.Random(11), set(), [0]
+    index_dir = tmp_path / "index"
+    bm25 = BM25Retriever(label="bm25", tokenizer="whitespace_lower")
+    for round_ in range(4):
+        for _ in range(15):
+            _step(store, rng, live, counter)
+            with store.snapshot():
+                bm25.refresh(_snapshot(store, index_dir), index_dir)
+        child = subprocess.Popen([sys.executable, "-c", MERGER, str(index_dir)], stdout=subprocess.PIPE, text=True)
+        assert child.stdout is not None and child.stdout.readline().strip() == "merging"
+        time.sleep(rng.uniform(0.0, 0.4))
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait()
+        with store.snapshot():
+            snap = _snapshot(store, index_dir)
+            reader = BM25Retriever(label="bm25", tokenizer="whitespace_lower")
+            reader.load(snap, index_dir)  # whatever the manifest names, whole and checked
+            fresh = BM25Retriever(label="bm25", tokenizer="whitespace_lower")
+            fresh.build(_snapshot(store, index_dir), None)
+            _same_rankings(reader, fresh, snap, store)
+            bm25.refresh(snap, index_dir)  # and the next sync goes on from it
+        segments.collect_garbage(bm25.stage_base(index_dir), now=time.time() + 10 * segments.GRACE_S)
+        assert not [p for p in (bm25.stage_base(index_dir) / "segments").iterdir() if p.name.startswith(".tmp-")]

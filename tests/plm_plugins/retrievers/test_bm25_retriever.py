@@ -91,7 +91,7 @@ def test_save_load_mmap_round_trip(tmp_path: Path) -> None:
     assert not [p for p in segment.parent.iterdir() if p.name.startswith(".")]  # temp folder renamed away
     loaded = _bm25()
     loaded.load(_snap(), tmp_path)
-    assert isinstance(loaded.state.segments[0].data.rows, np.memmap)
+    assert isinstance(loaded.state.segments[0].data.rows.base, np.memmap)  # a view of the map, not a copy
     for query in ["the pod on the node", "cpu autoscaler"]:
         assert np.array_equal(loaded.scores(query), built.scores(query))
         assert loaded.search(_q(query), 7) == built.search(_q(query), 7)
