@@ -246,7 +246,7 @@ def test_sigkill_during_merges_leaves_an_index_that_ranks_as_a_whole_build(
     rng, live, counter = random.Random(11), set(), [0]
     index_dir = tmp_path / "index"
     bm25 = BM25Retriever(label="bm25", tokenizer="whitespace_lower")
-    for round_ in range(4):
+    for _ in range(4):
         for _ in range(15):
             _step(store, rng, live, counter)
             with store.snapshot():
