@@ -84,13 +84,31 @@ class Rows:
         return len(self.ids)
 
 
+ROW_FILES = ("seqs.npy", "order.npy", "ids.npy")  # what every segment keeps beside the index's own files
+
+
 class Segment:
     """One immutable segment, open: row -> seq (ascending), order key, chunk id, and the
-    index's own `data` for its rows."""
+    index's own `data` for its rows (read, and checked, when first used: a sync that only
+    marks rows deleted in a segment never reads its data)."""
 
-    def __init__(self, name: str, seqs: Any, order: Any, ids: Sequence[str], data: Any) -> None:
-        self.name, self.seqs, self.order, self.ids, self.data = name, seqs, order, ids, data
+    def __init__(self, name: str, seqs: Any, order: Any, ids: Sequence[str], data: Any, loader: Any = None) -> None:
+        self.name, self.seqs, self.order, self.ids = name, seqs, order, ids
+        self._data, self._loader = data, loader
+        self._lock = threading.Lock()
         self.files: Any = None  # the saved files' sizes and checksums (None: in memory only)
+
+    @property
+    def data(self) -> Any:
+        if self._loader is not None:
+            with self._lock:
+                if self._loader is not None:
+                    self._data, self._loader = self._loader(), None
+        return self._data
+
+    @property
+    def data_loaded(self) -> bool:
+        return self._loader is None
 
     @property
     def n(self) -> int:
@@ -288,30 +306,55 @@ def _open_segment(base: Path, name: str, open_data: Any) -> Segment:
     if seg is not None:
         # Open here already: its files' size, mtime and inode are checked again (a stat
         # each), their content only if one of them changed.
-        builds.verify(folder, seg.files, SEGMENT_META)
+        builds.verify(folder, _part(seg.files, seg.data_loaded), SEGMENT_META)
         return seg
     meta = builds.read_meta(folder, SEGMENT_META)
     if meta is None:
         if not folder.exists():
             raise StaleIndexError(f"segment {folder} was removed (a merge replaced it)")
         raise StoreError(f"index segment {folder} is corrupt: {SEGMENT_META} is unreadable; run `plm index rebuild`")
-    builds.verify(folder, meta.get("files"), SEGMENT_META)
+    files = meta.get("files")
+    if not isinstance(files, dict):
+        raise StoreError(
+            f"index segment {folder} is corrupt: {SEGMENT_META} has no valid file list; run `plm index rebuild`"
+        )
+    builds.verify(folder, _part(files, False), SEGMENT_META)
     n = int(meta.get("rows", -1))
-    try:
-        seqs = np.load(folder / "seqs.npy", mmap_mode="r", allow_pickle=False)
-        order = np.load(folder / "order.npy", mmap_mode="r", allow_pickle=False)
+
+    def load_data() -> Any:
+        with _reading(folder):
+            builds.verify(folder, files, SEGMENT_META)
+            return open_data(folder, n)
+
+    with _reading(folder):
+        seqs = np.load(folder / "seqs.npy", mmap_mode="r", allow_pickle=False).view(np.ndarray)
+        order = np.load(folder / "order.npy", mmap_mode="r", allow_pickle=False).view(np.ndarray)
         ids = load_ids(folder / "ids.npy", n)
         if len(seqs) != n or len(order) != n:
             raise ValueError(f"{len(seqs)} seqs and {len(order)} order keys for {n} rows")
-        data = open_data(folder, n)
+    seg = Segment(name, seqs, order, ids, None, load_data)
+    seg.files = files
+    with _OPEN_LOCK:
+        return _OPEN.setdefault(key, seg)
+
+
+def _part(files: Any, everything: bool) -> Any:
+    """A segment's file list: all of it, or the row files only (seqs, order keys, ids)."""
+    if everything or not isinstance(files, dict):
+        return files
+    return {name: v for name, v in files.items() if name in ROW_FILES}
+
+
+@contextmanager
+def _reading(folder: Path) -> Iterator[None]:
+    """Errors while reading a segment's files as the runtime's: stale when it was removed
+    meanwhile, a one-line StoreError when it is damaged."""
+    try:
+        yield
     except FileNotFoundError:
         raise StaleIndexError(f"segment {folder} was removed while loading") from None
     except (OSError, ValueError, KeyError, TypeError) as err:
         raise StoreError(f"index segment {folder} is corrupt ({err}): run `plm index rebuild`") from None
-    seg = Segment(name, seqs, order, ids, data)
-    seg.files = meta.get("files")
-    with _OPEN_LOCK:
-        return _OPEN.setdefault(key, seg)
 
 
 _DELETES: OrderedDict[str, Any] = OrderedDict()  # deletion file -> its rows (content-addressed: never changes)
@@ -610,7 +653,7 @@ class SegmentedIndex(Index):
         self._set(state, base)
         start_merge(self, base)
 
-    def _newest(self, base: Path, snapshot: Snapshot) -> State | None:
+    def _newest(self, base: Path, snapshot: Snapshot, data: bool = False) -> State | None:
         """The open state of the newest saved version this snapshot's feed can advance."""
         position = int(snapshot.position)
         for _, manifest in reversed(_manifests(base)):
@@ -623,15 +666,19 @@ class SegmentedIndex(Index):
                 continue
             try:
                 self.accept(dict(manifest.get("extra") or {}), snapshot, self._what(base))
-                return self._open_manifest(base, manifest)
+                return self._open_manifest(base, manifest, data)
             except StaleIndexError:
                 continue
         return None
 
-    def _open_manifest(self, base: Path, manifest: dict[str, Any]) -> State:
+    def _open_manifest(self, base: Path, manifest: dict[str, Any], data: bool = True) -> State:
+        """The state a manifest names; with `data`, every segment's data read and checked
+        now (a reader: damage found before it serves), else when first used."""
         segments, deleted = [], []
         for entry in manifest.get("segments", []):
             seg = _open_segment(base, str(entry["name"]), self.open_data)
+            if data:
+                seg.data  # noqa: B018 - read and checked now
             if seg.n != int(entry["rows"]):
                 raise StoreError(f"index segment {entry['name']} holds {seg.n} rows, not {entry['rows']}")
             segments.append(seg)
@@ -695,7 +742,7 @@ class SegmentedIndex(Index):
         if start is not None and start.version.store_id != version.store_id:
             start = None
         if start is None or start.position > int(snapshot.position):
-            start = self._newest(base, snapshot)
+            start = self._newest(base, snapshot, data=True)
         state = None if start is None else self._advance(start, snapshot, None)
         if start is None or state is None:
             raise StaleIndexError(f"{self._what(base)} has no build for the store's corpus version {version}")
@@ -722,7 +769,7 @@ class SegmentedIndex(Index):
             if not found:
                 return False
             manifest = found[-1][1]
-            state = self._open_manifest(base, manifest)
+            state = self._open_manifest(base, manifest, data=False)
         plan = merge_plan(state)
         if plan is None:
             return False
@@ -738,7 +785,7 @@ class SegmentedIndex(Index):
         merged = _open_segment(base, name, self.open_data)
         with _locked(base):
             newest = _manifests(base)[-1][1]
-            now = self._open_manifest(base, newest)
+            now = self._open_manifest(base, newest, data=False)
             names = [s.name for s in now.segments]
             wanted = [s.name for s in inputs]
             at = next((i for i in range(len(names)) if names[i : i + len(wanted)] == wanted), None)
