@@ -12,6 +12,8 @@ all-MiniLM-L6-v2, RRF k 10, as configs/recommended.toml; faiss = hybrid with fai
      the rank (BM25 alone: always 1; with RRF the dense side may rank another file first).
   4. 50 queries of 2-3 vocabulary words (GET /query, one keep-alive client): latency.
   5. SIGTERM: the server must exit 0.
+  6. `plm ingest FILE --json` of `--cli-edits` edited files, each its own process: wall
+     seconds and the report's stage timings.
 
     HF_HUB_OFFLINE=1 python bench/bench_fresh.py --docs 1000 --recipe bm25 [--edits 20] \\
         [--corpus-dir /tmp/plm-fresh-1000] [--json]
@@ -162,6 +164,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--corpus-dir", type=Path, help="generated corpus to keep and reuse (default: in the temp folder)")
     ap.add_argument("--json", action="store_true", help="print only the JSON line")
+    ap.add_argument("--cli-edits", type=int, default=5, help="then: `plm ingest FILE` of this many edited files")
     ap.add_argument(
         "--toy-embedder", action="store_true", help="hybrid/faiss: the example plugin's hashed_words, not MiniLM"
     )
@@ -248,10 +251,25 @@ def main() -> None:
         "server_exit_code": exit_code,
         "serve_command": " ".join(cmd),
     }
+    if exit_code != 0:
+        print(json.dumps(result))
+        sys.exit(f"plm serve exited {exit_code} after SIGTERM; its log: {log}")
+    # 6. `plm ingest FILE` of one edited file into the index, as a process (no server): wall
+    # seconds, and the report's own timings (its "update indexes" is the segment's cost).
+    cli = []
+    for _ in range(args.cli_edits):
+        i = rng.randrange(args.docs)
+        with doc_path(corpus, i).open("a", encoding="utf-8") as fh:
+            fh.write(f"\nCLI edit {os.urandom(4).hex()}.\n")
+        cmd = [*plm, "ingest", str(doc_path(corpus, i)), "--config", str(config), "--index", str(index), "--json"]
+        t0 = time.perf_counter()
+        out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout
+        wall = time.perf_counter() - t0
+        report = json.loads(out)
+        cli.append({"wall_s": round(wall, 3), "timings_s": {k: round(v, 3) for k, v in report["timings_s"].items()}})
+    result["cli_ingest_one_file"] = cli
     say(f"save to searchable {s2s}, at ranks {dict(ranks)}; queries (ms) {result['query_ms']}")
     print(json.dumps(result))
-    if exit_code != 0:
-        sys.exit(f"plm serve exited {exit_code} after SIGTERM; its log: {log}")
     shutil.rmtree(work, ignore_errors=True)
 
 
