@@ -278,8 +278,8 @@ class DocumentStore(ABC):
         """A context in which every read sees one committed state, even while another process writes."""
 
     @abstractmethod
-    def doc_fingerprints(self) -> dict[str, str]:
-        """Stored document id -> the fingerprint it was stored with ("" if none)."""
+    def doc_fingerprints(self, ids: Sequence[str] | None = None) -> dict[str, str]:
+        """Stored document id -> its stored fingerprint ("" if none); of these ids only, if given."""
 
     @abstractmethod
     def doc_paths(self) -> dict[str, str]:

@@ -111,10 +111,15 @@ class Job:
         touching nothing else; one index refresh at the end. With `prune`, documents a
         changed file used to yield and no longer does (a record removed from a JSON file)
         are deleted too (see `ingest`)."""
-        return self._sync(as_sources(changed), prune=prune, deleted=list(deleted))
+        return self._sync(as_sources(changed), prune=prune, deleted=list(deleted), note_others=False)
 
     def _sync(
-        self, items: list[Source], force: bool = False, prune: bool = False, deleted: Sequence[str] = ()
+        self,
+        items: list[Source],
+        force: bool = False,
+        prune: bool = False,
+        deleted: Sequence[str] = (),
+        note_others: bool = True,
     ) -> IngestReport:
         if items and not self.config.index:
             raise PlmUserError(
@@ -132,7 +137,8 @@ class Job:
         stored_model = self.store.get_meta("model")
         # Fingerprints name the model, but vectors written by other means must not mix either.
         redo = force or (self.embedder is not None and stored_model not in (None, self.embedder.model_name))
-        todo = plan(docs, self.store.doc_fingerprints(), self.index_fingerprint(), redo)
+        # Only these documents' fingerprints: a one-file sync into a million documents reads one row.
+        todo = plan(docs, self.store.doc_fingerprints([d.id for d in docs]), self.index_fingerprint(), redo)
         self.syncer.run(todo, report, read_cache=not force)
         synced = set(todo.fingerprints)
         del docs, todo  # the documents' texts are stored: free them before the index builds
@@ -142,7 +148,7 @@ class Job:
         deleted = [d for d in deleted if d not in synced]
         if deleted:
             report.deleted += [d for d in self.store.delete_documents(deleted) if d not in report.deleted]
-        elif items and not prune:
+        elif items and not prune and note_others:  # not for a watcher's sync: it reads every path
             note_other_sources(self.store.doc_paths(), items, report)
         self.syncer.complete_vectors(report, read_cache=not force)
         return self._finish(report, start)

@@ -181,7 +181,9 @@ class Searcher:
         """Build and save every index from what the store holds now; with `whole` false,
         bring each saved index up to date by its cheapest path (`Index.refresh`)."""
         with self.store.snapshot():
-            problems = [p for p in self.store.consistency_problems() if self.uses_vectors or not p.about_vectors]
+            # Counted over every chunk (0.2 s at a million): a sync of BM25 segments skips it.
+            checked = self.store.consistency_problems() if whole or self.uses_vectors else []
+            problems = [p for p in checked if self.uses_vectors or not p.about_vectors]
             if problems:
                 raise StoreError(
                     f"the store in {self.index_dir} is inconsistent ({'; '.join(map(str, problems))}): run "

@@ -656,8 +656,11 @@ class PostgresStore(Store):
         return dict(self._q(sql, (list(chunk_ids),)).fetchall())
 
     # ------------------------------------------------------------------ reads
-    def doc_fingerprints(self) -> dict[str, str]:
-        return {r[0]: r[1] or "" for r in self._q("SELECT id, fingerprint FROM {s}.documents ORDER BY row")}
+    def doc_fingerprints(self, ids: Sequence[str] | None = None) -> dict[str, str]:
+        if ids is None:
+            return {r[0]: r[1] or "" for r in self._q("SELECT id, fingerprint FROM {s}.documents ORDER BY row")}
+        rows = self._q("SELECT id, fingerprint FROM {s}.documents WHERE id = ANY(%s)", (list(ids),))
+        return {r[0]: r[1] or "" for r in rows}
 
     def doc_paths(self) -> dict[str, str]:
         return {r[0]: r[1] or "" for r in self._q("SELECT id, path FROM {s}.documents ORDER BY row")}

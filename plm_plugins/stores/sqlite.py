@@ -347,8 +347,19 @@ class SQLiteStore(Store):
             self.db.execute("DELETE FROM documents")
             self._bump_version()
 
-    def doc_fingerprints(self) -> dict[str, str]:
-        rows = self.db.execute("SELECT id, fingerprint FROM documents ORDER BY row")
+    def doc_fingerprints(self, ids: Sequence[str] | None = None) -> dict[str, str]:
+        if ids is None:
+            rows: Any = self.db.execute("SELECT id, fingerprint FROM documents ORDER BY row")
+        else:
+            wanted = list(dict.fromkeys(ids))
+            rows = [
+                r
+                for i in range(0, len(wanted), 500)
+                for r in self.db.execute(
+                    f"SELECT id, fingerprint FROM documents WHERE id IN ({','.join('?' * len(wanted[i : i + 500]))})",
+                    wanted[i : i + 500],
+                )
+            ]
         return {r[0]: r[1].hex() if isinstance(r[1], bytes) else r[1] or "" for r in rows}
 
     def doc_paths(self) -> dict[str, str]:

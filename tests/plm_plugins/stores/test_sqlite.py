@@ -124,6 +124,7 @@ def test_sha256_fingerprints_are_stored_as_32_bytes_and_read_back_as_text(tmp_pa
     sha = hashlib.sha256(b"a").hexdigest()
     store.replace_documents(docs, chunks, fingerprints=[sha, "not-a-sha"])
     assert store.doc_fingerprints() == {"a": sha, "b": "not-a-sha"}
+    assert store.doc_fingerprints(["b", "missing"]) == {"b": "not-a-sha"}  # only those asked for
     kinds = dict(store.db.execute("SELECT id, typeof(fingerprint) || length(fingerprint) FROM documents"))
     assert kinds == {"a": "blob32", "b": "text9"}
     # a store written before (hex text) reads the same, so nothing is re-processed
