@@ -86,12 +86,19 @@ class Generation:
             self.idle.put(reader)
 
     def search(self, query: Query, timeout: float = 60.0) -> Any:
+        return self._with_reader(lambda job: job.search(query), timeout)
+
+    def stats(self, timeout: float = 60.0) -> dict[str, Any]:
+        """The store's counts and sizes as this generation sees them."""
+        return self._with_reader(lambda job: job.store.stats(), timeout)
+
+    def _with_reader(self, work: Callable[[Job], Any], timeout: float) -> Any:
         try:
             reader = self.idle.get(timeout=timeout)
         except queue.Empty:
             raise NotReady(f"the server is busy: no reader was free within {timeout:.0f}s") from None
         try:
-            return reader.job.search(query)
+            return work(reader.job)
         finally:
             self.idle.put(reader)
 
@@ -248,9 +255,14 @@ class Service:
         return report
 
     def status(self) -> dict[str, Any]:
-        with self.write_lock:
-            stats = self.writer.store.stats()
         generation = self.generation
+        if generation is not None:
+            # A reader's view: never waits for a sync (a watcher's catch-up of a million
+            # files holds the writer for minutes).
+            stats = generation.stats()
+        else:
+            with self.write_lock:
+                stats = self.writer.store.stats()
         return {
             "config": self.writer.config.job.name,
             "config_path": str(self.writer.config.path),
