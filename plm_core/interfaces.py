@@ -282,8 +282,8 @@ class DocumentStore(ABC):
         """Stored document id -> its stored fingerprint ("" if none); of these ids only, if given."""
 
     @abstractmethod
-    def doc_paths(self) -> dict[str, str]:
-        """Stored document id -> the path it was loaded from ("" for in-memory records)."""
+    def doc_paths(self, paths: Sequence[str] | None = None) -> dict[str, str]:
+        """Stored document id -> the path it was loaded from ("" for records); of these paths only, if given."""
 
     @abstractmethod
     def replace_documents(

@@ -148,7 +148,10 @@ class Job:
         deleted = [d for d in deleted if d not in synced]
         if deleted:
             report.deleted += [d for d in self.store.delete_documents(deleted) if d not in report.deleted]
-        elif items and not prune and note_others:  # not for a watcher's sync: it reads every path
+        elif (
+            items and not prune and note_others and any(isinstance(i, (str, Path)) and Path(i).is_dir() for i in items)
+        ):
+            # Folders only (the note reads every stored path): not for a watcher's sync or a file.
             note_other_sources(self.store.doc_paths(), items, report)
         self.syncer.complete_vectors(report, read_cache=not force)
         return self._finish(report, start)

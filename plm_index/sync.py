@@ -332,9 +332,19 @@ class Syncer:
             return
         covered = scope(sources)
         keep = yielded | {f.doc_id for f in report.failed}
-        gone = [doc_id for doc_id, path in self.store.doc_paths().items() if doc_id not in keep and covered(path)]
+        gone = [doc_id for doc_id, path in self._paths(sources).items() if doc_id not in keep and covered(path)]
         if gone:
             report.deleted = self.store.delete_documents(gone)
+
+    def _paths(self, sources: Sequence[Any]) -> dict[str, str]:
+        """Stored id -> path of the documents `prune` must look at: when every source is a
+        file (a watcher's batch), those stored under these files' paths (as given, absolute
+        or relative to here), found by the store; else all of them."""
+        files = [s for s in sources if isinstance(s, (str, Path)) and os.path.isfile(s)]
+        if not files or len(files) != len(sources):
+            return self.store.doc_paths()
+        names = {form for f in files for form in (str(f), os.path.abspath(f), os.path.relpath(f))}
+        return self.store.doc_paths(sorted(names))
 
     def complete_vectors(self, report: IngestReport, read_cache: bool) -> None:
         """Embed stored chunks whose vector is missing, damaged or from another model: after

@@ -662,8 +662,12 @@ class PostgresStore(Store):
         rows = self._q("SELECT id, fingerprint FROM {s}.documents WHERE id = ANY(%s)", (list(ids),))
         return {r[0]: r[1] or "" for r in rows}
 
-    def doc_paths(self) -> dict[str, str]:
-        return {r[0]: r[1] or "" for r in self._q("SELECT id, path FROM {s}.documents ORDER BY row")}
+    def doc_paths(self, paths: Sequence[str] | None = None) -> dict[str, str]:
+        if paths is None:
+            return {r[0]: r[1] or "" for r in self._q("SELECT id, path FROM {s}.documents ORDER BY row")}
+        return {
+            r[0]: r[1] or "" for r in self._q("SELECT id, path FROM {s}.documents WHERE path = ANY(%s)", (list(paths),))
+        }
 
     def chunks(self) -> list[Chunk]:
         return [_chunk_from_row(r) for r in self._q(f"SELECT {C_CHUNK_COLS} FROM {CHUNKS_JOIN} {ORDER}")]

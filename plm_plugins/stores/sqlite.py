@@ -362,8 +362,18 @@ class SQLiteStore(Store):
             ]
         return {r[0]: r[1].hex() if isinstance(r[1], bytes) else r[1] or "" for r in rows}
 
-    def doc_paths(self) -> dict[str, str]:
-        return {r[0]: r[1] or "" for r in self.db.execute("SELECT id, path FROM documents ORDER BY row")}
+    def doc_paths(self, paths: Sequence[str] | None = None) -> dict[str, str]:
+        if paths is None:
+            return {r[0]: r[1] or "" for r in self.db.execute("SELECT id, path FROM documents ORDER BY row")}
+        wanted = list(dict.fromkeys(paths))
+        return {
+            r[0]: r[1] or ""
+            for i in range(0, len(wanted), 500)
+            for r in self.db.execute(
+                f"SELECT id, path FROM documents WHERE path IN ({','.join('?' * len(wanted[i : i + 500]))})",
+                wanted[i : i + 500],
+            )
+        }
 
     def replace_documents(
         self,
