@@ -25,7 +25,9 @@ What is here:
   `Retriever`, `Fuser`, `RankingStage`, `Reranker`, `Store`, `Executor`, `Tokenizer` (a
   part of the stage that tokenizes, e.g. `tokenizer = "snowball"` in a bm25s table), and `Index`
   for a stage that keeps an index derived from the store (`SavedIndex`: the same with a
-  plain index/save/open_saved path; the runtime versions, checksums and swaps builds);
+  plain index/save/open_saved path; the runtime versions, checksums and swaps builds;
+  `SegmentedIndex`: kept as segments a sync adds to, with `build_data(rows: Rows)`,
+  `save_data`, `open_data`, `merge_data`);
 - records: `Document`, `Chunk`, `Query`, `ExpandedQuery`, `EmbeddedQuery`, `ScoredChunk`,
   `FusionConfig`, `Hit`, `Ranking`, `LoadFailure`, `Snapshot` (what an index reads),
   `CorpusVersion`;
@@ -93,6 +95,8 @@ if TYPE_CHECKING:
 # name -> the runtime module it lives in, imported on first use
 _LAZY = {
     "SavedIndex": "plm_index.builds",
+    "SegmentedIndex": "plm_index.segments",
+    "Rows": "plm_index.segments",
     "stage_folder": "plm_index.builds",
     "save_build": "plm_index.builds",
     "open_build": "plm_index.builds",
@@ -151,7 +155,9 @@ __all__ = [
     "hookimpl",
     "require_embedder",
     # loaded on first use (_LAZY)
+    "Rows",
     "SavedIndex",
+    "SegmentedIndex",
     "build_matches",
     "build_path",
     "compile_filters",
