@@ -196,6 +196,8 @@ class Searcher:
                     ix.build(snap, self.index_dir)
                 elif not ix.is_current(snap.version, self.index_dir):
                     ix.refresh(snap, self.index_dir)
+                else:
+                    ix.load(snap, self.index_dir)  # saved already: opened, so every index is warm
                 if timings is not None:
                     timings[f"index:{ix.label}"] = time.perf_counter() - t0
             self._warm_for(snap)

@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import queue
 import threading
 import time
@@ -37,6 +38,19 @@ def _at_least(served: CorpusVersion | None, target: CorpusVersion | None) -> boo
     if served is None or target is None:
         return served == target
     return served == target or (served.store_id == target.store_id and served.counter >= target.counter)
+
+
+def folder_bytes(folder: Any) -> int:
+    """Bytes of the files under `folder`; files and folders that vanish meanwhile (a merge's
+    temp folder renamed into place, an old segment collected) are skipped, never an error."""
+    total = 0
+    for root, _, files in os.walk(folder):  # os.walk skips folders that vanish under it
+        for name in files:
+            try:
+                total += os.stat(os.path.join(root, name)).st_size
+            except OSError:
+                continue
+    return total
 
 
 class NotReady(PlmUserError):
@@ -275,7 +289,7 @@ class Service:
             "model": stats.get("model"),
             "corpus_version": stats.get("corpus_version"),
             "store_bytes": stats.get("bytes"),
-            "index_dir_bytes": sum(p.stat().st_size for p in self.writer.index_dir.rglob("*") if p.is_file()),
+            "index_dir_bytes": folder_bytes(self.writer.index_dir),
             "readers": self.readers,
             "uptime_s": round(time.time() - self.started, 1),
             "last_sync": self.last_sync,
