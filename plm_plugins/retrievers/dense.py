@@ -50,7 +50,7 @@ class DenseRetriever(Retriever, SegmentedIndex):
     # matrix of its rows' vectors, memory-mapped when opened: a sync adds the new vectors as
     # a segment and marks replaced rows deleted; a query scores every segment.
     reads = "vectors"
-    segment_kind = "vectors"  # one set of segments for every dense stage (faiss reads them too)
+    segment_kind: str | None = "vectors"  # one set of segments for every dense stage (faiss reads them too)
 
     def segment_settings(self) -> dict[str, Any]:
         return {"format": VECTORS_FORMAT}
@@ -100,8 +100,8 @@ class DenseRetriever(Retriever, SegmentedIndex):
                 return np.zeros((0, 0), dtype=np.float32)
             rows = state.rows_in_index_order()
             if rows is None and len(state.segments) == 1:
-                return state.segments[0].data
-            matrix = np.concatenate([seg.data for seg in state.segments])
+                return self.vectors_of(state.segments[0].data)
+            matrix = np.concatenate([self.vectors_of(seg.data) for seg in state.segments])
             return matrix if rows is None else matrix[rows]
 
         return state.cached("matrix", make)
@@ -122,9 +122,13 @@ class DenseRetriever(Retriever, SegmentedIndex):
             # Rebuilt from the store, whose check names both models when they differ.
             raise StaleIndexError(f"{what} come from {saved!r}; the store says {snapshot.vectors_model!r}")
 
+    def vectors_of(self, data: Any) -> Any:
+        """A segment's float32 rows within its data (dense's data is the matrix itself)."""
+        return data
+
     def _dim(self) -> int | None:
         state = self.state
-        return None if state is None or not state.segments else int(state.segments[0].data.shape[1])
+        return None if state is None or not state.segments else int(self.vectors_of(state.segments[0].data).shape[1])
 
     def query_vector(self, query: ExpandedQuery) -> Any:
         import numpy as np
@@ -152,7 +156,7 @@ class DenseRetriever(Retriever, SegmentedIndex):
         if not state.total:
             return np.zeros(0, dtype=np.float32)
         vector = self.query_vector(query)
-        return np.concatenate([similarities(seg.data, vector) for seg in state.segments])
+        return np.concatenate([similarities(self.vectors_of(seg.data), vector) for seg in state.segments])
 
     def search(self, query: ExpandedQuery, n: int, allowed: Any = None) -> list[ScoredChunk]:
         # Exact scores for every chunk, then the POC's tie order (see ranking.top_n).

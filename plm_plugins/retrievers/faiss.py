@@ -114,9 +114,8 @@ class FaissRetriever(DenseRetriever):
         vectors = super().merge_data([p.vectors for p in parts], keep)
         return FaissSegment(vectors, self._graph(vectors))
 
-    def _dim(self) -> int | None:
-        state = self.state
-        return None if state is None or not state.segments else int(state.segments[0].data.vectors.shape[1])
+    def vectors_of(self, data: FaissSegment) -> Any:
+        return data.vectors
 
     def _settings(self) -> dict[str, Any]:
         """What the saved index depends on: its kind and build options (search-time ones and
@@ -185,17 +184,6 @@ class FaissRetriever(DenseRetriever):
         raise ValueError(f"faiss cannot read {INDEX_FILE}: {reason}")
 
     # ------------------------------------------------------------------ search
-    def scores(self, query: ExpandedQuery) -> Any:
-        import numpy as np
-
-        state = self.state
-        if state is None:
-            raise StaleIndexError(f"retriever {self.label!r} is not loaded")
-        if not state.total:
-            return np.zeros(0, dtype=np.float32)
-        vector = self.query_vector(query)
-        return np.concatenate([similarities(seg.data.vectors, vector) for seg in state.segments])
-
     def search(self, query: ExpandedQuery, n: int, allowed: Any = None) -> list[ScoredChunk]:
         """Each segment's best n allowed rows (its index when it has one and enough rows
         pass, else an exact scan), rescored exactly; then the n best of them all."""
