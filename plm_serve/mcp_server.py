@@ -36,6 +36,7 @@ from plm_core.records import Hit
 from plm_index.commands import ConfigOpt, IndexOpt, SetOpt, open_job
 from plm_index.job import Job
 from plm_serve.schemas import HitModel
+from plm_serve.service import warm_for_queries
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
@@ -121,8 +122,7 @@ def warm(job: Job) -> Job:
     stdout is the protocol."""
     with contextlib.redirect_stdout(sys.stderr):
         job.open(create=False)
-        if job.embedder is not None:
-            job.embedder.ensure_warm()
+        warm_for_queries(job.embedder)
         job.searcher.pipeline.warm_up()
         # An index emptied by `plm delete` is no reason not to start: `search` will say so.
         with contextlib.suppress(PlmUserError):

@@ -174,6 +174,13 @@ class SentenceTransformerEmbedder(Embedder):
             self._expected = (name, found[-1])
         return self._expected
 
+    def warm_for_queries(self) -> None:
+        """Load what embedding queries needs, no more: with backend = "onnx" and the model
+        exported, the torch-free query encoder (a server that only searches never imports
+        torch; its first document batch loads the model); otherwise the model."""
+        if self._warm or self._query_encoder() is None:
+            self.ensure_warm()
+
     def _query_encoder(self) -> onnx_backend.QueryEncoder | None:
         """With backend = "onnx" and the model exported already: queries are embedded with
         no torch and no sentence-transformers import (a cold `plm query` in seconds less)."""

@@ -106,7 +106,7 @@ def documents_from_records(
 ) -> tuple[list[Document], list[LoadFailure]]:
     """Records given as values (an HTTP body, not a file) taken exactly as `load` takes a
     file's: the same keys, metadata and checks; each bad record is one failure, `record N`."""
-    loader = JsonRecordsLoader(config or JsonRecordsLoader.Config())
+    loader = JsonRecordsLoader(config or JsonRecordsLoader.Config.model_validate({}))
     items = (
         (
             f"record {n}",

@@ -176,3 +176,52 @@ def test_a_cold_hybrid_query_imports_no_torch(tiny_model: str, tmp_path: Path) -
     res = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, timeout=300)
     assert res.returncode == 0, res.stderr
     assert res.stdout.split() == ["d2", "False", "False"]
+
+
+def test_a_server_over_an_exported_model_is_ready_without_torch_and_loads_it_to_write(
+    tiny_model: str, tmp_path: Path
+) -> None:
+    """`plm serve` and `plm mcp` warm only what queries need: with the model exported, no
+    torch until the first document batch, which then loads the model and embeds as before."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    pytest.importorskip("fastapi")
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for i, text in enumerate(TEXTS):
+        (docs / f"d{i}.md").write_text(f"# Doc {i}\n\n{text}\n")
+    config = tmp_path / "job.toml"
+    config.write_text(
+        f'[job]\nname = "served"\n[embedder]\nuse = "sentence_transformers"\nmodel = {json.dumps(tiny_model)}\n'
+        'backend = "onnx"\n[index.load]\nuse = "markdown_dir"\n[index.chunk]\nuse = "markdown_semantic"\n'
+        '[query.embed]\nuse = "embed_query"\n[query.retrieve]\nuse = "hybrid"\n'
+        '[query.retrieve.retrievers.dense]\nuse = "dense"\n[query.retrieve.fuser]\nuse = "rrf"\n'
+    )
+    env = {**os.environ, "PLM_DATA_DIR": str(tmp_path / "data"), "PLM_PROGRESS": "0", "HF_HUB_OFFLINE": "1"}
+    res = subprocess.run(
+        [sys.executable, "-m", "plm_core.cli", "ingest", str(docs), "-c", str(config)],
+        capture_output=True, text=True, env=env,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    probe = f"""
+import sys
+from plm_core.records import Query
+from plm_index.job import Job
+from plm_serve.mcp_server import warm
+from plm_serve.service import Service
+
+warm(Job.from_config({str(config)!r})).close()
+print("mcp", "torch" in sys.modules)
+service = Service(Job.from_config({str(config)!r}))
+service.start()
+print("serve", service.search(Query(text="gold", k=1))[0].hits[0].doc_id, "torch" in sys.modules)
+report = service.apply(lambda job: job.sync([{{"id": "d9", "text": "gold gold cat"}}]))
+print("write", len(report.added), service.writer.embedder._warm, "torch" in sys.modules)
+service.stop()
+"""
+    res = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, timeout=300)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.split() == ["mcp", "False", "serve", "d2", "False", "write", "1", "True", "True"], res.stdout
