@@ -146,7 +146,9 @@ def test_queries_need_no_torch_once_exported_and_match_the_full_path(tiny_model:
     assert fresh._warm
 
 
-def test_a_cold_hybrid_query_imports_no_torch(tiny_model: str, tmp_path: Path) -> None:
+def _ingested_onnx_job(tiny_model: str, tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    """A hybrid (dense + bm25) ONNX job over TEXTS, ingested by `plm ingest` in a subprocess
+    (which exports the model): its config and the environment to run it in."""
     import json
     import os
     import subprocess
@@ -168,6 +170,14 @@ def test_a_cold_hybrid_query_imports_no_torch(tiny_model: str, tmp_path: Path) -
     cli = [sys.executable, "-m", "plm_core.cli"]
     res = subprocess.run([*cli, "ingest", str(docs), "-c", str(config)], capture_output=True, text=True, env=env)
     assert res.returncode == 0, res.stderr
+    return config, env
+
+
+def test_a_cold_hybrid_query_imports_no_torch(tiny_model: str, tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    config, env = _ingested_onnx_job(tiny_model, tmp_path)
     probe = (
         "import sys\nfrom plm_index.job import Job\n"
         f"hits = Job.from_config({str(config)!r}).retrieve('gold', k=2)\n"
@@ -183,29 +193,11 @@ def test_a_server_over_an_exported_model_is_ready_without_torch_and_loads_it_to_
 ) -> None:
     """`plm serve` and `plm mcp` warm only what queries need: with the model exported, no
     torch until the first document batch, which then loads the model and embeds as before."""
-    import json
-    import os
     import subprocess
     import sys
 
     pytest.importorskip("fastapi")
-    docs = tmp_path / "docs"
-    docs.mkdir()
-    for i, text in enumerate(TEXTS):
-        (docs / f"d{i}.md").write_text(f"# Doc {i}\n\n{text}\n")
-    config = tmp_path / "job.toml"
-    config.write_text(
-        f'[job]\nname = "served"\n[embedder]\nuse = "sentence_transformers"\nmodel = {json.dumps(tiny_model)}\n'
-        'backend = "onnx"\n[index.load]\nuse = "markdown_dir"\n[index.chunk]\nuse = "markdown_semantic"\n'
-        '[query.embed]\nuse = "embed_query"\n[query.retrieve]\nuse = "hybrid"\n'
-        '[query.retrieve.retrievers.dense]\nuse = "dense"\n[query.retrieve.fuser]\nuse = "rrf"\n'
-    )
-    env = {**os.environ, "PLM_DATA_DIR": str(tmp_path / "data"), "PLM_PROGRESS": "0", "HF_HUB_OFFLINE": "1"}
-    res = subprocess.run(
-        [sys.executable, "-m", "plm_core.cli", "ingest", str(docs), "-c", str(config)],
-        capture_output=True, text=True, env=env,
-    )  # fmt: skip
-    assert res.returncode == 0, res.stderr
+    config, env = _ingested_onnx_job(tiny_model, tmp_path)
     probe = f"""
 import sys
 from plm_core.records import Query
