@@ -199,24 +199,35 @@ def remove_older(target: Path) -> None:
         if name == target.name:
             continue
         if name.startswith((".tmp-", ".old-")):
-            pid = name.split("-")[1]
-            fresh = time.time() - _mtime(entry) < LEFTOVER_MAX_AGE_S
-            if pid.isdigit() and _alive(int(pid)) and fresh:
-                # Still being written or removed by a live process (maybe this one). The age
-                # limit covers containers, where every run may be the same pid.
+            if live_leftover(entry, time.time()):
                 continue
         elif name.startswith("v") and name[1:].split("-", 1)[0].isdigit():
             if int(name[1:].split("-", 1)[0]) > mine:
                 continue  # a newer build
-        if entry.is_dir() and not entry.is_symlink():
-            retired = entry if name.startswith((".tmp-", ".old-")) else retire(entry)
-            if retired is not None:
-                shutil.rmtree(retired, ignore_errors=True)
-        else:
-            entry.unlink(missing_ok=True)
+        discard(entry)
 
 
-def _mtime(path: Path) -> float:
+def live_leftover(entry: Path, now: float) -> bool:
+    """A `.tmp-PID-...` or `.old-PID-...` entry still being written or removed by a live
+    process (maybe this one). The age limit covers containers, where every run may be the
+    same pid: an older one is a dead writer's."""
+    pid = entry.name.split("-")[1]
+    return pid.isdigit() and _alive(int(pid)) and now - mtime(entry) < LEFTOVER_MAX_AGE_S
+
+
+def discard(entry: Path) -> None:
+    """Delete a file, or a folder renamed out of the way first (a reader never sees part of
+    it; a temp or retired folder is no reader's already)."""
+    if entry.is_dir() and not entry.is_symlink():
+        retired = entry if entry.name.startswith((".tmp-", ".old-")) else retire(entry)
+        if retired is not None:
+            shutil.rmtree(retired, ignore_errors=True)
+    else:
+        entry.unlink(missing_ok=True)
+
+
+def mtime(path: Path) -> float:
+    """The modification time, 0 for a path that vanished meanwhile."""
     try:
         return path.stat().st_mtime
     except OSError:

@@ -477,7 +477,7 @@ def collect_garbage(base: Path, now: float | None = None) -> None:
     now = time.time() if now is None else now
     manifests = _manifests(base)
     for path, _ in manifests[:-KEEP_MANIFESTS]:
-        if now - _mtime(path) > GRACE_S:
+        if now - builds.mtime(path) > GRACE_S:
             path.unlink(missing_ok=True)
     kept = [m for p, m in manifests if p.exists()]
     segments = {s["name"] for m in kept for s in m.get("segments", [])}
@@ -488,24 +488,11 @@ def collect_garbage(base: Path, now: float | None = None) -> None:
             if entry.name in names or (sub == "manifests" and not entry.name.startswith(".")):
                 continue
             if entry.name.startswith((".tmp-", ".old-")):
-                pid = entry.name.split("-")[1]
-                if pid.isdigit() and builds._alive(int(pid)) and now - _mtime(entry) < builds.LEFTOVER_MAX_AGE_S:
+                if builds.live_leftover(entry, now):
                     continue  # still being written by a live process (maybe this one)
-            elif now - _mtime(entry) <= GRACE_S:
+            elif now - builds.mtime(entry) <= GRACE_S:
                 continue
-            if entry.is_dir():
-                old = builds.retire(entry)
-                if old is not None:
-                    shutil.rmtree(old, ignore_errors=True)
-            else:
-                entry.unlink(missing_ok=True)
-
-
-def _mtime(path: Path) -> float:
-    try:
-        return path.stat().st_mtime
-    except OSError:
-        return 0.0
+            builds.discard(entry)
 
 
 # ---------------------------------------------------------------------- policy
