@@ -24,7 +24,7 @@ import random
 import re
 import shutil
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -250,7 +250,17 @@ def train(
 
     torch.manual_seed(settings.seed)
     model = SentenceTransformer(str(source), device="cpu", local_files_only=True)
-    model.max_seq_length = min(model.max_seq_length or settings.max_seq_length, settings.max_seq_length)
+    # --max-seq-length is a training cost only: the saved model reads as many tokens as the base.
+    served_length = model.max_seq_length
+    model.max_seq_length = min(served_length or settings.max_seq_length, settings.max_seq_length)
+
+    def save(folder: Path) -> None:
+        trained_length, model.max_seq_length = model.max_seq_length, served_length
+        try:
+            model.save(str(folder))
+        finally:
+            model.max_seq_length = trained_length
+
     loss = MultipleNegativesRankingLoss(model)
     optimizer = torch.optim.AdamW(model.parameters(), lr=settings.learning_rate)
     warmup = max(1, len(plan) // 10)
@@ -288,14 +298,14 @@ def train(
         if math.isnan(float(value.detach())):
             raise PlmUserError(f"the loss became NaN at step {step}: lower --learning-rate")
         if step % settings.checkpoint_steps == 0 and step < len(plan):
-            _save_checkpoint(model, optimizer, scheduler, ckpt, step, digest)
+            _save_checkpoint(save, optimizer, scheduler, ckpt, step, digest)
     model.eval()
     target = out / MODEL
-    _swap_in(target, lambda tmp: model.save(str(tmp)))
+    _swap_in(target, save)
     if finished:
         shutil.rmtree(ckpt, ignore_errors=True)
     else:
-        _save_checkpoint(model, optimizer, scheduler, ckpt, step, digest)
+        _save_checkpoint(save, optimizer, scheduler, ckpt, step, digest)
     return AdaptResult(target, step, len(plan), resumed_from, finished, time.monotonic() - start, len(pairs))
 
 
@@ -307,11 +317,13 @@ def _read_state(ckpt: Path) -> dict[str, Any] | None:
     return state if isinstance(state, dict) else None
 
 
-def _save_checkpoint(model: Any, optimizer: Any, scheduler: Any, ckpt: Path, step: int, digest: str) -> None:
+def _save_checkpoint(
+    save: Callable[[Path], None], optimizer: Any, scheduler: Any, ckpt: Path, step: int, digest: str
+) -> None:
     import torch
 
     def write(tmp: Path) -> None:
-        model.save(str(tmp / MODEL))
+        save(tmp / MODEL)
         extra = {"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(), "rng": torch.get_rng_state()}
         torch.save(extra, tmp / "optimizer.pt")
         (tmp / "state.json").write_text(json.dumps({"step": step, "digest": digest}))

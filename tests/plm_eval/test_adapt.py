@@ -267,3 +267,16 @@ def test_the_adapted_folder_is_a_model_like_any_other(env: dict[str, Any], tiny_
     onnx = SentenceTransformerEmbedder(model=folder, settings=settings, backend="onnx")
     assert np.abs(onnx.embed(texts) - adapted.embed(texts)).max() < 1e-5
     assert type(onnx._model[0].model).__name__ == "OnnxTransformer"
+
+
+def test_a_shorter_training_length_leaves_the_model_reading_as_far_as_before(
+    env: dict[str, Any], tiny_model: str
+) -> None:
+    """--max-seq-length cuts training texts only: the saved model (and a checkpoint) keep
+    the base model's length, or every chunk would be embedded cut short."""
+    from sentence_transformers import SentenceTransformer
+
+    base = SentenceTransformer(tiny_model, device="cpu").max_seq_length
+    out = env["tmp"] / "short"
+    adapt(config=env["config"], out_dir=out, seed=0, epochs=1, batch_size=4, max_seq_length=16, checkpoint_steps=2)
+    assert base == 96 and SentenceTransformer(str(out / "model"), device="cpu").max_seq_length == base
