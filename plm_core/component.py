@@ -92,6 +92,11 @@ class BaseComponent(Generic[In, Out], metaclass=ABCMeta):
     def warm_up(self) -> None:
         """Load models or open indexes; called once before the first run."""
 
+    @property
+    def is_warm(self) -> bool:
+        """Whether `warm_up` has run (a model loaded, an index opened)."""
+        return self._warm
+
     def ensure_warm(self) -> None:
         if not self._warm:
             self.warm_up()

@@ -75,6 +75,19 @@ class Loader(BaseComponent[str, list[Document]]):
         ingest then stops before changing anything. The default: whatever `run` raises stops it."""
         return self.run(source), []
 
+    def files(self, folder: str) -> tuple[list[str], list[LoadFailure]] | None:
+        """A loader that reads one document per file may list the files `load(folder)` reads
+        (absolute, sorted) without reading them, with a failure per subfolder it could not
+        list: a sync then reads only files whose size or modification time changed, and
+        prunes only documents whose files are gone. None (the default): every sync reads
+        the whole source."""
+        return None
+
+    def load_files(self, root: str, files: Sequence[str]) -> tuple[list[Document], list[LoadFailure]]:
+        """These files (from `files(root)`, or under `root`) as `load(root)` would give them,
+        ids relative to `root`. Only called on loaders whose `files` lists."""
+        raise NotImplementedError
+
 
 class Chunker(BaseComponent[list[Document], list[Chunk]]):
     family = "chunkers"

@@ -110,7 +110,16 @@ def ingest(
     config: ConfigOpt,
     set_: SetOpt = None,
     index: IndexOpt = None,
-    prune: Annotated[bool, typer.Option(help="Delete stored documents the paths no longer yield.")] = False,
+    prune: Annotated[
+        bool, typer.Option(help="Delete stored documents whose files are gone (or give other documents now).")
+    ] = False,
+    prune_unread: Annotated[
+        bool,
+        typer.Option(
+            help="With --prune, also delete documents whose files still exist but are no longer read "
+            "(the loader's pattern or exclude changed)."
+        ),
+    ] = False,
     force: Annotated[bool, typer.Option(help="Re-process every document, recomputing cached work.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
     executor: Annotated[
@@ -130,7 +139,7 @@ def ingest(
             raise typer.BadParameter("--address needs --executor ray", param_hint="--address")
         set_.append(f"executor.address={address}")
     job = open_job(config, set_, None, index)
-    report = job.ingest(paths, force=force, prune=prune)
+    report = job.ingest(paths, force=force, prune=prune, prune_unread=prune_unread)
     if as_json:
         print(json.dumps({**report.as_dict(), "index_dir": str(job.index_dir)}, indent=1))
     else:

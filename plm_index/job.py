@@ -8,6 +8,7 @@ alone: `assembly` (config -> components), `sources` (paths and records -> docume
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -16,13 +17,14 @@ from typing import Any
 from plm_core.config import JobConfig, load_job
 from plm_core.errors import PlmUserError
 from plm_core.interfaces import Embedder
-from plm_core.records import Hit, Query, Ranking
+from plm_core.records import Document, Hit, Query, Ranking
 from plm_core.registry import Registry, default_registry
 from plm_core.settings import Settings, load_settings
 from plm_index.assembly import Assembler
 from plm_index.cache import ContentCache, open_cache
+from plm_index.file_stats import FileStats, Seen
 from plm_index.search import Searcher
-from plm_index.sources import Source, as_sources, load_sources
+from plm_index.sources import Source, as_sources, lists_files, load_sources
 from plm_index.sync import IngestReport, Processor, ProcessorRecipe, Syncer, index_fingerprint, note_other_sources, plan
 
 __all__ = ["IngestReport", "Job", "index_dir_for", "settings_for"]
@@ -55,6 +57,7 @@ class Job:
         )
         self.searcher = Searcher(self.store, self.query_stages, self.index_dir, parts.corpus, self.embedder)
         self._opened = False
+        self._file_stats: FileStats | None = None
 
     @classmethod
     def from_config(
@@ -85,23 +88,34 @@ class Job:
         if self._opened:
             self.store.close()
             self._opened = False
+        if self._file_stats is not None:
+            self._file_stats.close()
 
     # ---------------------------------------------------------------- sync
     def index_fingerprint(self) -> str:
-        """What every stored document depends on besides its own content."""
+        """What every stored document depends on besides its own content (found without
+        loading the model: a sync with nothing to do loads none)."""
         model = version = None
         if self.embedder is not None:
-            model, version = self.embedder.model_name, self.embedder.model_version
+            model, version = self.embedder.expected_model_name, self.embedder.model_version
         spec = {"index": self.config.raw.get("index", {}), "embedder": self.config.raw.get("embedder", {})}
         return index_fingerprint(spec, model, version or "")
 
-    def ingest(self, sources: Iterable[Source] | Source, force: bool = False, prune: bool = False) -> IngestReport:
+    def ingest(
+        self,
+        sources: Iterable[Source] | Source,
+        force: bool = False,
+        prune: bool = False,
+        prune_unread: bool = False,
+    ) -> IngestReport:
         """Sync the index with the sources: new and changed documents are processed and
         stored (each batch of documents in one transaction with its chunks and vectors),
-        unchanged ones skipped, and with `prune` stored documents the sources no longer
-        yield are deleted. `force` re-processes every document and recomputes instead of
-        reading the content cache."""
-        return self._sync(as_sources(sources), force=force, prune=prune)
+        unchanged ones skipped (a file whose size and modification time are unchanged is
+        not even read), and with `prune` documents whose files are gone from the folders
+        read are deleted. A stored document whose file still exists but is no longer read
+        (a pattern or `exclude` change) is only listed in a note, unless `prune_unread`.
+        `force` re-processes every document and recomputes instead of reading the cache."""
+        return self._sync(as_sources(sources), force=force, prune=prune or prune_unread, prune_unread=prune_unread)
 
     def sync(
         self, changed: Iterable[Source] | Source = (), deleted: Sequence[str] = (), prune: bool = False
@@ -113,6 +127,22 @@ class Job:
         are deleted too (see `ingest`)."""
         return self._sync(as_sources(changed), prune=prune, deleted=list(deleted), note_others=False)
 
+    @property
+    def file_stats(self) -> FileStats:
+        """What syncs remember of the files they read (beside the index)."""
+        if self._file_stats is None:
+            self._file_stats = FileStats(self.index_dir)
+        return self._file_stats
+
+    def _trusted(self, index_fp: str, paths: list[str]) -> dict[str, Seen]:
+        """The remembered files among `paths` whose document the store still holds as read."""
+        entries = self.file_stats.seen(index_fp, paths)
+        if not entries:
+            return {}
+        ids = [e.doc_id for e in entries.values()]
+        stored = self.store.doc_fingerprints(ids if len(ids) <= 20_000 else None)
+        return {p: e for p, e in entries.items() if stored.get(e.doc_id) == e.fingerprint}
+
     def _sync(
         self,
         items: list[Source],
@@ -120,6 +150,7 @@ class Job:
         prune: bool = False,
         deleted: Sequence[str] = (),
         note_others: bool = True,
+        prune_unread: bool = False,
     ) -> IngestReport:
         if items and not self.config.index:
             raise PlmUserError(
@@ -129,21 +160,35 @@ class Job:
         self.open()
         report = IngestReport()
         start = t0 = time.perf_counter()
-        docs, report.failed = load_sources(items, self.loader, str(self.config.path))
-        report.time("load", time.perf_counter() - t0)
-        report.documents = len(docs)
-        if not docs and not report.failed and not deleted:
-            raise PlmUserError("nothing to ingest: no documents found in the given sources")
         stored_model = self.store.get_meta("model")
         # Fingerprints name the model, but vectors written by other means must not mix either.
-        redo = force or (self.embedder is not None and stored_model not in (None, self.embedder.model_name))
+        expected = self.embedder.expected_model_name if self.embedder is not None else None
+        redo = force or (expected is not None and stored_model not in (None, expected))
+        index_fp = self.index_fingerprint()
+        stats = self.file_stats
+        seen = None if redo else functools.partial(self._trusted, index_fp)
+        loaded = load_sources(items, self.loader, str(self.config.path), seen, stats.roots())
+        docs, report.failed = loaded.docs, loaded.failed
+        report.time("read", time.perf_counter() - t0)
+        report.documents = len(docs) + len(loaded.unchanged)
+        if not docs and not loaded.unchanged and not report.failed and not deleted:
+            raise PlmUserError("nothing to ingest: no documents found in the given sources")
         # Only these documents' fingerprints: a one-file sync into a million documents reads one row.
-        todo = plan(docs, self.store.doc_fingerprints([d.id for d in docs]), self.index_fingerprint(), redo)
+        todo = plan(docs, self.store.doc_fingerprints([d.id for d in docs]), index_fp, redo)
         self.syncer.run(todo, report, read_cache=not force)
-        synced = set(todo.fingerprints)
+        report.unchanged += len(loaded.unchanged)
+        synced = set(todo.fingerprints) | {e.doc_id for e in loaded.unchanged.values()}
+        failed = {f.doc_id for f in report.failed}
+        if lists_files(self.loader):
+            self._supersede(docs, set(todo.added) - failed, synced, report)
+            for root in loaded.roots:
+                stats.add_root(root)
+            ok = [d for d in docs if d.id not in failed and d.path in loaded.signatures]
+            seen_now = {d.path: Seen(*loaded.signatures[d.path], d.id, todo.fingerprints[d.id]) for d in ok}
+            stats.record(index_fp, seen_now, loaded.listed_ns)
         del docs, todo  # the documents' texts are stored: free them before the index builds
         if prune:
-            self.syncer.prune(items, synced, report)
+            self.syncer.prune(items, synced, report, loaded.read, prune_unread)
         # An id stored again by this sync (a file renamed between folders) is not deleted.
         deleted = [d for d in deleted if d not in synced]
         if deleted:
@@ -153,8 +198,28 @@ class Job:
         ):
             # Folders only (the note reads every stored path): not for a watcher's sync or a file.
             note_other_sources(self.store.doc_paths(), items, report)
+        if report.deleted:
+            stats.forget(report.deleted)
         self.syncer.complete_vectors(report, read_cache=not force)
         return self._finish(report, start)
+
+    def _supersede(self, docs: Sequence[Document], added: set[str], synced: set[str], report: IngestReport) -> None:
+        """A file read under a new id (ids became paths, or its folder is now read from a
+        folder above it) replaces the document stored from that file under the old id."""
+        paths = sorted({d.path for d in docs if d.id in added and d.path})
+        if not paths:
+            return
+        old = {i: p for i, p in self.store.doc_paths(paths).items() if i not in synced}
+        if not old:
+            return
+        gone = self.store.delete_documents(sorted(old))
+        report.deleted += gone
+        new = {d.path: d.id for d in docs if d.id in added}
+        example = next(iter(gone))
+        report.notes.append(
+            f"note: {len(gone)} document(s) now named by their path from the folder read "
+            f"(e.g. {example!r} is now {new.get(old[example], '?')!r}); their old ids were removed"
+        )
 
     def delete(self, doc_ids: Sequence[str]) -> IngestReport:
         """Remove documents (one transaction) and rebuild the derived indexes."""
@@ -187,6 +252,10 @@ class Job:
             report.chunks = int(self.store.stats().get("chunks", 0))
         report.model = self.store.get_meta("model")
         report.seconds = time.perf_counter() - start
+        # The parts add up to the total: what no part timed (planning, pruning) is "other".
+        rest = report.seconds - sum(report.timings.values())
+        if rest >= 0.0005:
+            report.time("other", rest)
         return report
 
     # ---------------------------------------------------------------- query

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ from plm_core.errors import ConfigError, PlmUserError
 from plm_core.interfaces import Loader
 from plm_core.records import Document, LoadFailure
 from plm_index.documents import check_document, check_id, document_from_record
+from plm_index.file_stats import Seen, now_ns, root_for, signature
 
 # A LoadFailure is a source that was already read and rejected (a record a loader turned
 # down before the sync), reported as one `failed:` line like any other.
@@ -58,18 +60,46 @@ def _valid_id(src: Any) -> str:
     return str(doc_id)
 
 
+@dataclass
+class Loaded:
+    """What the sources gave: documents read, files that failed, and, for loaders that list
+    their files (`Loader.files`), what a sync needs to read only changed files and to prune
+    only what is gone from disk."""
+
+    docs: list[Document] = field(default_factory=list)
+    failed: list[LoadFailure] = field(default_factory=list)
+    unchanged: dict[str, Seen] = field(default_factory=dict)  # path -> its stored document, not read
+    signatures: dict[str, tuple[int, int]] = field(default_factory=dict)  # listed path -> (size, mtime_ns)
+    read: set[str] = field(default_factory=set)  # absolute paths read or listed: what prune may judge
+    roots: list[str] = field(default_factory=list)  # folders listed, absolute
+    listed_ns: int = 0  # when the first folder was listed
+
+
+# Given a list of listed paths, the entries a sync may trust without reading those files.
+Lookup = Callable[[list[str]], dict[str, Seen]]
+
+
 def load_sources(
-    sources: Sequence[Source], loader: Loader | None, where: str
-) -> tuple[list[Document], list[LoadFailure]]:
+    sources: Sequence[Source],
+    loader: Loader | None,
+    where: str,
+    seen: Lookup | None = None,
+    roots: Sequence[str] = (),
+) -> Loaded:
     """Documents from every source, plus the files (or records) that could not be read.
 
     A source that is itself unusable (a missing path) raises before anything changes; a
     second document with an id already seen is a failure, the first one wins, unless it
     comes from the same file (a folder given twice, or a file inside a given folder): that
     is the same document read again, and is taken once.
+
+    A folder whose loader lists its files is read file by file: a file `seen` vouches for
+    (same size and modification time as when its stored document was read) is not read.
+    Ids are relative to the outermost of `roots` (folders read before) holding the source,
+    else to the folder given (a file: its own folder), so a file or subfolder given later
+    keeps the id it got when its whole folder was read.
     """
-    docs: list[Document] = []
-    failures: list[LoadFailure] = []
+    out = Loaded()
     # id -> where it was first claimed: by a document, or by a file that failed (whose
     # stored version must stay, not be replaced by a later source's file of that id).
     owner: dict[str, str] = {}
@@ -84,17 +114,19 @@ def load_sources(
                 continue
             if d.id in owner:
                 msg = f"duplicate document id {d.id!r} (also {owner[d.id]}, which keeps it)"
-                failures.append(LoadFailure(d.path or "records", msg, d.id))
+                out.failed.append(LoadFailure(d.path or "records", msg, d.id))
             else:
                 owner[d.id] = d.path or "an earlier record"
-                docs.append(d)
+                out.docs.append(d)
                 if same is not None:
                     read.add(same)
+            if d.path:
+                out.read.add(d.path)
         for f in failed:
             if (f.path, f.error) in reported:
                 continue  # the same file read again fails the same way
             reported.add((f.path, f.error))
-            failures.append(f)
+            out.failed.append(f)
             if f.doc_id:
                 owner.setdefault(f.doc_id, f.path)
 
@@ -113,5 +145,50 @@ def load_sources(
             if loader is None:
                 raise ConfigError(f"{where}: no loader stage in [index] to read {src}")
             loader.ensure_warm()
-            take(*loader.load(str(src)))
-    return docs, failures
+            path = os.path.abspath(src)
+            root = root_for(path, roots)
+            listed = loader.files(path) if lists_files(loader) and os.path.isdir(path) else None
+            if listed is not None:
+                out.listed_ns = out.listed_ns or now_ns()
+                out.roots.append(path)
+                take([], listed[1])
+                _read_listed(loader, root or path, listed[0], seen, out, owner, take)
+            elif root is not None and root != path and lists_files(loader):
+                out.read.add(path)  # a file inside a folder read before: named from that folder
+                take(*loader.load_files(root, [path]))
+            else:
+                take(*loader.load(str(src)))
+    return out
+
+
+def lists_files(loader: Loader | None) -> bool:
+    """Whether the loader lists its files (one document each) for a sync to check."""
+    return loader is not None and type(loader).files is not Loader.files
+
+
+def _read_listed(
+    loader: Loader,
+    root: str,
+    listed: list[str],
+    seen: Lookup | None,
+    out: Loaded,
+    owner: dict[str, str],
+    take: Callable[[Sequence[Document], Sequence[LoadFailure]], None],
+) -> None:
+    """Read the listed files of one folder, except those `seen` vouches for."""
+    new = [p for p in listed if p not in out.signatures]
+    for p in new:
+        if (sig := signature(p)) is not None:
+            out.signatures[p] = sig
+    out.read.update(listed)
+    trusted = seen(new) if seen is not None and new else {}
+    todo: list[str] = []
+    for p in new:
+        entry = trusted.get(p)
+        if entry is not None and (entry.size, entry.mtime_ns) == out.signatures.get(p) and entry.doc_id not in owner:
+            out.unchanged[p] = entry
+            owner[entry.doc_id] = p
+        else:
+            todo.append(p)
+    if todo:
+        take(*loader.load_files(root, todo))

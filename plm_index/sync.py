@@ -204,6 +204,10 @@ class Processor:
             result.documents = kept
         if self.embedder is not None and result.chunks:
             t0 = time.perf_counter()
+            if not self.embedder.embedder.is_warm:
+                self.embedder.embedder.ensure_warm()
+                result.timings["load model"] = (t1 := time.perf_counter()) - t0
+                t0 = t1
             result.vectors = self.embedder.embed([c.index_text for c in result.chunks], read=read_cache)
             result.timings["embed"] = time.perf_counter() - t0
         for label, (computed, cached) in self.counters().items():
@@ -320,10 +324,20 @@ class Syncer:
             self.store.replace_documents(result.documents, result.chunks, result.vectors, self.model, fps)
             report.time("store", time.perf_counter() - t0)
 
-    def prune(self, sources: Sequence[Any], yielded: set[str], report: IngestReport) -> None:
-        """Delete stored documents these sources used to yield and no longer do: those whose
-        stored path is one of the source paths or lies under one (documents from other
-        folders are left alone), or path-less ones when in-memory records were given."""
+    def prune(
+        self,
+        sources: Sequence[Any],
+        yielded: set[str],
+        report: IngestReport,
+        read: set[str] = frozenset(),  # type: ignore[assignment]
+        unread_too: bool = False,
+    ) -> None:
+        """Delete stored documents these sources used to yield and no longer do, among those
+        whose stored path is one of the source paths or lies under one (documents from other
+        folders are left alone), or path-less ones when in-memory records were given: a
+        document whose file is gone, or whose file was `read` and gave other documents. A
+        document whose file still exists but was not read (a pattern or exclude change) is
+        listed in a note and kept, unless `unread_too`."""
         unknown = [f for f in report.failed if not f.doc_id]
         if unknown:  # a record that failed before its id was read may be a stored document
             report.notes.append(
@@ -332,9 +346,23 @@ class Syncer:
             return
         covered = scope(sources)
         keep = yielded | {f.doc_id for f in report.failed}
-        gone = [doc_id for doc_id, path in self._paths(sources).items() if doc_id not in keep and covered(path)]
+        gone: list[str] = []
+        unread: list[tuple[str, str]] = []
+        for doc_id, path in self._paths(sources).items():
+            if doc_id in keep or not covered(path):
+                continue
+            if not path or path in read or not os.path.lexists(path) or unread_too:
+                gone.append(doc_id)
+            else:
+                unread.append((doc_id, path))
         if gone:
-            report.deleted = self.store.delete_documents(gone)
+            report.deleted += [d for d in self.store.delete_documents(gone) if d not in report.deleted]
+        if unread:
+            shown = ", ".join(path for _, path in unread[:5]) + (", ..." if len(unread) > 5 else "")
+            report.notes.append(
+                f"note: kept {len(unread)} document(s) whose files still exist but are no longer read "
+                f"(the loader's pattern or exclude): {shown}; `plm ingest ... --prune-unread` removes them"
+            )
 
     def _paths(self, sources: Sequence[Any]) -> dict[str, str]:
         """Stored id -> path of the documents `prune` must look at: when every source is a
@@ -353,7 +381,8 @@ class Syncer:
         embedder = self.processor.embedder
         if embedder is None:
             return
-        broken = self.store.chunks_needing_vectors(embedder.embedder.model_name)
+        # The name found without loading: a store whose vectors are all current loads no model.
+        broken = self.store.chunks_needing_vectors(embedder.embedder.expected_model_name)
         if not broken:
             return
         t0 = time.perf_counter()

@@ -91,12 +91,15 @@ def glob_filter(pattern: str, roots: Sequence[Path]) -> Callable[[Path], bool]:
 
 
 def loader_filter_for(loader: Any, roots: Sequence[Path]) -> Callable[[Path], bool] | None:
-    """Which files the loader reads: its own `accepts(path)` when it has one, else its
-    config's glob `pattern` (markdown_dir: `*.md`, top level only, unless `**/*.md`), else
-    None (every file that is not scratch)."""
+    """Which files the loader reads: its own `accepts(path)` or `wants(root, path)` when it
+    has one (markdown_dir: its pattern, `exclude`, hidden and skipped folders), else its
+    config's glob `pattern`, else None (every file that is not scratch)."""
     accepts = getattr(loader, "accepts", None)
     if callable(accepts):
         return accepts  # type: ignore[no-any-return]
+    wants = getattr(loader, "wants", None)
+    if callable(wants):  # the loader's own rule: pattern, exclude, hidden and skipped folders
+        return lambda path: any(under(path, r) and wants(r, path) for r in roots)
     pattern = getattr(getattr(loader, "config", None), "pattern", None)
     return glob_filter(pattern, roots) if isinstance(pattern, str) else None
 

@@ -204,8 +204,9 @@ class SentenceTransformerEmbedder(Embedder):
     @property
     def model_version(self) -> str:
         """The weights' folder and newest file time: a model retrained in place, or a new hub
-        snapshot, gets new cache keys and fingerprints, never another model's vectors."""
-        return _model_version(self.model_path)
+        snapshot, gets new cache keys and fingerprints, never another model's vectors. Found
+        without loading the model (an index's fingerprint is checked before anything loads)."""
+        return _model_version(self._path if self._warm else self._located()[1])
 
     @property
     def dimension(self) -> int:

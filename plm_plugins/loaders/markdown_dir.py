@@ -1,9 +1,10 @@
 """Markdown loader: one `Document` per `.md` file, the way the POC read its corpus.
 
-POC_SPEC section 1: files sorted by path, id = file stem, the title taken from the first
-`title:` or `# ` line, and the text kept whole (front matter included, because the POC
-indexed it and its keywords and BM25 terms come partly from it). Front matter is also
-parsed into `Document.metadata` for filtering; that parse never changes the text.
+POC_SPEC section 1: files sorted by path, id = file stem (in a nested folder, the path
+from the folder without extension), the title taken from the first `title:` or `# ` line,
+and the text kept whole (front matter included, because the POC indexed it and its
+keywords and BM25 terms come partly from it). Front matter is also parsed into
+`Document.metadata` for filtering; that parse never changes the text.
 """
 
 from __future__ import annotations
@@ -12,8 +13,10 @@ import logging
 import math
 import os
 import re
+from collections.abc import Iterator, Sequence
+from fnmatch import fnmatchcase
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, field_validator
 
@@ -148,18 +151,26 @@ def parse_front_matter(text: str) -> dict[str, Any]:
 class MarkdownLoader(Loader):
     """A folder of Markdown files (or one file) -> one document per file, sorted by path.
 
+    The folder is read recursively by default; hidden files and folders (`.git`, `.plm`),
+    `node_modules`, `__pycache__`, the index's own folder and whatever `exclude` names are
+    skipped. A document's id is its path relative to the folder given, without the
+    extension (`team-a/README`), so same-named files in different folders never collide;
+    a flat folder's ids are its file stems, as the POC's were (`ids = "stem"` keeps stems
+    everywhere).
+
     `load` reports each file it cannot use and loads the rest: unreadable (including a
     broken symlink or a pipe the pattern matched), larger than `max_file_mb`, binary, not
-    UTF-8, empty, or a second file with the same stem. Folders the pattern matches are
-    skipped, as a glob like `**/*` matches every folder. "Empty" means no non-whitespace
+    UTF-8, empty, or a second file giving the same id. "Empty" means no non-whitespace
     text at all; a file with only front matter is kept, because the POC indexed front
     matter (Hugo's `_index.md` pages are often just that, and they are findable by it).
     """
 
     name = "markdown_dir"
+    needs = ("settings",)
+    settings: Any
 
     class Config(ComponentConfig):
-        pattern: str = Field("*.md", min_length=1, description="glob inside the folder; `**/*.md` recurses")
+        pattern: str = Field("**/*.md", min_length=1, description="glob inside the folder; `*.md`: the top folder only")
 
         @field_validator("pattern")
         @classmethod
@@ -171,6 +182,14 @@ class MarkdownLoader(Loader):
                 raise ValueError("must not contain '..': it would read outside the folder being loaded")
             return value
 
+        exclude: list[str] = Field(
+            default_factory=list,
+            description="globs to skip: without a `/` any file or folder of that name (`drafts`, `*.draft.md`); "
+            "with one, a path from the folder (`team-a/old/**`)",
+        )
+        ids: Literal["path", "stem"] = Field(
+            "path", description="document id: the path from the folder without extension, or the file stem"
+        )
         front_matter: bool = Field(True, description="parse leading `---` front matter into metadata")
         max_file_mb: float = Field(20, gt=0, description="larger files are reported and skipped, never read")
 
@@ -180,42 +199,101 @@ class MarkdownLoader(Loader):
         return docs_or_raise(self.load(str(data)))
 
     def load(self, source: str) -> tuple[list[Document], list[LoadFailure]]:
+        root = Path(source)
+        files = self._paths(root)
+        failures = self._unreadable_folders(root)
+        if not root.is_dir():  # a file named by the user is read wherever its link leads
+            return self._load(str(root.parent), files, check_inside=False)
+        docs, failed = self._load(str(root), files)
+        return docs, failures + failed
+
+    def files(self, folder: str) -> tuple[list[str], list[LoadFailure]] | None:
+        root = Path(folder)
+        return [os.path.abspath(p) for p in self._paths(root)], self._unreadable_folders(root)
+
+    def load_files(self, root: str, files: Sequence[str]) -> tuple[list[Document], list[LoadFailure]]:
+        return self._load(root, [Path(f) for f in files])
+
+    def _load(
+        self, root: str, files: Sequence[Path], check_inside: bool = True
+    ) -> tuple[list[Document], list[LoadFailure]]:
         docs: list[Document] = []
-        failures = self._unreadable_folders(Path(source))
-        # The first file in sorted order owns its stem even when it fails to load, so which
+        failures: list[LoadFailure] = []
+        # The first file in sorted order owns its id even when it fails to load, so which
         # file a document id comes from never depends on the other files' contents.
         owner: dict[str, Path] = {}
-        for path in self._paths(Path(source)):
-            stem = path.stem
-            if stem in owner:
+        for path in sorted(files):
+            doc_id = self._id(path, root)
+            if doc_id in owner:
                 failures.append(
                     failure(
                         path,
-                        f"this file and {shown(owner[stem])} both give document id {stem!r} (the file stem); "
-                        "the first in sorted order keeps it; rename one or narrow the loader's `pattern`",
-                        doc_id=stem,
+                        f"this file and {shown(owner[doc_id])} both give document id {doc_id!r}"
+                        f"{' (the file stem)' if self.config.ids == 'stem' else ''}; the first in sorted order "
+                        "keeps it; rename one or add one to the loader's `exclude`",
+                        doc_id=doc_id,
                     )
                 )
                 continue
-            owner[stem] = path
+            owner[doc_id] = path
             try:
-                if not inside(path, source) and path.exists():  # a broken link is reported as one
-                    raise BadInput(f"a symlink leading outside {shown(source)}, which is not read; {_SKIP}")
-                doc = self._document(path)
+                if check_inside and not inside(path, root) and path.exists():  # a broken link is reported as one
+                    raise BadInput(f"a symlink leading outside {shown(root)}, which is not read; {_SKIP}")
+                doc = self._document(path, doc_id)
                 check_document(doc)  # the one check every document passes (id, Unicode, metadata)
                 docs.append(doc)
             except (BadInput, PlmUserError) as err:
-                failures.append(failure(path, str(err), doc_id=stem))
+                failures.append(failure(path, str(err), doc_id=doc_id))
         return docs, failures
 
+    def _id(self, path: Path, root: str) -> str:
+        if self.config.ids == "stem":
+            return path.stem
+        try:
+            rel = Path(os.path.abspath(path)).relative_to(os.path.abspath(root))
+        except ValueError:
+            return path.stem
+        return rel.with_suffix("").as_posix() if rel.suffix else rel.as_posix()
+
+    def wants(self, root: str | Path, path: str | Path) -> bool:
+        """Whether `load(root)` would read the file at `path` (by name only; nothing is read)."""
+        try:
+            rel = Path(os.path.abspath(path)).relative_to(os.path.abspath(root))
+        except ValueError:
+            return False
+        parts = rel.parts
+        if not parts or any(self._skipped_name(name) for name in parts):
+            return False
+        if any(self._skipped_folder(Path(root), parts[:i]) for i in range(1, len(parts))):
+            return False
+        return glob_match(parts, tuple(self.config.pattern.split("/"))) and not self._excluded(parts)
+
+    def _skipped_name(self, name: str) -> bool:
+        return name.startswith(".") or name in _ALWAYS_SKIPPED
+
+    def _skipped_folder(self, root: Path, parts: tuple[str, ...]) -> bool:
+        if self._excluded(parts):
+            return True
+        data_dir = getattr(self.settings, "data_dir", None)
+        return bool(data_dir) and os.path.abspath(root.joinpath(*parts)) == os.path.abspath(str(data_dir))
+
+    def _excluded(self, parts: tuple[str, ...]) -> bool:
+        for pattern in self.config.exclude:
+            pat = pattern.strip("/")
+            if "/" not in pat:
+                if any(fnmatchcase(name, pat) for name in parts):
+                    return True
+            elif glob_match(parts, tuple(pat.split("/"))):
+                return True
+        return False
+
     def _unreadable_folders(self, root: Path) -> list[LoadFailure]:
-        """Folders a recursive pattern cannot enter: glob skips them silently, and their
-        files must not look deleted to a sync (a failure without a document id also stops
-        `--prune`)."""
+        """Folders a recursive pattern cannot enter: their files must not look deleted to a
+        sync (a failure without a document id also stops `--prune`)."""
         if "**" not in self.config.pattern or not root.is_dir():
             return []
         errors: list[OSError] = []
-        for _ in os.walk(root, onerror=errors.append):
+        for _ in self._walk(root, errors):
             pass
         return [
             failure(
@@ -225,22 +303,42 @@ class MarkdownLoader(Loader):
             for e in errors
         ]
 
+    def _walk(self, root: Path, errors: list[OSError] | None = None) -> Iterator[Path]:
+        """Every file under `root` the loader would read, skipped folders never entered."""
+        recursive = "**" in self.config.pattern or "/" in self.config.pattern
+        for where, subdirs, names in os.walk(root, onerror=None if errors is None else errors.append):
+            here = Path(where)
+            rel = here.relative_to(root).parts
+            subdirs[:] = (
+                sorted(d for d in subdirs if not self._skipped_name(d) and not self._skipped_folder(root, (*rel, d)))
+                if recursive
+                else []
+            )
+            for name in names:
+                parts = (*rel, name)
+                if not self._skipped_name(name) and glob_match(parts, self._pattern) and not self._excluded(parts):
+                    yield here / name
+
+    @property
+    def _pattern(self) -> tuple[str, ...]:
+        return tuple(self.config.pattern.split("/"))
+
     def _paths(self, root: Path) -> list[Path]:
         """The files to load, sorted; PlmUserError when `root` gives none at all."""
         if root.is_dir():
-            # Broken symlinks stay in (is_dir is False for them) so they are reported.
-            files = sorted(p for p in root.glob(self.config.pattern) if not p.is_dir())
+            files = sorted(self._walk(root))
             if not files:
                 raise PlmUserError(
-                    f"{shown(root)}: no files match {self.config.pattern!r}; "
-                    "check the folder or set the loader's `pattern` (e.g. '**/*.md' to recurse)"
+                    f"{shown(root)}: no files match {self.config.pattern!r}"
+                    + (f" outside {self.config.exclude}" if self.config.exclude else "")
+                    + "; check the folder or set the loader's `pattern` (e.g. '**/*.txt')"
                 )
             return files
         if root.exists():
             return [root]
         raise PlmUserError(f"{shown(root)}: no such file or folder; give a Markdown file or a folder of them")
 
-    def _document(self, path: Path) -> Document:
+    def _document(self, path: Path, doc_id: str) -> Document:
         text = read_text_file(path, self.config.max_file_mb, skip=_SKIP)
         if not text.lstrip("\ufeff").strip():
             raise BadInput(f"empty ({'only whitespace' if text else '0 bytes'}); add text or {_SKIP}")
@@ -252,10 +350,20 @@ class MarkdownLoader(Loader):
         # working directory, and a sync can tell which folder a stored document came from.
         where = Path(os.path.abspath(path)).as_posix()
         metadata["path"] = where
-        stem = path.stem
-        return Document(id=stem, text=text, title=title_of(text, stem), path=where, metadata=metadata)
+        return Document(id=doc_id, text=text, title=title_of(text, path.stem), path=where, metadata=metadata)
 
 
+def glob_match(names: tuple[str, ...], pattern: tuple[str, ...]) -> bool:
+    """Whether a relative path (its parts) matches a glob (its parts): `Path.glob`'s rules,
+    `**` any number of folders, case-sensitive."""
+    if not pattern:
+        return not names
+    if pattern[0] == "**":
+        return any(glob_match(names[i:], pattern[1:]) for i in range(len(names) + 1))
+    return bool(names) and fnmatchcase(names[0], pattern[0]) and glob_match(names[1:], pattern[1:])
+
+
+_ALWAYS_SKIPPED = frozenset({"node_modules", "__pycache__"})
 _SKIP = "move it out of the folder"
 
 

@@ -80,6 +80,7 @@ CREATE UNIQUE INDEX IF NOT EXISTS chunks_seq ON {s}.chunks (seq);
 CREATE TABLE IF NOT EXISTS {s}.removed (seq bigint PRIMARY KEY, at bigint NOT NULL);
 CREATE INDEX IF NOT EXISTS removed_at ON {s}.removed (at);
 CREATE INDEX IF NOT EXISTS chunks_doc ON {s}.chunks (doc_id);
+CREATE INDEX IF NOT EXISTS documents_path ON {s}.documents (path);
 CREATE INDEX IF NOT EXISTS chunks_tsv ON {s}.chunks USING gin (tsv);
 CREATE INDEX IF NOT EXISTS chunks_meta ON {s}.chunks USING gin (metadata jsonb_path_ops);
 """

@@ -49,6 +49,7 @@ CREATE TABLE IF NOT EXISTS chunks (
     text TEXT NOT NULL, enriched TEXT, heading_path TEXT NOT NULL, start_char INTEGER,
     end_char INTEGER, keywords TEXT NOT NULL, entities TEXT NOT NULL, metadata TEXT NOT NULL, seq INTEGER);
 CREATE INDEX IF NOT EXISTS chunks_doc ON chunks(doc_id);
+CREATE INDEX IF NOT EXISTS documents_path ON documents(path);
 CREATE TABLE IF NOT EXISTS vectors (
     chunk_id TEXT PRIMARY KEY REFERENCES chunks(id) ON DELETE CASCADE,
     model TEXT NOT NULL, dim INTEGER NOT NULL, vector BLOB NOT NULL);
@@ -113,7 +114,9 @@ def _ready(db: sqlite3.Connection) -> bool:
         return False
     columns = {r[1] for r in db.execute("PRAGMA table_info(documents)")}
     keys = db.execute("SELECT count(*) FROM meta WHERE key IN ('store_uid', 'feed_position')").fetchone()[0]
-    return "fingerprint" in columns and keys == 2
+    # Documents found by path (a sync's prune, a watcher's batch): indexed since path ids.
+    by_path = db.execute("SELECT 1 FROM sqlite_master WHERE type='index' AND name='documents_path'").fetchone()
+    return "fingerprint" in columns and keys == 2 and by_path is not None
 
 
 def _explain(path: Path, err: sqlite3.Error, busy_ms: int) -> str:

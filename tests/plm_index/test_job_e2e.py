@@ -38,8 +38,9 @@ def test_run_ingests_and_evaluates_sample(report: dict) -> None:
     assert report["ingest"]["documents"] == 40 and not report["ingest"]["skipped"]
     assert report["model"].startswith("all-MiniLM-L6-v2")
     timings = report["ingest"]["timings_s"]
-    for stage in ("load", "chunk", "keywords", "entities", "enrich", "embed", "store"):
+    for stage in ("read", "chunk", "keywords", "entities", "enrich", "load model", "embed", "store"):
         assert stage in timings
+    assert sum(timings.values()) == pytest.approx(report["ingest"]["seconds"], abs=0.01)
     (test_set,) = report["sets"]
     assert test_set["queries"] == 30
     # The sample questions are written against single pages; a working hybrid finds most.

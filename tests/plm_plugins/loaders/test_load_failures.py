@@ -134,10 +134,30 @@ def test_markdown_50mb_file_with_the_default_limit_is_rejected_without_reading(t
     assert only(failures).error.startswith("too large (50.0 MB, over the loader's max_file_mb = 20); ")
 
 
+def test_markdown_same_named_files_in_two_folders_are_two_documents(tmp_path: Path) -> None:
+    write(tmp_path, "README.md", "# Top\n")
+    write(tmp_path, "a/README.md", "# From a\n")
+    write(tmp_path, "b/README.md", "# From b\n")
+    docs, failures = MarkdownLoader().load(str(tmp_path))
+    assert failures == []
+    assert [(d.id, d.title) for d in docs] == [("README", "Top"), ("a/README", "From a"), ("b/README", "From b")]
+    # A file given alone is named from its own folder; its folder given, from that folder.
+    assert [d.id for d in MarkdownLoader().load(str(tmp_path / "a" / "README.md"))[0]] == ["README"]
+    assert [d.id for d in MarkdownLoader().load(str(tmp_path / "a"))[0]] == ["README"]
+
+
+def test_markdown_duplicate_id_two_extensions(tmp_path: Path) -> None:
+    write(tmp_path, "a/page.md", "# md\n")
+    write(tmp_path, "a/page.markdown", "# markdown\n")
+    docs, failures = MarkdownLoader(pattern="**/*.m*").load(str(tmp_path))
+    assert [(d.id, d.title) for d in docs] == [("a/page", "markdown")]
+    assert only(failures).error.startswith(f"this file and {(tmp_path / 'a' / 'page.markdown').as_posix()} both ")
+
+
 def test_markdown_duplicate_stem_first_in_sorted_order_wins(tmp_path: Path) -> None:
     write(tmp_path, "a/page.md", "# From a\n")
     write(tmp_path, "b/page.md", "# From b\n")
-    docs, failures = MarkdownLoader(pattern="**/*.md").load(str(tmp_path))
+    docs, failures = MarkdownLoader(pattern="**/*.md", ids="stem").load(str(tmp_path))
     assert [(d.id, d.title) for d in docs] == [("page", "From a")]
     failure = only(failures)
     assert failure.path == (tmp_path / "b" / "page.md").as_posix()
@@ -145,14 +165,14 @@ def test_markdown_duplicate_stem_first_in_sorted_order_wins(tmp_path: Path) -> N
     assert failure.doc_id == "page"
     assert failure.error == (
         f"this file and {(tmp_path / 'a' / 'page.md').as_posix()} both give document id 'page' (the file stem); "
-        "the first in sorted order keeps it; rename one or narrow the loader's `pattern`"
+        "the first in sorted order keeps it; rename one or add one to the loader's `exclude`"
     )
 
 
 def test_markdown_duplicate_stem_stays_a_failure_when_the_first_file_fails(tmp_path: Path) -> None:
     write(tmp_path, "a/page.md", b"\0binary")
     write(tmp_path, "b/page.md", "# From b\n")
-    docs, failures = MarkdownLoader(pattern="**/*.md").load(str(tmp_path))
+    docs, failures = MarkdownLoader(pattern="**/*.md", ids="stem").load(str(tmp_path))
     assert docs == []
     assert [(Path(f.path).parent.name, f.doc_id) for f in failures] == [("a", "page"), ("b", "page")]
     assert "both give document id 'page'" in failures[1].error

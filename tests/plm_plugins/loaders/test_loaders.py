@@ -95,8 +95,10 @@ def test_markdown_front_matter_off_and_absent(tmp_path: Path) -> None:
 def test_markdown_single_file_and_recursive_pattern(tmp_path: Path) -> None:
     write(tmp_path, "top.md", "# Top\n")
     write(tmp_path, "sub/deep.md", "# Deep\n")
-    assert [d.id for d in MarkdownLoader().run(str(tmp_path))] == ["top"]
-    assert [d.id for d in MarkdownLoader(pattern="**/*.md").run(str(tmp_path))] == ["deep", "top"]
+    # Recursive by default; ids are paths from the folder, without the extension.
+    assert [d.id for d in MarkdownLoader().run(str(tmp_path))] == ["sub/deep", "top"]
+    assert [d.id for d in MarkdownLoader(pattern="*.md").run(str(tmp_path))] == ["top"]
+    assert [d.id for d in MarkdownLoader(pattern="**/*.md", ids="stem").run(str(tmp_path))] == ["deep", "top"]
     assert [d.id for d in MarkdownLoader().run(str(tmp_path / "sub" / "deep.md"))] == ["deep"]
 
 
@@ -115,7 +117,20 @@ def test_markdown_duplicate_stems_are_an_error(tmp_path: Path) -> None:
     write(tmp_path, "a/page.md", "x")
     write(tmp_path, "b/page.md", "y")
     with pytest.raises(PlmUserError, match="both give document id 'page'"):
-        MarkdownLoader(pattern="**/*.md").run(str(tmp_path))
+        MarkdownLoader(pattern="**/*.md", ids="stem").run(str(tmp_path))
+
+
+def test_markdown_skips_hidden_vendored_and_excluded_folders(tmp_path: Path) -> None:
+    for name in ("a.md", "team/b.md", ".git/c.md", ".hidden.md", "node_modules/pkg/d.md", "drafts/e.md", "x/old/f.md"):
+        write(tmp_path, name, "# T\n")
+    write(tmp_path, "index/g.md", "# T\n")
+    loader = MarkdownLoader(exclude=["drafts", "x/old/**"])
+    loader.settings = type("S", (), {"data_dir": str(tmp_path / "index")})()
+    assert [d.id for d in loader.run(str(tmp_path))] == ["a", "team/b"]
+    assert loader.files(str(tmp_path)) == ([str(tmp_path / "a.md"), str(tmp_path / "team" / "b.md")], [])
+    # What a watcher asks of a single path agrees with the walk.
+    wanted = [n for n in ("a.md", "team/b.md", ".git/c.md", "drafts/e.md", "x/old/f.md", "index/g.md", "a.txt")]
+    assert [n for n in wanted if loader.wants(tmp_path, tmp_path / n)] == ["a.md", "team/b.md"]
 
 
 # --- BEIR -----------------------------------------------------------------------------

@@ -1,0 +1,185 @@
+"""What a sync remembers of the files it read, so that the next one reads only what changed.
+
+Like git's index and rsync's quick check: a file whose size and modification time are what
+they were when its document was stored is not read again. The record is a cache beside the
+index (`files.sqlite` in the index folder), never the truth: an entry counts only while the
+store still holds its document with the fingerprint it names, and only for the index
+fingerprint it was written under (a config or model change reads every file again). A file
+changed within `RACY_NS` of being listed is not recorded (git's "racily clean" entries), so
+an edit that keeps the size inside the same clock tick is still read next time.
+
+It also remembers the folders given to `ingest` (the roots), so that a file or a subfolder
+of one, given later (`plm ingest docs/team-a/README.md`, a watcher's batch), gets the same
+document id as when the whole folder was read.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+FILE_NAME = "files.sqlite"
+RACY_NS = 2_000_000_000  # a file modified this close before it was listed is read again next time
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS files (
+    path TEXT PRIMARY KEY, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL,
+    doc_id TEXT NOT NULL, fingerprint TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS files_doc ON files(doc_id);
+CREATE TABLE IF NOT EXISTS roots (path TEXT PRIMARY KEY);
+"""
+
+
+@dataclass(frozen=True)
+class Seen:
+    """A file as a sync read it: its stat signature, and the document it gave."""
+
+    size: int
+    mtime_ns: int
+    doc_id: str
+    fingerprint: str
+
+
+def signature(path: str) -> tuple[int, int] | None:
+    """(size, mtime_ns) of a regular file, or None when it cannot be stat'ed."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_size, st.st_mtime_ns
+
+
+class FileStats:
+    """The record of one index folder. Every method is best effort: a record that cannot be
+    read or written (a read-only index, a damaged file) only means files are read again."""
+
+    def __init__(self, index_dir: Path | str) -> None:
+        self.path = Path(index_dir) / FILE_NAME
+        self._db: sqlite3.Connection | None = None
+
+    def _open(self, create: bool) -> sqlite3.Connection | None:
+        if self._db is None:
+            if not create and not self.path.exists():
+                return None
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+                db.execute("PRAGMA journal_mode=WAL")
+                db.execute("PRAGMA synchronous=NORMAL")
+                db.executescript(_SCHEMA)
+            except sqlite3.Error:
+                self._reset()
+                return None
+            self._db = db
+        return self._db
+
+    def _reset(self) -> None:
+        """Drop a record that cannot be read: it is only a cache."""
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{self.path}{suffix}").unlink(missing_ok=True)
+
+    def seen(self, index_fp: str, paths: Sequence[str]) -> dict[str, Seen]:
+        """The entries for these paths written under `index_fp` (none under another)."""
+        db = self._open(create=False)
+        if db is None or not paths:
+            return {}
+        try:
+            row = db.execute("SELECT value FROM meta WHERE key='index_fp'").fetchone()
+            if row is None or row[0] != index_fp:
+                return {}
+            found: dict[str, Seen] = {}
+            wanted = list(dict.fromkeys(paths))
+            # Most of a big folder: one scan beats thousands of lookups.
+            if len(wanted) > 2000:
+                rows: Iterable[tuple[str, int, int, str, str]] = db.execute("SELECT * FROM files")
+                keep = set(wanted)
+                return {r[0]: Seen(*r[1:]) for r in rows if r[0] in keep}
+            for i in range(0, len(wanted), 500):
+                part = wanted[i : i + 500]
+                sql = f"SELECT * FROM files WHERE path IN ({','.join('?' * len(part))})"
+                found.update({r[0]: Seen(*r[1:]) for r in db.execute(sql, part)})
+            return found
+        except sqlite3.Error:
+            self._reset()
+            return {}
+
+    def record(self, index_fp: str, entries: dict[str, Seen], listed_ns: int) -> None:
+        """Remember these files (path -> what was read), except those changed within RACY_NS
+        before `listed_ns`, when they were listed. Entries under another index fingerprint
+        are dropped first."""
+        db = self._open(create=True)
+        if db is None:
+            return
+        rows = [(p, s.size, s.mtime_ns, s.doc_id, s.fingerprint) for p, s in entries.items()]
+        racy = [r[0] for r in rows if r[2] >= listed_ns - RACY_NS]
+        rows = [r for r in rows if r[2] < listed_ns - RACY_NS]
+        try:
+            with db:
+                db.execute("BEGIN")
+                row = db.execute("SELECT value FROM meta WHERE key='index_fp'").fetchone()
+                if row is None or row[0] != index_fp:
+                    db.execute("DELETE FROM files")
+                    db.execute("INSERT OR REPLACE INTO meta VALUES ('index_fp', ?)", (index_fp,))
+                db.executemany("INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?, ?)", rows)
+                db.executemany("DELETE FROM files WHERE path=?", [(p,) for p in racy])
+        except sqlite3.Error:
+            self._reset()
+
+    def forget(self, doc_ids: Iterable[str]) -> None:
+        """Drop the entries of these documents (deleted from the index)."""
+        db = self._open(create=False)
+        if db is None:
+            return
+        try:
+            with db:
+                db.executemany("DELETE FROM files WHERE doc_id=?", [(i,) for i in doc_ids])
+        except sqlite3.Error:
+            self._reset()
+
+    def roots(self) -> list[str]:
+        """The folders given to ingest so far, absolute."""
+        db = self._open(create=False)
+        if db is None:
+            return []
+        try:
+            return [r[0] for r in db.execute("SELECT path FROM roots")]
+        except sqlite3.Error:
+            self._reset()
+            return []
+
+    def add_root(self, folder: str) -> None:
+        db = self._open(create=True)
+        if db is None:
+            return
+        try:
+            with db:
+                db.execute("INSERT OR IGNORE INTO roots VALUES (?)", (folder,))
+        except sqlite3.Error:
+            self._reset()
+
+    def close(self) -> None:
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+
+
+def root_for(path: str, roots: Sequence[str]) -> str | None:
+    """The outermost of `roots` that holds `path` (or is it), else None."""
+    best: str | None = None
+    for root in roots:
+        if path == root or path.startswith(root.rstrip(os.sep) + os.sep):
+            if best is None or len(root) < len(best):
+                best = root
+    return best
+
+
+def now_ns() -> int:
+    return time.time_ns()

@@ -1,0 +1,247 @@
+"""A real folder kept indexed: nested, with same-named files, synced without losing a
+document, and a sync with nothing to do that reads no file and loads no model.
+
+Every test runs on both stores (SQLite and Postgres, through the `store_table` fixture).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from plm_core.component import ComponentConfig
+from plm_core.interfaces import Embedder
+from plm_core.registry import Registry, build_registry
+from plm_core.settings import Settings
+from plm_index.job import Job
+from plm_serve.syncing import sync_paths
+
+CONFIG = """
+[job]
+name = "real_folder"
+
+{store}
+
+{embedder}
+
+[index.load]
+use = "markdown_dir"
+{load}
+
+[index.chunk]
+use = "markdown_semantic"
+
+[query.retrieve]
+use = "bm25s"
+tokenizer = "whitespace_lower"
+"""
+
+FOLDER = {
+    "README.md": "# Runbooks\n\nHow this folder of runbooks is organised: one page per service.\n",
+    "team-a/README.md": "# Team A\n\nTeam A owns the payments gateway and its zebra rollout.\n",
+    "team-b/README.md": "# Team B\n\nTeam B owns the search cluster and its walrus reindex.\n",
+    "team-b/deep/rotate-keys.md": "# Rotate keys\n\nRotate the API key of the walrus service every quarter.\n",
+    "backup.md": "# Backup\n\nSnapshots run nightly; restore with the yak tool.\n",
+}
+IDS = ["README", "backup", "team-a/README", "team-b/README", "team-b/deep/rotate-keys"]
+LONG_AGO = time.time() - 3600  # files older than a sync's racy window are remembered by stat
+
+
+class CountingEmbedder(Embedder):
+    """A stand-in for a model that is expensive to load: it counts its loads, and, like
+    sentence-transformers, knows its name before loading (`expected_model_name`)."""
+
+    name = "counting"
+    loads = 0
+
+    class Config(ComponentConfig):
+        pass
+
+    def warm_up(self) -> None:
+        type(self).loads += 1
+
+    @property
+    def model_name(self) -> str:
+        self.ensure_warm()
+        return "counting-v1"
+
+    @property
+    def expected_model_name(self) -> str:
+        return "counting-v1"
+
+    def embed(self, texts: Sequence[str], progress: bool = False) -> Any:
+        self.ensure_warm()
+        rows = np.array([[len(t), t.count("a") + 1.0] for t in texts], dtype=np.float32)
+        return rows / np.linalg.norm(rows, axis=1, keepdims=True)
+
+
+@pytest.fixture
+def registry() -> Registry:
+    reg = build_registry()
+    reg.add(CountingEmbedder)
+    return reg
+
+
+def write(folder: Path, files: dict[str, str], mtime: float | None = LONG_AGO) -> Path:
+    for name, text in files.items():
+        path = folder / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        if mtime is not None:
+            os.utime(path, (mtime, mtime))
+    return folder
+
+
+def job_for(
+    tmp_path: Path,
+    store_table: str,
+    registry: Registry,
+    load: str = "",
+    embedder: bool = False,
+) -> Job:
+    cfg = tmp_path / "job.toml"
+    table = '[embedder]\nuse = "counting"' if embedder else ""
+    cfg.write_text(CONFIG.format(store=store_table, embedder=table, load=load))
+    settings = Settings(progress=False, data_dir=str(tmp_path / "data"))
+    return Job.from_config(cfg, index_dir=tmp_path / "index", settings=settings, registry=registry)
+
+
+def stored(job: Job) -> list[str]:
+    return sorted(job.open().store.doc_fingerprints())
+
+
+def test_nested_folder_same_named_files_are_documents_named_by_path(
+    tmp_path: Path, store_table: str, registry: Registry
+) -> None:
+    docs = write(tmp_path / "docs", FOLDER)
+    job = job_for(tmp_path, store_table, registry)
+    report = job.ingest([docs])
+    assert report.failed == [] and sorted(report.added) == IDS
+    assert stored(job) == IDS
+    (hit,) = job.retrieve("zebra", k=1)
+    assert hit.doc_id == "team-a/README" and hit.as_dict()["title"] == "Team A"
+    assert sorted(h.doc_id for h in job.retrieve("walrus", k=5)) == ["team-b/README", "team-b/deep/rotate-keys"]
+
+
+def test_a_file_or_subfolder_given_later_keeps_the_id_its_folder_gave(
+    tmp_path: Path, store_table: str, registry: Registry
+) -> None:
+    docs = write(tmp_path / "docs", FOLDER)
+    job = job_for(tmp_path, store_table, registry)
+    job.ingest([docs])
+    (docs / "team-a" / "README.md").write_text("# Team A\n\nTeam A now owns the okapi ledger.\n")
+    one = job.ingest([docs / "team-a" / "README.md"])
+    assert one.updated == ["team-a/README"] and one.added == []
+    (docs / "team-b" / "new.md").write_text("# New\n\nA brand new capybara page.\n")
+    sub = job.ingest([docs / "team-b"])
+    assert sub.added == ["team-b/new"] and sub.deleted == []
+    # what a watcher hands over: files under its folder
+    (docs / "team-b" / "deep" / "rotate-keys.md").write_text("# Rotate keys\n\nRotate yearly now.\n")
+    batch = sync_paths(job, [docs / "team-b" / "deep" / "rotate-keys.md"], [])
+    assert batch.updated == ["team-b/deep/rotate-keys"] and batch.deleted == []
+    assert stored(job) == sorted([*IDS, "team-b/new"])
+
+
+def test_an_index_of_file_stems_moves_to_path_ids_without_losing_or_doubling(
+    tmp_path: Path, store_table: str, registry: Registry
+) -> None:
+    docs = write(tmp_path / "docs", {k: v for k, v in FOLDER.items() if k != "team-a/README.md"})
+    old = job_for(tmp_path, store_table, registry, load='ids = "stem"', embedder=True)
+    old.ingest([docs])
+    assert stored(old) == ["README", "backup", "rotate-keys"]  # team-b/README lost its id to README
+    old.close()
+
+    job = job_for(tmp_path, store_table, registry, embedder=True)  # today's default: path ids
+    report = job.ingest([docs])  # no --prune: the old ids go all the same
+    assert stored(job) == ["README", "backup", "team-b/README", "team-b/deep/rotate-keys"]
+    assert sorted(report.added) == ["team-b/README", "team-b/deep/rotate-keys"]
+    assert report.deleted == ["rotate-keys"] and any("now named by their path" in n for n in report.notes)
+    # The moved document's text was embedded before: the content cache serves it.
+    assert report.work["embed"]["cached"] >= 1
+    assert sorted(h.doc_id for h in job.retrieve("walrus", k=5)) == ["team-b/README", "team-b/deep/rotate-keys"]
+
+
+def test_prune_never_deletes_a_document_whose_file_still_exists(
+    tmp_path: Path, store_table: str, registry: Registry
+) -> None:
+    docs = write(tmp_path / "docs", FOLDER)
+    job = job_for(tmp_path, store_table, registry)
+    job.ingest([docs])
+    job.close()
+
+    # The top folder only: the nested files exist, so they stay, listed in a note.
+    top = job_for(tmp_path, store_table, registry, load='pattern = "*.md"')
+    report = top.ingest([docs], prune=True)
+    assert report.deleted == [] and stored(top) == IDS
+    (note,) = [n for n in report.notes if "no longer read" in n]
+    assert "kept 3 document(s)" in note and "--prune-unread" in note
+    # An excluded folder, likewise; asked for, they go.
+    top.close()
+    excluded = job_for(tmp_path, store_table, registry, load='exclude = ["deep"]')
+    assert excluded.ingest([docs], prune=True).deleted == []
+    assert excluded.ingest([docs], prune_unread=True).deleted == ["team-b/deep/rotate-keys"]
+
+    # A file that is gone is pruned; a watcher's start-up catch-up is this same sync.
+    (docs / "team-a" / "README.md").unlink()
+    gone = excluded.ingest([docs], prune=True)
+    assert gone.deleted == ["team-a/README"]
+    assert stored(excluded) == ["README", "backup", "team-b/README"]
+
+
+def test_a_sync_with_nothing_to_do_reads_no_file_and_loads_no_model(
+    tmp_path: Path, store_table: str, registry: Registry
+) -> None:
+    docs = write(tmp_path / "docs", FOLDER)
+    first = job_for(tmp_path, store_table, registry, embedder=True)
+    first.ingest([docs])
+    first.close()
+    CountingEmbedder.loads = 0
+
+    job = job_for(tmp_path, store_table, registry, embedder=True)  # a new process, as `plm ingest` again
+    backup = docs / "backup.md"
+    # Same size, same mtime, other bytes: only a sync that reads the file would see them.
+    backup.write_text(FOLDER["backup.md"].replace("yak", "gnu"))
+    os.utime(backup, (LONG_AGO, LONG_AGO))
+    again = job.ingest([docs], prune=True)
+    assert again.skipped and again.unchanged == len(IDS) and again.documents == len(IDS)
+    assert CountingEmbedder.loads == 0 and not job.embedder.is_warm  # type: ignore[union-attr]
+    assert job.retrieve("yak", k=1)[0].doc_id == "backup"
+
+    # A new modification time is read (content compared: unchanged) and remembered.
+    os.utime(backup, (LONG_AGO + 60, LONG_AGO + 60))
+    touched = job.ingest([docs])
+    assert touched.updated == ["backup"]  # its bytes did change; the stat told
+    assert job.retrieve("gnu", k=1)[0].doc_id == "backup"
+    os.utime(docs / "README.md", (LONG_AGO + 60, LONG_AGO + 60))
+    assert job.ingest([docs]).skipped
+    assert CountingEmbedder.loads == 1  # the one changed document was embedded
+
+
+def test_a_document_deleted_behind_the_record_is_read_again(
+    tmp_path: Path, store_table: str, registry: Registry
+) -> None:
+    docs = write(tmp_path / "docs", FOLDER)
+    job = job_for(tmp_path, store_table, registry)
+    job.ingest([docs])
+    job.delete(["backup"])  # `plm delete`: the file is still there, its stat unchanged
+    report = job.ingest([docs])
+    assert report.added == ["backup"] and stored(job) == IDS
+
+
+def test_a_file_saved_within_the_racy_window_is_read_next_time(
+    tmp_path: Path, store_table: str, registry: Registry
+) -> None:
+    docs = write(tmp_path / "docs", FOLDER, mtime=None)  # just written: as new as the sync
+    job = job_for(tmp_path, store_table, registry)
+    job.ingest([docs])
+    page = docs / "backup.md"
+    stat = page.stat()
+    page.write_text(FOLDER["backup.md"].replace("yak", "gnu"))  # same size, same clock tick
+    os.utime(page, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert job.ingest([docs]).updated == ["backup"]
