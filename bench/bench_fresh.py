@@ -5,8 +5,11 @@ fixed vocabulary, 1,000 files per subfolder) and a config written beside them (`
 bm25 = bm25s, stemmed, Lucene scoring, no embedder; hybrid = that plus exact dense
 all-MiniLM-L6-v2, RRF k 10, as configs/recommended.toml; faiss = hybrid with faiss HNSW):
   1. `plm ingest CORPUS` into a fresh index: wall seconds, the process's peak RSS.
+     Then `plm ingest CORPUS` again with nothing changed (`--noop-runs` times): wall
+     seconds, the sync's own seconds, and whether that process imported torch.
   2. `plm serve --config CFG --watch CORPUS --port 0` (a free port, read from its log):
-     seconds until GET /ready is 200 and the watcher's catch-up is done (GET /status).
+     seconds until GET /ready is 200; a file saved at once is timed to searchable (the
+     first save after a start); then until the watcher's catch-up is done (GET /status).
   3. E edits: append a unique word to a random file, then GET /query?q=<word title> every
      20 ms until that file is a top-5 hit holding the word: seconds from the write, and
      the rank (BM25 alone: always 1; with RRF the dense side may rank another file first).
@@ -111,6 +114,11 @@ def doc_path(corpus: Path, i: int) -> Path:
     return corpus / f"part{i // PER_FOLDER:04d}" / f"doc{i:07d}.md"
 
 
+def doc_id(i: int) -> str:
+    """The document id of file i: its path from the corpus folder, without the extension."""
+    return f"part{i // PER_FOLDER:04d}/doc{i:07d}"
+
+
 def title_of(i: int) -> str:
     return " ".join(random.Random(f"title {i}").choices(VOCAB, k=3)).capitalize()
 
@@ -165,6 +173,7 @@ def main() -> None:
     ap.add_argument("--corpus-dir", type=Path, help="generated corpus to keep and reuse (default: in the temp folder)")
     ap.add_argument("--json", action="store_true", help="print only the JSON line")
     ap.add_argument("--cli-edits", type=int, default=5, help="then: `plm ingest FILE` of this many edited files")
+    ap.add_argument("--noop-runs", type=int, default=3, help="`plm ingest CORPUS` again, nothing changed: runs")
     ap.add_argument(
         "--toy-embedder", action="store_true", help="hybrid/faiss: the example plugin's hashed_words, not MiniLM"
     )
@@ -188,6 +197,24 @@ def main() -> None:
     ingest_s = time.perf_counter() - t0
     ingest_rss_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024  # the only child so far
 
+    # 1b. `plm ingest CORPUS` again, nothing changed: whole-process wall seconds, the report's
+    # own seconds, and whether the process imported torch (it must not: nothing to embed).
+    noop = []
+    for _ in range(args.noop_runs):
+        argv = ["plm", "ingest", str(corpus), "--config", str(config), "--index", str(index), "--json"]
+        code = (
+            f"import sys; sys.argv = {argv!r}\nfrom plm_core.cli import main\ntry:\n    main()\n"
+            "except SystemExit as e:\n    assert not e.code, e.code\nprint('torch' in sys.modules, file=sys.stderr)"
+        )
+        t0 = time.perf_counter()
+        res = subprocess.run([sys.executable, "-c", code], env=env, check=True, capture_output=True, text=True)
+        wall = time.perf_counter() - t0
+        report = json.loads(res.stdout)
+        assert report["skipped"], report
+        torch = res.stderr.strip().splitlines()[-1] == "True"
+        noop.append({"wall_s": round(wall, 3), "sync_s": report["seconds"], "imported_torch": torch})
+    say(f"no-op ingest: {noop}")
+
     log = work / "serve.log"
     cmd = [*plm, "serve", "--config", str(config), "--index", str(index), "--watch", str(corpus), "--port", "0"]
     t0 = time.perf_counter()
@@ -202,6 +229,17 @@ def main() -> None:
         with httpx.Client(base_url=url[0], timeout=60) as http:
             wait_until(lambda: http.get("/ready").status_code == 200, 600, "GET /ready 200")
             ready_s = time.perf_counter() - t0
+            # A save right after the start, while the watcher may still be catching up.
+            i = rng.randrange(args.docs)
+            word = f"early{run}"
+            with doc_path(corpus, i).open("a", encoding="utf-8") as fh:
+                fh.write(f"\nEdited to hold {word}.\n")
+            saved = time.perf_counter()
+            first_save_s = None
+            with suppress(TimeoutError):
+                wait_until(partial(rank_of, http, f"{word} {title_of(i)}", word, doc_id(i)), args.edit_timeout, word)
+                first_save_s = round(time.perf_counter() - saved, 3)
+            say(f"first save after the start searchable in {first_save_s} s")
             wait_until(lambda: http.get("/status").json()["watcher"]["caught_up"], 600, "caught-up watcher")
             caught_up_s = time.perf_counter() - t0
             say(f"ready in {ready_s:.2f} s, caught up in {caught_up_s:.2f} s; {args.edits} edits")
@@ -213,7 +251,7 @@ def main() -> None:
                 saved = time.perf_counter()
                 query = f"{word} {title_of(i)}"  # the title lets the dense side find the file too
                 with suppress(TimeoutError):  # counted as missed
-                    rank = wait_until(partial(rank_of, http, query, word, f"doc{i:07d}"), args.edit_timeout, word)
+                    rank = wait_until(partial(rank_of, http, query, word, doc_id(i)), args.edit_timeout, word)
                     latencies.append(time.perf_counter() - saved)
                     ranks[rank] += 1
             for _ in range(args.queries):
@@ -242,6 +280,8 @@ def main() -> None:
         "ingest_peak_rss_mb": round(ingest_rss_mb, 1),
         "serve_ready_s": round(ready_s, 2),
         "serve_caught_up_s": round(caught_up_s, 2),
+        "first_save_after_start_s": first_save_s,
+        "noop_ingest": noop,
         "chunks": status.get("chunks"),
         "save_to_searchable_s": s2s,
         "edits_found_at_rank": dict(sorted(ranks.items())),

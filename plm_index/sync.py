@@ -34,7 +34,9 @@ log = logging.getLogger(__name__)
 @dataclass
 class IngestReport:
     """What a sync did: documents added, updated (re-processed), unchanged (skipped),
-    deleted and failed (per file), the chunks stored, and where the time went."""
+    deleted and failed (per file), the chunks stored, and where the time went: `timings`
+    has one entry per part (reading files, each stage, loading the model, embedding,
+    storing, each index's build) and they add up to `seconds` (the rest is "other")."""
 
     documents: int = 0  # documents the sources yielded
     chunks: int = 0  # chunks in the index afterwards
