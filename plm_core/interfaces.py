@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
 from plm_core.component import BaseComponent
-from plm_core.errors import ConfigError
+from plm_core.errors import ConfigError, PlmUserError
 from plm_core.records import (
     BatchResult,
     Chunk,
@@ -318,6 +318,12 @@ class DocumentStore(ABC):
     def write_batch(self, documents: Sequence[Document], chunks: Sequence[Chunk]) -> None:
         """Insert documents and their chunks (no vectors) in one transaction."""
         self.replace_documents(documents, chunks)
+
+    def get_document(self, doc_id: str) -> Document | None:
+        """The stored document with this id (its whole text, title, path, metadata), or None.
+        Not abstract, so a third-party store written before it still loads; it then says what
+        it lacks when asked (e.g. by `plm serve`'s document view)."""
+        raise PlmUserError(f"the {type(self).__name__} store cannot read a document back: it has no get_document()")
 
 
 class ChunkReader(ABC):

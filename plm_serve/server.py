@@ -3,9 +3,13 @@
     plm serve --config FILE [--index DIR] [--host 127.0.0.1] [--port 8000] [--watch DIR...]
 
 Endpoints (JSON; the schema is at /openapi.json, docs at /docs):
-- `POST /query` {text, k, filters, weights} and `GET /query?q=...&k=...`: hits as `plm query --json`
-  prints them, with per-stage timings.
-- `GET /`: a search page (plain HTML and a little JavaScript) over `POST /query`.
+- `POST /query` {text, k, filters, weights} and `GET /query?q=...&k=...&filter=...&weight=...`:
+  hits as `plm query --json` prints them, with per-stage timings. GET's `filter` and `weight`
+  (repeatable) take the CLI's `--filter`/`--weight` syntax (`version>=3`, `team=a,b`, `bm25=0.5`).
+- `GET /documents/{id}`: one stored document, whole, with its Markdown rendered to HTML
+  (`?chunk=ID` adds the id of the heading that chunk sits under).
+- `GET /`: a search page (plain HTML and a little JavaScript) over `GET /query`, its state in
+  the URL (`/?q=...&k=...&filter=...`); `GET /doc?id=...`: the page showing one document.
 - `GET /health` (the process is up), `GET /ready` (an index is loaded: 503 until then).
 - `GET /status`: counts, corpus version, model, config, sizes, last sync, watcher state.
 - `POST /documents` (records as the JSON loader takes them) and `DELETE /documents/{id}`:
@@ -14,7 +18,7 @@ Endpoints (JSON; the schema is at /openapi.json, docs at /docs):
 - `GET /metrics`: Prometheus text (requests, latency, corpus version, syncs).
 
 A user error is a 4xx with `{"error": "..."}`; nothing a client sends yields a 500. With
-PLM_API_KEY set, every endpoint but /health and the page needs `Authorization: Bearer <key>`. Request
+PLM_API_KEY set, every endpoint but /health and the two pages needs `Authorization: Bearer <key>`. Request
 bodies are limited (`--max-body-mb`); CORS is off unless `--cors-origin` is given.
 """
 
@@ -36,12 +40,14 @@ from plm_core.errors import PlmUserError
 from plm_core.records import Query
 from plm_index.remote import bearer_key
 from plm_index.search import MAX_K, MAX_QUERY_CHARS
+from plm_serve.documents import render_document
 from plm_serve.schemas import HitModel
 from plm_serve.service import NotReady, Service
 
 log = logging.getLogger("plm.serve")
 access = logging.getLogger("plm.serve.access")
 MAX_DOCUMENTS = 10_000  # records in one POST /documents
+PAGES = {"/": "search_page.html", "/doc": "document_page.html"}  # hold no data: served without the key
 
 
 class QueryRequest(BaseModel):
@@ -64,6 +70,25 @@ class QueryResponse(BaseModel):
     hits: list[HitModel]
     timings_ms: dict[str, float]
     corpus_version: str
+
+
+class HeadingModel(BaseModel):
+    id: str
+    level: int
+    text: str
+    line: int
+
+
+class DocumentResponse(BaseModel):
+    id: str
+    title: str
+    path: str
+    metadata: dict[str, Any]
+    front_matter: str
+    text: str
+    html: str
+    headings: list[HeadingModel]
+    anchor: str | None
 
 
 class ErrorResponse(BaseModel):
@@ -192,7 +217,7 @@ def create_app(
         return response
 
     async def _guarded(request: Request, call_next: Any) -> Any:
-        if api_key and request.url.path not in ("/health", "/"):  # the page holds no data; it asks for the key
+        if api_key and request.url.path != "/health" and request.url.path not in PAGES:  # pages ask for the key
             given = request.headers.get("authorization", "")
             expected = f"Bearer {api_key}"
             if not hmac.compare_digest(given.encode(), expected.encode()):
@@ -239,16 +264,49 @@ def create_app(
     def get_query(
         q: Annotated[str, QueryParam(min_length=1, max_length=MAX_QUERY_CHARS, description="What to search for.")],
         k: Annotated[int, QueryParam(ge=1, le=MAX_K, description="How many hits to return.")] = 5,
+        filter_: Annotated[
+            list[str] | None,
+            QueryParam(alias="filter", description="A condition as `plm query --filter` takes (`version>=3`); repeat."),
+        ] = None,
+        weight: Annotated[
+            list[str] | None,
+            QueryParam(description="A fusion weight as `plm query --weight` takes it (`bm25=0.5`); repeat."),
+        ] = None,
     ) -> dict[str, Any]:
-        """Search without a body, for quick use: `/query?q=...&k=5`."""
-        return run_query(q, k, None)
+        """Search without a body: `/query?q=...&k=5&filter=version>=3&weight=bm25=0.5`."""
+        from plm_index.cli_values import parse_filter_args, parse_weight_args
+
+        # The CLI's own parsers: one syntax everywhere, and a bad condition is a 400 saying why.
+        filters = parse_filter_args(filter_) if filter_ else None
+        return run_query(q, k, filters, parse_weight_args(weight) if weight else None)
+
+    @app.get("/documents/{doc_id:path}", response_model=DocumentResponse, responses=ERRORS)
+    def get_document(
+        doc_id: str,
+        chunk: Annotated[
+            str | None, QueryParam(max_length=1000, description="A chunk id: `anchor` is the heading it sits under.")
+        ] = None,
+    ) -> Any:
+        """One stored document, whole, its Markdown rendered to HTML (404 if unknown)."""
+        found, chunk_record = service.document(doc_id, chunk)
+        if found is None:
+            return error(404, f"no document with id {doc_id!r}")
+        return render_document(found, chunk_record)
+
+    def page(name: str) -> Any:
+        from fastapi.responses import HTMLResponse
+
+        return HTMLResponse((Path(__file__).parent / name).read_text(encoding="utf-8"))
 
     @app.get("/", include_in_schema=False)
     def search_page() -> Any:
         """The search page: a query box, filters, k, weights, hits with ranks and timings."""
-        from fastapi.responses import HTMLResponse
+        return page(PAGES["/"])
 
-        return HTMLResponse((Path(__file__).parent / "search_page.html").read_text(encoding="utf-8"))
+    @app.get("/doc", include_in_schema=False)
+    def document_page() -> Any:
+        """One document, rendered, opened at a hit's heading (`/doc?id=...&chunk=...`)."""
+        return page(PAGES["/doc"])
 
     @app.get("/health")
     def health() -> dict[str, str]:

@@ -114,6 +114,10 @@ class Generation:
         """The store's counts and sizes as this generation sees them."""
         return self._with_reader(lambda job: job.store.stats(), timeout)
 
+    def read(self, work: Callable[[Job], Any], timeout: float = 60.0) -> Any:
+        """`work(job)` with a reader of this generation (one of the `readers` at a time)."""
+        return self._with_reader(work, timeout)
+
     def _with_reader(self, work: Callable[[Job], Any], timeout: float) -> Any:
         try:
             reader = self.idle.get(timeout=timeout)
@@ -234,6 +238,23 @@ class Service:
         try:
             return generation.search(query)
         except StoreError as err:  # the store went away, or a build is damaged: not a client error
+            self.mark_broken(str(err))
+            raise NotReady(str(err)) from None
+
+    def document(self, doc_id: str, chunk_id: str | None = None) -> tuple[Any, Any]:
+        """(the stored document or None, the chunk `chunk_id` of it or None), as the current
+        generation sees them."""
+        generation = self.generation
+        if generation is None:
+            raise NotReady(self.load_error or "the index is not loaded yet: add documents or run `plm ingest`")
+
+        def read(job: Job) -> tuple[Any, Any]:
+            chunk = job.store.get_chunks([chunk_id]).get(chunk_id) if chunk_id else None
+            return job.store.get_document(doc_id), chunk if chunk is None or chunk.doc_id == doc_id else None
+
+        try:
+            return generation.read(read)
+        except StoreError as err:  # as search: the store went away, not a client error
             self.mark_broken(str(err))
             raise NotReady(str(err)) from None
 

@@ -663,6 +663,12 @@ class PostgresStore(Store):
         rows = self._q("SELECT id, fingerprint FROM {s}.documents WHERE id = ANY(%s)", (list(ids),))
         return {r[0]: r[1] or "" for r in rows}
 
+    def get_document(self, doc_id: str) -> Document | None:
+        row = self._q("SELECT id, title, path, text, metadata FROM {s}.documents WHERE id = %s", (doc_id,)).fetchone()
+        if row is None:
+            return None
+        return Document(id=row[0], text=row[3], title=row[1] or "", path=row[2] or "", metadata=row[4] or {})
+
     def doc_paths(self, paths: Sequence[str] | None = None) -> dict[str, str]:
         if paths is None:
             return {r[0]: r[1] or "" for r in self._q("SELECT id, path FROM {s}.documents ORDER BY row")}

@@ -365,6 +365,15 @@ class SQLiteStore(Store):
             ]
         return {r[0]: r[1].hex() if isinstance(r[1], bytes) else r[1] or "" for r in rows}
 
+    def get_document(self, doc_id: str) -> Document | None:
+        sql = "SELECT id, title, path, text, metadata FROM documents WHERE id = ?"
+        row = self.db.execute(sql, (doc_id,)).fetchone()
+        if row is None:
+            return None
+        # Stored zlib-compressed (`_compressed`); a store written before that holds plain text.
+        text = zlib.decompress(row[3]).decode("utf-8", "surrogatepass") if isinstance(row[3], bytes) else row[3]
+        return Document(id=row[0], text=text, title=row[1] or "", path=row[2] or "", metadata=json.loads(row[4]))
+
     def doc_paths(self, paths: Sequence[str] | None = None) -> dict[str, str]:
         if paths is None:
             return {r[0]: r[1] or "" for r in self.db.execute("SELECT id, path FROM documents ORDER BY row")}

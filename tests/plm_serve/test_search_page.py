@@ -1,9 +1,13 @@
 """The search page `plm serve` shows at `/`, driven in a real headless Chromium against a real
 server with PLM_API_KEY set: ask for the key, type a query, see the expected hit with its
-terms marked, its per-retriever rank and the stage timings, apply a filter, take a screenshot."""
+terms marked, its per-retriever rank and the stage timings, apply a filter, take a screenshot;
+the URL holds the query (load it, reload it, Back), a hit opens its document rendered at the
+hit's heading, snippets are plain text cut between words, the Filters box takes the CLI's
+`--filter` syntax or says what it could not read, and only matching words are marked."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
@@ -13,6 +17,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+httpx = pytest.importorskip("httpx")
 
 pytest.importorskip("fastapi")
 pytest.importorskip("bm25s")
@@ -26,6 +32,7 @@ if not (CHROMIUM and DRIVER):
 
 from selenium.common.exceptions import StaleElementReferenceException  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.remote.webdriver import WebDriver  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
@@ -53,10 +60,30 @@ use = "rrf"
 order = ["bm25"]
 """
 DOCS = {
-    "alpha": "---\nteam: storage\n---\n# Alpha\n\n## Backup\n\nNightly backups of the alpha volume run at two.\n",
-    "beta": "---\nteam: identity\n---\n# Beta\n\n## Tokens\n\nBeta tokens expire; backups of tokens never.\n",
-    "gamma": "---\nteam: storage\n---\n# Gamma\n\n## Mirrors\n\nGamma mirrors replicate the archive weekly.\n",
+    "alpha": "---\nteam: storage\nversion: 2\n---\n"
+    "# Alpha\n\n## Backup\n\nNightly backups of the alpha volume run at two.\n",
+    "beta": "---\nteam: identity\nversion: 3\n---\n"
+    "# Beta\n\n## Tokens\n\nBeta tokens expire; backups of tokens never.\n",
+    "gamma": "---\nteam: storage\nversion: 4\n---\n"
+    "# Gamma\n\n## Mirrors\n\nGamma mirrors replicate the archive weekly.\n",
 }
+# Posted by the tests after the first (which counts 3 documents): an id with a `/`, as ids of
+# files in subfolders are; sections long enough to put the last one far below the fold; a
+# paragraph longer than a snippet, with Markdown in it, `do` and `down`, and a script tag.
+FILLER = [f"lorem{i:02d}ipsum" for i in range(40)]
+HANDBOOK = "\n\n".join(
+    [
+        "# Team A handbook",
+        *(f"## Chapter {n}\n\n" + " ".join(f"{w}{n}" for w in FILLER[:30]) + "." for n in range(12)),
+        "## Restore drill\n\n"
+        + " ".join(FILLER[:20])
+        + " when the disk is down, do restore the **zeppelin** archive"
+        + " from the [nightly mirror](http://example.invalid/m) "
+        + " ".join(FILLER[20:40])
+        + ".",
+        "## Notes\n\n<script>window.injected = 1</script> Scripts in a document are shown, never run.",
+    ]
+)
 
 
 def free_port() -> int:
@@ -65,8 +92,12 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+CLI = [sys.executable, "-m", "plm_core.cli"]
+
+
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
+    """The ingested folder and the environment the CLI and the server run with."""
     root = tmp_path_factory.mktemp("page")
     (root / "docs").mkdir()
     for name, text in DOCS.items():
@@ -74,14 +105,19 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     (root / "job.toml").write_text(CONFIG)
     env = {k: v for k, v in os.environ.items() if k != "PLM_SERVER"}
     env |= {"PLM_DATA_DIR": str(root / "data"), "PLM_PROGRESS": "0", "PLM_API_KEY": KEY}
-    cli = [sys.executable, "-m", "plm_core.cli"]
-    res = subprocess.run([*cli, "ingest", "docs", "-c", "job.toml"], cwd=root, env=env, capture_output=True, text=True)
+    res = subprocess.run([*CLI, "ingest", "docs", "-c", "job.toml"], cwd=root, env=env, capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
+    return root, env
+
+
+@pytest.fixture(scope="module")
+def server(corpus: tuple[Path, dict[str, str]]) -> Iterator[str]:
+    root, env = corpus
     port = free_port()
     log = (root / "serve.log").open("w")
-    proc = subprocess.Popen([*cli, "serve", "-c", "job.toml", "--port", str(port)], cwd=root, env=env, stdout=log)
+    proc = subprocess.Popen([*CLI, "serve", "-c", "job.toml", "--port", str(port)], cwd=root, env=env, stdout=log)
     url = f"http://127.0.0.1:{port}"
-    res = subprocess.run([*cli, "status", "--server", url, "--wait", "60"], env=env, capture_output=True, text=True)
+    res = subprocess.run([*CLI, "status", "--server", url, "--wait", "60"], env=env, capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
     yield url
     proc.terminate()
@@ -90,7 +126,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
-def browser() -> Iterator[object]:
+def browser() -> Iterator[WebDriver]:
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
     for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1100,900"):
@@ -135,3 +171,126 @@ def test_search_page_with_key_query_filter_and_screenshot(server: str, browser, 
     )
     shot = Path(os.environ.get("PLM_SCREENSHOT_DIR", tmp_path)) / "search_page.png"
     assert browser.save_screenshot(str(shot)) and shot.stat().st_size > 10_000
+
+
+def with_key(driver: WebDriver, server: str) -> None:
+    """This tab holds the key, as after a user typed it once."""
+    driver.get(server + "/")
+    driver.execute_script("sessionStorage.setItem('plm-key', arguments[0])", KEY)
+
+
+def wait_hits(driver: WebDriver, expected: list[str]) -> None:
+    WebDriverWait(driver, 30, ignored_exceptions=(StaleElementReferenceException,)).until(
+        lambda d: [e.text for e in d.find_elements(By.CSS_SELECTOR, "li.hit .doc")] == expected
+    )
+
+
+def url_params(driver: WebDriver) -> dict[str, list[str]]:
+    from urllib.parse import parse_qs
+
+    return parse_qs(str(driver.execute_script("return location.search")).lstrip("?"))
+
+
+@pytest.fixture(scope="module")
+def handbook(server: str) -> str:
+    record = {"id": "team-a/README", "text": HANDBOOK, "team": "a"}
+    headers = {"Authorization": f"Bearer {KEY}"}
+    res = httpx.post(server + "/documents", json={"records": [record]}, headers=headers, timeout=60)
+    assert res.status_code == 200 and res.json()["added"] == ["team-a/README"], res.text
+    return server
+
+
+def test_the_url_holds_the_query_so_it_loads_reloads_and_goes_back(server: str, browser: WebDriver) -> None:
+    with_key(browser, server)
+    browser.get(server + "/?q=backups&k=1&filter=team%3Didentity")  # a link someone shared
+    wait_hits(browser, ["beta"])
+    assert browser.find_element(By.ID, "q").get_attribute("value") == "backups"
+    assert browser.find_element(By.ID, "k").get_attribute("value") == "1"
+    assert browser.find_element(By.ID, "filters").get_attribute("value") == "team=identity"
+    search(browser, "gamma mirrors")
+    wait_hits(browser, ["gamma"])
+    assert url_params(browser) == {"q": ["gamma mirrors"], "k": ["1"]}
+    browser.refresh()  # a reload (or a bookmark) shows the same results
+    wait_hits(browser, ["gamma"])
+    browser.back()
+    wait_hits(browser, ["beta"])
+    assert browser.find_element(By.ID, "q").get_attribute("value") == "backups"
+    assert url_params(browser) == {"q": ["backups"], "k": ["1"], "filter": ["team=identity"]}
+    browser.forward()
+    wait_hits(browser, ["gamma"])
+
+
+def test_the_filters_box_takes_the_cli_syntax_or_says_what_it_cannot_read(
+    server: str, browser: WebDriver, corpus: tuple[Path, dict[str, str]]
+) -> None:
+    root, env = corpus
+    cmd = [*CLI, "query", "backups", "-c", "job.toml", "--filter", "version>=3", "--json"]
+    res = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    cli_ids = [hit["doc_id"] for hit in json.loads(res.stdout)["hits"]]
+    assert cli_ids == ["beta"]  # alpha (version 2) also holds "backups"
+    with_key(browser, server)
+    for typed in ("version>=3", "version >= 3", "team=identity,storage version>2"):
+        search(browser, "backups", filters=typed)
+        wait_hits(browser, cli_ids)
+        assert "filter" in url_params(browser)
+    search(browser, "backups", filters="version>>")
+    message = wait_status(browser, "bad filter")
+    assert "'version>>'" in message and "operator" in message
+    assert browser.find_elements(By.CSS_SELECTOR, "li.hit") == []
+    assert "error" in (browser.find_element(By.ID, "status").get_attribute("class") or "")
+
+
+def test_snippets_are_plain_text_cut_between_words_and_only_matching_words_are_marked(
+    handbook: str, browser: WebDriver
+) -> None:
+    with_key(browser, handbook)
+    search(browser, "do zeppelin")
+    WebDriverWait(browser, 30).until(lambda d: d.find_elements(By.CSS_SELECTOR, "li.hit .doc"))
+    hit = browser.find_elements(By.CSS_SELECTOR, "li.hit")[0]
+    assert hit.find_element(By.CLASS_NAME, "doc").text == "team-a/README"
+    text = hit.find_element(By.CLASS_NAME, "text").text
+    assert "#" not in text and "**" not in text and "](" not in text, text
+    assert text.startswith("… ") and text.endswith(" …"), text  # longer than a snippet: cut at both ends
+    source = {w.strip(".,*[]") for w in HANDBOOK.replace("](", " ").split()}
+    words = [w.strip(".,") for w in text.removeprefix("… ").removesuffix(" …").split()]
+    assert [w for w in words if w not in source] == [], text  # no word cut in two
+    assert "do restore the zeppelin archive from the nightly mirror" in text
+    marks = [m.text.lower() for m in hit.find_elements(By.TAG_NAME, "mark")]
+    assert sorted(marks) == ["do", "zeppelin"], marks  # not "down"
+
+
+def test_a_hit_opens_its_document_rendered_at_the_hits_heading(handbook: str, browser: WebDriver) -> None:
+    with_key(browser, handbook)
+    search(browser, "do zeppelin")
+    WebDriverWait(browser, 30).until(lambda d: d.find_elements(By.CSS_SELECTOR, "li.hit a.doc"))
+    results = browser.current_url
+    browser.find_elements(By.CSS_SELECTOR, "li.hit a.doc")[0].click()
+    WebDriverWait(browser, 30).until(lambda d: d.find_elements(By.CSS_SELECTOR, "article h2"))
+    assert browser.execute_script("return new URLSearchParams(location.search).get('id')") == "team-a/README"
+    assert browser.execute_script("return location.hash") == "#restore-drill"
+    article = browser.find_element(By.TAG_NAME, "article")
+    assert article.find_element(By.CSS_SELECTOR, "h1#team-a-handbook").text == "Team A handbook"
+    assert len(article.find_elements(By.TAG_NAME, "h2")) == 14  # the whole document, headings as headings
+    assert "#" not in article.text and "**" not in article.text
+    assert article.find_element(By.TAG_NAME, "strong").text == "zeppelin"
+    assert article.find_element(By.LINK_TEXT, "nightly mirror").get_attribute("href") == "http://example.invalid/m"
+    assert "<script>window.injected = 1</script>" in article.text  # shown as text, not run
+    assert browser.execute_script("return window.injected") is None
+    assert "team\na" in browser.find_element(By.ID, "metadata").text
+    top = browser.execute_script("return document.getElementById('restore-drill').getBoundingClientRect().top")
+    assert browser.execute_script("return window.scrollY") > 500 and 0 <= top < 200  # scrolled to the heading
+    browser.back()  # back to the same results
+    WebDriverWait(browser, 30).until(lambda d: d.current_url == results and d.find_elements(By.CSS_SELECTOR, "li.hit"))
+    assert browser.find_element(By.ID, "q").get_attribute("value") == "do zeppelin"
+
+
+def test_a_documents_front_matter_is_shown_as_metadata_not_as_text(server: str, browser: WebDriver) -> None:
+    with_key(browser, server)
+    browser.get(server + "/doc?id=alpha")
+    WebDriverWait(browser, 30).until(lambda d: d.find_elements(By.CSS_SELECTOR, "article h2#backup"))
+    article = browser.find_element(By.TAG_NAME, "article").text
+    assert article.startswith("Alpha\nBackup\nNightly backups") and "team" not in article and "---" not in article
+    assert "team\nstorage\nversion\n2" in browser.find_element(By.ID, "metadata").text
+    browser.get(server + "/doc?id=no/such/doc")
+    assert "no document with id 'no/such/doc'" in wait_status(browser, "no document")

@@ -129,6 +129,40 @@ def test_query_matches_the_local_plm_query(server: Server) -> None:
     assert all(h["metadata"]["team"] == "identity" for h in filtered["hits"])
 
 
+def test_get_query_takes_filters_and_weights_in_the_clis_syntax(server: Server) -> None:
+    args = ("--filter", "team=storage,identity", "--filter", "team!=identity", "--json")
+    local = plm("query", "alpha backups", "--config", str(server.config), *args, env=server.env)
+    assert local.returncode == 0, local.stderr
+    params = [("q", "alpha backups"), ("filter", "team=storage,identity"), ("filter", "team != identity")]
+    got = httpx.get(server.url + "/query", params=params).json()
+    assert got["hits"] == json.loads(local.stdout)["hits"] and {h["doc_id"] for h in got["hits"]} == {"alpha"}
+    assert got["filters"] == {"team": {"in": ["storage", "identity"], "ne": "identity"}}
+    for name, value, says in (("filter", "version>>", "bad filter 'version>>'"), ("weight", "bm25=x", "SOURCE=NUMBER")):
+        bad = httpx.get(server.url + "/query", params={"q": "alpha", name: value})
+        assert bad.status_code == 400 and says in bad.json()["error"], bad.text
+
+
+def test_get_document_returns_it_whole_and_rendered_even_with_a_slash_in_its_id(server: Server) -> None:
+    alpha = httpx.get(server.url + "/documents/alpha", params={"chunk": "alpha_mdsem_0"}).json()
+    assert alpha["text"] == DOCS["alpha"] and alpha["metadata"]["team"] == "storage"
+    assert alpha["front_matter"] == "team: storage" and "team" not in alpha["html"]
+    assert '<h2 id="backup">Backup</h2>' in alpha["html"] and alpha["anchor"] == "alpha"
+    assert [h["id"] for h in alpha["headings"]] == ["alpha", "backup"]
+    record = {"id": "docs/x y?#.md", "text": "# X\n\n<img src=x onerror=alert(1)> [a](javascript:alert(1))"}
+    assert httpx.post(server.url + "/documents", json={"records": [record]}, timeout=60).status_code == 200
+    try:
+        got = httpx.get(server.url + "/documents/docs%2Fx%20y%3F%23.md")  # encoded, as the page sends it
+        assert got.status_code == 200 and got.json()["id"] == record["id"], got.text
+        assert httpx.get(server.url + "/documents/docs/x%20y%3F%23.md").json()["id"] == record["id"]
+        html = got.json()["html"]
+        assert "<img" not in html and "&lt;img" in html and 'href="javascript' not in html  # shown, never run
+        assert got.json()["anchor"] is None  # no chunk asked for
+    finally:
+        httpx.delete(server.url + "/documents/docs%2Fx%20y%3F%23.md", timeout=60)
+    missing = httpx.get(server.url + "/documents/docs/nope")
+    assert missing.status_code == 404 and "no document with id 'docs/nope'" in missing.json()["error"]
+
+
 def test_documents_are_added_searchable_at_once_and_deleted(server: Server) -> None:
     record = {"id": "delta", "title": "Delta", "text": "The delta zeppelin hangar opens at dawn."}
     added = httpx.post(server.url + "/documents", json={"records": [record]}, timeout=60)
@@ -329,7 +363,9 @@ def test_an_api_key_guards_everything_but_health(tmp_path: Path) -> None:
     srv.start()
     try:
         assert httpx.get(srv.url + "/health").status_code == 200
-        for path in ("/query?q=alpha", "/status", "/ready", "/metrics"):
+        for page in ("/", "/doc?id=alpha"):  # the pages hold no data: they ask for the key
+            assert httpx.get(srv.url + page).status_code == 200
+        for path in ("/query?q=alpha", "/status", "/ready", "/metrics", "/documents/alpha"):
             assert httpx.get(srv.url + path).status_code == 401
             assert httpx.get(srv.url + path, headers={"Authorization": "Bearer wrong"}).status_code == 401
             assert httpx.get(srv.url + path, headers={"Authorization": "Bearer k3y"}).status_code == 200

@@ -66,6 +66,7 @@ def test_the_store_round_trips_documents_chunks_and_vectors(pg_dsn: str) -> None
     assert s.get_chunks(["d1_0", "nope"]) == {"d1_0": chunks[2]}
     assert s.doc_fingerprints() == {"d0": "f0", "d1": "f1", "d2": "f2"}
     assert s.doc_fingerprints(["d1", "missing"]) == {"d1": "f1"}  # only those asked for
+    assert s.get_document("d1") == docs[1] and s.get_document("missing") is None
     ids, matrix, model = s.vectors()
     assert ids == s.chunk_ids() and model == "toy"
     np.testing.assert_array_equal(matrix, unit(len(chunks)))

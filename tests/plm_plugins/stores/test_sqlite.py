@@ -143,3 +143,20 @@ def test_document_texts_are_kept_compressed_and_whole(tmp_path) -> None:
     (blob,) = store.db.execute("SELECT text FROM documents WHERE id = 'a'").fetchone()
     assert isinstance(blob, bytes) and len(blob) < len(text.encode()) // 4
     assert zlib.decompress(blob).decode("utf-8") == text
+
+
+def test_get_document_reads_back_the_whole_document_by_id(tmp_path) -> None:
+    store = _store(tmp_path)
+    doc = Document(
+        id="team-a/README",
+        text="---\nteam: a\n---\n# Ünï ✓\n",
+        title="Ünï",
+        path="/x/README.md",
+        metadata={"team": "a"},
+    )
+    store.write_batch([doc], [Chunk(id="t_0", doc_id=doc.id, text="x")])
+    assert store.get_document("team-a/README") == doc
+    assert store.get_document("team-a") is None and store.get_document("README") is None
+    store.db.execute("UPDATE documents SET text = 'plain' WHERE id = ?", (doc.id,))  # a store from before compression
+    got = store.get_document(doc.id)
+    assert got is not None and got.text == "plain"
