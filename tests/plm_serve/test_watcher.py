@@ -226,12 +226,15 @@ def test_rename_and_move_to_another_folder(watching: Watching, docs: Path) -> No
     wait_until(lambda: "alpha" not in watching.paths() and "omega" in watching.paths(), "the rename is applied")
     assert watching.hits("agent") == ["omega"]
 
-    # Same file name in another folder: the same document id, now stored from its new place.
+    # Moved to another folder: a document is its path, so it is stored under its new id.
     (docs / "sub").mkdir()
     (docs / "beta.md").rename(docs / "sub" / "beta.md")
     where = (docs / "sub" / "beta.md").as_posix()
-    wait_until(lambda: watching.paths().get("beta") == where, "the moved file is stored from its new path")
-    assert watching.hits("tokens") == ["beta"]
+    wait_until(
+        lambda: watching.paths().get("sub/beta") == where and "beta" not in watching.paths(),
+        "the moved file is stored from its new path",
+    )
+    assert watching.hits("tokens") == ["sub/beta"]
 
 
 def test_delete_files_and_folders(watching: Watching, docs: Path, tmp_path: Path) -> None:
@@ -243,10 +246,11 @@ def test_delete_files_and_folders(watching: Watching, docs: Path, tmp_path: Path
     for name in ("sub", "moved"):
         (docs / name / "deeper").mkdir(parents=True)
         (docs / name / "deeper" / f"{name}-page.md").write_text(page(name.title(), f"carry the {name} crates"))
-    wait_until(lambda: {"sub-page", "moved-page"} <= set(watching.paths()), "files in new folders are stored")
+    new = {"sub/deeper/sub-page", "moved/deeper/moved-page"}
+    wait_until(lambda: new <= set(watching.paths()), "files in new folders are stored")
     shutil.rmtree(docs / "sub")
     (docs / "moved").rename(tmp_path / "moved")  # one event for the folder, none for its files
-    wait_until(lambda: not {"sub-page", "moved-page"} & set(watching.paths()), "removed folders' documents go")
+    wait_until(lambda: not new & set(watching.paths()), "removed folders' documents go")
     assert sorted(watching.paths()) == ["beta", "delta", "gamma"]
     assert not [line for line in watching.lines if line.startswith("error")]
 
@@ -254,12 +258,12 @@ def test_delete_files_and_folders(watching: Watching, docs: Path, tmp_path: Path
 def test_new_subfolders_are_followed(watching: Watching, docs: Path, tmp_path: Path) -> None:
     (docs / "a" / "b").mkdir(parents=True)
     (docs / "a" / "b" / "nested.md").write_text(page("Nested", "polish the nested gears"))
-    wait_until(lambda: "nested" in watching.hits("gears"), "a file in a new subfolder is searchable")
+    wait_until(lambda: "a/b/nested" in watching.hits("gears"), "a file in a new subfolder is searchable")
     outside = tmp_path / "bundle"
     (outside / "inner").mkdir(parents=True)
     (outside / "inner" / "bundled.md").write_text(page("Bundled", "unpack the bundled crates"))
     outside.rename(docs / "bundle")  # moved in whole: one event for the folder
-    wait_until(lambda: "bundled" in watching.hits("crates"), "a folder moved in is read")
+    wait_until(lambda: "bundle/inner/bundled" in watching.hits("crates"), "a folder moved in is read")
 
 
 def test_editor_scratch_files_are_never_stored(watching: Watching, docs: Path) -> None:
@@ -303,7 +307,7 @@ def test_a_burst_of_1000_files_is_a_few_batches(watching: Watching, docs: Path) 
     assert len(watching.paths()) == 1004
     assert len(watching.calls) <= 10, f"{len(watching.calls)} syncs for one burst"
     assert max(len(changed) for changed, _ in watching.calls) <= 500
-    assert watching.hits("token737") == ["note-0737"]
+    assert watching.hits("token737") == ["burst/note-0737"]
 
 
 def test_bad_files_are_logged_and_the_watcher_goes_on(watching: Watching, docs: Path) -> None:
