@@ -124,7 +124,7 @@ def _work_line(label: str, result: dict[str, Any]) -> str:
     return (
         f"{label}: {what}: {summary_line(ing)}; {ing['chunks']} chunks"
         + (f" ({work})" if work else "")
-        + (f"; model {result['model'] or '-'}")
+        + (f"; model {result['model']}" if result["model"] else "")
     )
 
 

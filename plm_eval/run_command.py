@@ -39,7 +39,8 @@ def run(
     result = run_job(job, dataset=dataset, corpus=corpus, query_sets=sets, force=force)
     ing = result["ingest"]
     status = "index up to date" if ing["skipped"] else "synced"
-    out.print(f"{status}: {summary_line(ing)}; {ing['chunks']} chunks; model {result['model']}", highlight=False)
+    model = f"; model {result['model']}" if result["model"] else ""  # BM25 alone embeds nothing
+    out.print(f"{status}: {summary_line(ing)}; {ing['chunks']} chunks{model}", highlight=False)
     for failure in ing["failed"]:
         err.print(f"failed: {failure['path']}: {failure['error']}", highlight=False, markup=False)
     print_timings("ingest", ing["timings_s"])

@@ -48,7 +48,8 @@ def ensure_index(job: Job, dataset: Path | None) -> None:
     err.print(f"index at {job.index_dir} is empty: ingesting {source} first", highlight=False, soft_wrap=True)
     report = job.ingest([source])
     err.print(
-        f"ingested {report.documents} documents, {report.chunks} chunks (model {report.model})",
+        f"ingested {report.documents} documents, {report.chunks} chunks"
+        + (f" (model {report.model})" if report.model else ""),
         highlight=False,
         soft_wrap=True,
     )
@@ -114,7 +115,12 @@ def register(app: typer.Typer) -> None:
                 )
             )
         else:
-            table = Table("case", "status", "details", title=f"{cases} on {job.config.job.name} (model {model})")
+            table = Table(
+                "case",
+                "status",
+                "details",
+                title=f"{cases} on {job.config.job.name}" + (f" (model {model})" if model else ""),
+            )
             for r in results:
                 label, style = _STYLE[r.status]
                 table.add_row(Text(str(r.case.name)), Text(label, style=style), _details(r))

@@ -286,6 +286,26 @@ def test_index_stats_json_and_a_json_title_shown(setup: dict[str, Any]) -> None:
     assert res.returncode == 0 and "1. " in res.stdout and "Token Rotation Policy" in res.stdout  # title shown
 
 
+def test_status_with_a_config_shows_the_local_index(setup: dict[str, Any]) -> None:
+    res = plm("status", "--config", str(setup["config"]), "--index", str(setup["index"]), "--json")
+    assert res.returncode == 0, res.stderr
+    stats = json.loads(res.stdout)
+    assert stats["documents"] == len(TOPICS) and stats["problems"] == [] and stats["index_dir"] == str(setup["index"])
+    res = plm("status", "-c", str(setup["config"]), "--index", str(setup["index"]))
+    assert res.returncode == 0 and "documents: 4" in " ".join(res.stdout.split()), res.stdout
+    msg = one_error(plm("status", env={"PLM_SERVER": ""}))
+    assert "--config FILE" in msg and "--server URL" in msg
+
+
+def test_a_bm25_only_ingest_names_no_model(setup: dict[str, Any]) -> None:
+    (setup["docs"] / "new.md").write_text("# New\n\nA page about quotas. " * 3)
+    res = plm("ingest", str(setup["docs"]), "-c", str(setup["config"]), "--index", str(setup["index"]))
+    assert res.returncode == 0, res.stderr
+    (line,) = [line for line in res.stdout.splitlines() if line.startswith("index: ")]
+    assert line.endswith(f" chunks in {setup['index']}"), line  # no "(model None)"
+    assert "None" not in res.stdout + res.stderr
+
+
 def test_a_users_documents_never_change_the_demo_evaluation(tmp_path: Path) -> None:
     sample = REPO / "examples" / "sample_corpus"
     config = tmp_path / "demo.toml"
