@@ -306,6 +306,33 @@ def test_a_bm25_only_ingest_names_no_model(setup: dict[str, Any]) -> None:
     assert "None" not in res.stdout + res.stderr
 
 
+def test_a_hit_shows_its_title_once_and_its_sources_in_one_shape(setup: dict[str, Any]) -> None:
+    filler = "Tenants ask about storage limits, growth and alerts every week. " * 8
+    (setup["docs"] / "quotas.md").write_text(
+        f"# Disk Quotas\n\n{filler}\n\n## Per tenant limits\n\nEach tenant gets a zanzibar quota of 50 GB. {filler}\n"
+    )
+    job = Job.from_config(
+        setup["config"], index_dir=setup["index"], settings=Settings(progress=False, data_dir=str(setup["tmp"]))
+    )
+    try:
+        job.ingest([setup["docs"]])
+        (hit,) = job.retrieve("zanzibar", k=1)
+    finally:
+        job.close()
+    assert hit.metadata["title"] == "Disk Quotas" and hit.heading_path == ("Per tenant limits",)
+    args = ("query", "zanzibar", "-k", "1", "-c", str(setup["config"]), "--index", str(setup["index"]))
+    res = plm(*args, "--json")
+    assert res.returncode == 0, res.stderr
+    (shown,) = json.loads(res.stdout)["hits"]
+    assert shown["title"] == "Disk Quotas" and shown["heading_path"] == ["Per tenant limits"]
+    # One shape for each source's rank and score, in Python and in JSON: {"rank", "score"}.
+    assert hit.sources == shown["sources"] == {"retrieve": {"rank": 1, "score": hit.score}}
+    assert hit.sources["retrieve"]["rank"] == shown["sources"]["retrieve"]["rank"] == 1
+    res = plm(*args)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.count("Disk Quotas") == 1 and "\n   Per tenant limits\n" in res.stdout, res.stdout
+
+
 def test_a_users_documents_never_change_the_demo_evaluation(tmp_path: Path) -> None:
     sample = REPO / "examples" / "sample_corpus"
     config = tmp_path / "demo.toml"
