@@ -22,7 +22,7 @@ from plm_core.registry import default_registry
 from plm_core.settings import load_settings
 from plm_eval.dataset import resolve_corpus, resolve_dataset
 from plm_eval.validation import CaseResult, load_cases, run_cases, summary
-from plm_index.commands import setup_logging
+from plm_index.commands import print_table, setup_logging
 from plm_index.job import Job
 
 out = Console()
@@ -124,7 +124,7 @@ def register(app: typer.Typer) -> None:
             for r in results:
                 label, style = _STYLE[r.status]
                 table.add_row(Text(str(r.case.name)), Text(label, style=style), _details(r))
-            out.print(table)
+            print_table(out, table)
             out.print(Text(summary(results), style="green" if ok else "bold red"))
         if not ok:
             raise typer.Exit(1)

@@ -380,6 +380,27 @@ def index_rebuild(config: ConfigOpt, set_: SetOpt = None, dataset: DatasetOpt = 
         raise PlmUserError(f"the store in {job.index_dir} is still inconsistent: {'; '.join(map(str, problems))}")
 
 
+def print_table(console: Console, table: Any) -> None:
+    """A rich table printed whole. On a terminal rich fits it to the window; anywhere else
+    (a pipe, a log file, a job in the background) rich assumes 80 columns and cuts the
+    columns past them (p-values and MRR were lost), so there it is as wide as its cells need."""
+    if console.is_terminal:
+        console.print(table)
+        return
+    from rich.measure import Measurement
+
+    need = Measurement.get(console, console.options.update_width(100_000), table).maximum
+    if need <= console.width:
+        console.print(table)
+        return
+    before = console._width  # print(width=) only narrows: widen the console for this table
+    console.width = need
+    try:
+        console.print(table)
+    finally:
+        console._width = before
+
+
 def print_timings(what: str, timings: dict[str, Any]) -> None:
     if timings:
         out.print(f"{what} time: " + ", ".join(f"{k} {v:.2f}s" for k, v in timings.items()), highlight=False)
