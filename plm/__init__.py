@@ -29,8 +29,8 @@ What is here:
   `SegmentedIndex`: kept as segments a sync adds to, with `build_data(rows: Rows)`,
   `save_data`, `open_data`, `merge_data`);
 - records: `Document`, `Chunk`, `Query`, `ExpandedQuery`, `EmbeddedQuery`, `ScoredChunk`,
-  `FusionConfig`, `Hit`, `Ranking`, `LoadFailure`, `Snapshot` (what an index reads),
-  `CorpusVersion`;
+  `FusionConfig`, `Hit` (`SourceScore`: an entry of `hit.sources`), `Ranking`, `LoadFailure`,
+  `Snapshot` (what an index reads), `CorpusVersion`;
 - `ComponentConfig` (a stage's settings), `hookimpl`, `Registry`, the errors;
 - helpers: `top_n` (a score vector -> ranked candidates), `rescore` (a reranker's
   reorder-and-renumber), `compile_filters` (the metadata filter spec as a predicate),
@@ -84,6 +84,7 @@ from plm_core.records import (
     Query,
     Ranking,
     ScoredChunk,
+    SourceScore,
 )
 from plm_core.registry import Registry
 
@@ -148,6 +149,7 @@ __all__ = [
     "Retriever",
     "ScoredChunk",
     "Snapshot",
+    "SourceScore",
     "StaleIndexError",
     "Store",
     "StoreError",

@@ -8,7 +8,7 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypedDict
 
 EMPTY: Mapping[str, Any] = MappingProxyType({})
 
@@ -152,6 +152,29 @@ class FusionConfig:
     params: Mapping[str, Any] = field(default_factory=lambda: EMPTY)
 
 
+class SourceScore(TypedDict):
+    """A hit's rank (from 1) and score among one source's candidates: `hit.sources["bm25"]`
+    is `{"rank": 1, "score": 8.41}`, the same object in Python as in the JSON of
+    `plm query --json` and the service, so one piece of code reads either."""
+
+    rank: int
+    score: float
+
+
+def source_score(rank: int, score: float) -> SourceScore:
+    """A `Hit.sources` entry."""
+    return {"rank": int(rank), "score": float(score)}
+
+
+def below_title(heading_path: tuple[str, ...], title: Any) -> tuple[str, ...]:
+    """A hit's heading path without a first heading that repeats the document's title (a
+    Markdown file's `# Title` is both): the title is shown once, beside the path. The
+    stored chunk keeps its whole path (an enricher or a chunk id may depend on it)."""
+    if heading_path and isinstance(title, str) and " ".join(heading_path[0].split()) == " ".join(title.split()):
+        return heading_path[1:]
+    return heading_path
+
+
 @dataclass(frozen=True)
 class Hit:
     """One result with everything a caller needs to show or judge it. Ranks a user sees
@@ -164,8 +187,8 @@ class Hit:
     text: str = ""
     heading_path: tuple[str, ...] = ()
     metadata: Mapping[str, Any] = field(default_factory=lambda: EMPTY)
-    # source name -> (1-based rank, score) within that source's candidates
-    sources: Mapping[str, tuple[int, float]] = field(default_factory=lambda: EMPTY)
+    # source name -> {"rank": 1-based rank, "score": score} within that source's candidates
+    sources: Mapping[str, SourceScore] = field(default_factory=lambda: EMPTY)
 
     def as_dict(self) -> dict[str, Any]:
         """The hit as JSON-ready data (what `plm query --json` and the service print)."""
@@ -176,7 +199,7 @@ class Hit:
             "title": str(self.metadata.get("title", "")),
             "score": self.score,
             "heading_path": list(self.heading_path),
-            "sources": {name: {"rank": rank, "score": score} for name, (rank, score) in self.sources.items()},
+            "sources": {name: source_score(s["rank"], s["score"]) for name, s in self.sources.items()},
             "metadata": dict(self.metadata),
             "text": self.text,
         }

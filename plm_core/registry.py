@@ -7,9 +7,12 @@ from __future__ import annotations
 import difflib
 import functools
 import importlib.metadata as md
+import importlib.util
 import os
-from collections.abc import Sequence
+import sys
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pluggy
@@ -19,6 +22,10 @@ from plm_core.errors import PluginError
 
 BUILTIN_DIST = "plm"
 ENTRY_POINT_GROUP = "plm"
+AUTOLOAD_ENV = "PLM_DISABLE_PLUGIN_AUTOLOAD"
+
+# Third-party plugins that failed, "plugin 'x' from package 'y': error", each said once per process.
+FAILED_PLUGINS: list[str] = []
 
 
 @dataclass(frozen=True)
@@ -74,7 +81,8 @@ class Registry:
         close = difflib.get_close_matches(name, known, n=1)
         hint = f" Did you mean {close[0]!r}?" if close else ""
         fam = f"{family} " if family else ""
-        raise PluginError(f"{loc}unknown {fam}component {name!r}.{hint} Known: {', '.join(known)}.")
+        broken = f" Not loaded: {'; '.join(FAILED_PLUGINS)}." if FAILED_PLUGINS else ""
+        raise PluginError(f"{loc}unknown {fam}component {name!r}.{hint} Known: {', '.join(known)}.{broken}")
 
 
 def _entry_points() -> list[md.EntryPoint]:
@@ -88,7 +96,7 @@ def plugin_manager(
     """A pluggy manager with every `plm` entry point loaded (built-ins only when autoload is
     off), and where each plugin came from: id(module) -> (package, version, entry point)."""
     if autoload is None:
-        autoload = os.environ.get("PLM_DISABLE_PLUGIN_AUTOLOAD", "") not in ("1", "true", "yes")
+        autoload = os.environ.get(AUTOLOAD_ENV, "") not in ("1", "true", "yes")
     pm = pluggy.PluginManager("plm")
     pm.add_hookspecs(hookspecs)
     origin: dict[int, tuple[str, str, str]] = {}
@@ -98,11 +106,17 @@ def plugin_manager(
             continue
         try:
             module = ep.load()
+            if pm.is_registered(module):
+                continue
+            pm.register(module, name=f"{dist_name}:{ep.name}")
         except Exception as exc:  # noqa: BLE001 - a broken plugin must name itself
-            raise PluginError(f"plugin {ep.name!r} from package {dist_name!r} failed to load: {exc}") from exc
-        if pm.is_registered(module):
+            shadow = shadowed_package_note()
+            if dist_name == BUILTIN_DIST:  # plm's own stages: a bug (or a shadowed `plm`), never skipped
+                raise PluginError(
+                    f"plugin {ep.name!r} from package {dist_name!r} failed to load: {exc}{shadow}"
+                ) from exc
+            skip_broken_plugin(f"plugin {ep.name!r} ({ep.value}) from package {dist_name!r}", exc, shadow)
             continue
-        pm.register(module, name=f"{dist_name}:{ep.name}")
         origin[id(module)] = (dist_name, ep.dist.version if ep.dist else "", ep.name)
     for plugin in extra_plugins:
         pm.register(plugin)
@@ -110,21 +124,90 @@ def plugin_manager(
     return pm, origin
 
 
+def shadowed_package_note(name: str = "plm") -> str:
+    """ "; a folder named plm in DIR shadows the installed package: ..." when `import plm`
+    finds a folder other than plm's own (a `plm/` without `__init__.py` in the working
+    directory becomes a namespace package ahead of an editable install; one with it is
+    another package), else "". Plugins `import plm`, so that is where it shows first."""
+    own = Path(__file__).resolve().parents[1] / name  # plm_core's sibling in the same distribution
+    module = sys.modules.get(name)
+    if module is not None:
+        origin, locations = getattr(module, "__file__", None), list(getattr(module, "__path__", []) or [])
+    else:
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            return ""
+        if spec is None:
+            return ""
+        origin, locations = spec.origin, list(spec.submodule_search_locations or [])
+    found = Path(origin).parent if origin and origin not in ("namespace", "built-in") else None
+    if found is None and locations:
+        found = Path(locations[0])
+    if found is None or found.resolve() == own:
+        return ""
+    where = found.parent
+    cwd = " (the working directory)" if where.resolve() == Path.cwd().resolve() else ""
+    return (
+        f"; a folder named {name} in {where}{cwd} shadows the installed package ({own}): "
+        "run plm from another directory, or rename that folder"
+    )
+
+
+def skip_broken_plugin(what: str, exc: BaseException, note: str = "") -> None:
+    """Say once on stderr that a third-party plugin is left out, why, and how to run without
+    any: one broken package must not stop every command (`--help` and `--version` included)."""
+    entry = f"{what}: {type(exc).__name__}: {exc}{note}"
+    if entry in FAILED_PLUGINS:
+        return
+    FAILED_PLUGINS.append(entry)
+    print(
+        f"warning: {entry}; skipped (its stages and commands are missing). Fix or uninstall that package, "
+        f"or set {AUTOLOAD_ENV}=1 to load plm's built-in plugins only.",
+        file=sys.stderr,
+    )
+
+
+def _call_each(
+    pm: pluggy.PluginManager,
+    hook: str,
+    origin: dict[int, tuple[str, str, str]],
+    before: Callable[[Any], None] = lambda impl: None,
+    **kwargs: Any,
+) -> None:
+    """Call one hook's implementations one by one, in pluggy's order (tryfirst first), each
+    with the arguments it names, so a third-party implementation that raises is skipped with
+    a warning; plm's own raise."""
+    for impl in reversed(getattr(pm.hook, hook).get_hookimpls()):
+        package, _, plugin = origin.get(id(impl.plugin), ("?", "", impl.plugin_name))
+        try:
+            before(impl)
+            impl.function(**{name: kwargs[name] for name in impl.argnames})
+        except PluginError:
+            raise  # a duplicate name: an error naming both packages, by design
+        except Exception as exc:  # noqa: BLE001 - a broken plugin must name itself
+            if package in (BUILTIN_DIST, "<direct>"):
+                raise
+            skip_broken_plugin(f"plugin {plugin!r} from package {package!r} ({hook})", exc)
+
+
 def build_registry(extra_plugins: Sequence[Any] = (), autoload: bool | None = None) -> Registry:
     """Load plugins from entry points (built-ins only when autoload is off) into a registry."""
     pm, origin = plugin_manager(extra_plugins, autoload)
     registry = Registry()
-    for impl in pm.hook.plm_register_components.get_hookimpls():
+
+    def attribute(impl: Any) -> None:  # what registry.add records as the package
         registry._current = origin.get(id(impl.plugin), ("?", "", impl.plugin_name))
-        impl.function(registry=registry)
+
+    _call_each(pm, "plm_register_components", origin, attribute, registry=registry)
     registry._current = ("<direct>", "", "<direct>")
     return registry
 
 
 def register_commands(app: Any) -> None:
     """Let every installed plugin add its commands to the `plm` CLI (`plm_register_commands`)."""
-    pm, _ = plugin_manager()
-    pm.hook.plm_register_commands(app=app)
+    pm, origin = plugin_manager()
+    _call_each(pm, "plm_register_commands", origin, app=app)
 
 
 @functools.cache

@@ -25,7 +25,8 @@ class Settings(BaseSettings):
     offline: bool = False
     """Never contact a model hub; models must be local paths, cached or packaged."""
     progress: bool = True
-    """Progress bars on a terminal."""
+    """Progress bars on stderr when it is a terminal; off, or not on a terminal (a pipe, a log, a
+    job in the background), a step longer than 10 s prints a line on stderr every 10 s instead."""
     cache: bool = True
     """Reuse keywords, entities and vectors across runs and jobs (PLM_DATA_DIR/cache.sqlite)."""
     ingest_batch: Annotated[int, Field(ge=1, le=100_000)] = 64

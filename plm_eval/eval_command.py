@@ -28,7 +28,7 @@ from plm_core.registry import Registry, default_registry
 from plm_core.settings import Settings, load_settings
 from plm_eval.dataset import resolve_dataset
 from plm_eval.outputs import check_output_folder
-from plm_index.commands import setup_logging
+from plm_index.commands import print_table, setup_logging
 from plm_index.job import Job, index_dir_for, settings_for
 from plm_index.sync import summary_line
 
@@ -124,7 +124,7 @@ def _work_line(label: str, result: dict[str, Any]) -> str:
     return (
         f"{label}: {what}: {summary_line(ing)}; {ing['chunks']} chunks"
         + (f" ({work})" if work else "")
-        + (f"; model {result['model'] or '-'}")
+        + (f"; model {result['model']}" if result["model"] else "")
     )
 
 
@@ -182,7 +182,7 @@ def print_comparison(comparison: dict[str, Any]) -> None:
             table.add_column(m, justify="right", no_wrap=True)
         for row in s["rows"]:
             table.add_row(row["config"], *(_cell(row, m, test) for m in s["metrics"]), end_section=True)
-        out.print(table)
+        print_table(out, table)
         if compared:
             kept = [
                 f"{row['config']} {m} {row['delta'][m]:+.3f}"
@@ -221,7 +221,7 @@ def print_differences(reporter: Any, comparison: dict[str, Any], metric: str | N
             table.add_row(
                 Text(f"{query}\n({rel})"), _ranks(d["a"], m), _ranks(d["b"], m), f"{d['diff']:+.3f}", end_section=True
             )
-        out.print(table)
+        print_table(out, table)
 
 
 def eval_command(

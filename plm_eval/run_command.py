@@ -12,7 +12,7 @@ from rich.table import Table
 from plm_core.config import load_job
 from plm_core.registry import default_registry
 from plm_eval.dataset import resolve_dataset
-from plm_index.commands import ConfigOpt, DatasetOpt, IndexOpt, SetOpt, err, open_job, out, print_timings
+from plm_index.commands import ConfigOpt, DatasetOpt, IndexOpt, SetOpt, err, open_job, out, print_table, print_timings
 from plm_index.sync import summary_line
 
 
@@ -39,7 +39,8 @@ def run(
     result = run_job(job, dataset=dataset, corpus=corpus, query_sets=sets, force=force)
     ing = result["ingest"]
     status = "index up to date" if ing["skipped"] else "synced"
-    out.print(f"{status}: {summary_line(ing)}; {ing['chunks']} chunks; model {result['model']}", highlight=False)
+    model = f"; model {result['model']}" if result["model"] else ""  # BM25 alone embeds nothing
+    out.print(f"{status}: {summary_line(ing)}; {ing['chunks']} chunks{model}", highlight=False)
     for failure in ing["failed"]:
         err.print(f"failed: {failure['path']}: {failure['error']}", highlight=False, markup=False)
     print_timings("ingest", ing["timings_s"])
@@ -48,7 +49,7 @@ def run(
     )
     for s in result["sets"]:
         table.add_row(s["set"], str(s["queries"]), *(f"{v:.3f}" for v in s["metrics"].values()))
-    out.print(table)
+    print_table(out, table)
     for s in result["sets"]:
         per = ", ".join(f"{k} {v:.1f}" for k, v in s["ms_per_query"].items())
         out.print(f"{s['set']}: ms per query by stage: {per}", highlight=False)

@@ -35,7 +35,7 @@ from plm_eval import tuning
 from plm_eval.dataset import resolve_dataset
 from plm_eval.eval_command import _reporter, eval_index_dirs, out, print_comparison
 from plm_eval.outputs import check_output_file
-from plm_index.commands import setup_logging
+from plm_index.commands import print_table, setup_logging
 from plm_index.job import Job, settings_for
 
 
@@ -208,7 +208,7 @@ def _print_trials(rows: list[dict[str, Any]], metric: str, winner: int, top: int
     for r in ranked:
         mark = " *" if r["trial"] == winner else ""
         table.add_row(*r["params"].values(), f"{r[metric]:.4f}{mark}")
-    out.print(table)
+    print_table(out, table)
 
 
 def register(app: typer.Typer) -> None:

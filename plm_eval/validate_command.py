@@ -22,7 +22,7 @@ from plm_core.registry import default_registry
 from plm_core.settings import load_settings
 from plm_eval.dataset import resolve_corpus, resolve_dataset
 from plm_eval.validation import CaseResult, load_cases, run_cases, summary
-from plm_index.commands import setup_logging
+from plm_index.commands import print_table, setup_logging
 from plm_index.job import Job
 
 out = Console()
@@ -48,7 +48,8 @@ def ensure_index(job: Job, dataset: Path | None) -> None:
     err.print(f"index at {job.index_dir} is empty: ingesting {source} first", highlight=False, soft_wrap=True)
     report = job.ingest([source])
     err.print(
-        f"ingested {report.documents} documents, {report.chunks} chunks (model {report.model})",
+        f"ingested {report.documents} documents, {report.chunks} chunks"
+        + (f" (model {report.model})" if report.model else ""),
         highlight=False,
         soft_wrap=True,
     )
@@ -114,11 +115,16 @@ def register(app: typer.Typer) -> None:
                 )
             )
         else:
-            table = Table("case", "status", "details", title=f"{cases} on {job.config.job.name} (model {model})")
+            table = Table(
+                "case",
+                "status",
+                "details",
+                title=f"{cases} on {job.config.job.name}" + (f" (model {model})" if model else ""),
+            )
             for r in results:
                 label, style = _STYLE[r.status]
                 table.add_row(Text(str(r.case.name)), Text(label, style=style), _details(r))
-            out.print(table)
+            print_table(out, table)
             out.print(Text(summary(results), style="green" if ok else "bold red"))
         if not ok:
             raise typer.Exit(1)

@@ -20,7 +20,7 @@ on its own over the top k hits, so two keys may be satisfied by different hits:
   ignores case and treats any run of whitespace as one space; chunk text keeps its
   Markdown, so `**RPO of 15 minutes**` contains "RPO of 15 minutes" but not "RPO of **15".
 - `heading_contains` (a string or a list): every string occurs, ignoring case, in some
-  hit's heading path written "Title > Section > Subsection".
+  hit's title and heading path written "Title > Section > Subsection".
 - `metadata: {key: value}`: one hit has all these values. Chunk metadata is the
   document's front matter plus `title` and `path`; a value matches when equal or when
   equal as text, so `version: 5` matches "5" and a YAML date matches "2026-04-22".
@@ -50,7 +50,7 @@ from typing import Annotated, Any, Literal, Protocol
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
 from plm_core.errors import PlmUserError
-from plm_core.records import Hit
+from plm_core.records import Hit, below_title
 from plm_index.filters import compile_filters, normalize_filters
 
 DEFAULT_K = 5
@@ -280,7 +280,10 @@ def _norm(text: str) -> str:
 
 
 def _heading(hit: Hit) -> str:
-    return " > ".join(hit.heading_path)
+    """ "Title > Section > Subsection": a hit's path leaves out a first heading equal to the
+    title, so the title is put back in front (once)."""
+    title = str(hit.metadata.get("title", "") or "")
+    return " > ".join([title, *below_title(hit.heading_path, title)] if title else hit.heading_path)
 
 
 def _same(actual: Any, expected: Any) -> bool:

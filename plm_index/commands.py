@@ -173,7 +173,8 @@ def delete(
 
 def _print_sync(report: Any, job: Job) -> None:
     out.print(report.summary(), highlight=False, markup=False)
-    out.print(f"index: {report.chunks} chunks in {job.index_dir} (model {report.model})", highlight=False, markup=False)
+    model = f" (model {report.model})" if report.model else ""  # BM25 alone embeds nothing
+    out.print(f"index: {report.chunks} chunks in {job.index_dir}{model}", highlight=False, markup=False)
     for failure in report.failed:
         err.print(f"failed: {failure.path}: {failure.error}", highlight=False, markup=False)
     for note in report.notes:
@@ -303,18 +304,27 @@ def query(
 
 def status(
     server: ServerOpt = None,
+    config: Annotated[
+        Path | None, typer.Option("--config", "-c", help="Job config (TOML): the local index's status, no server.")
+    ] = None,
+    set_: SetOpt = None,
+    dataset: DatasetOpt = None,
+    index: IndexOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
     wait: WaitOpt = 0,
 ) -> None:
-    """What a running `plm serve` holds and does (for a local index: `plm index stats`)."""
+    """What a running `plm serve` holds and does (--server or PLM_SERVER), or a local index
+    (--config: counts, model, sizes and problems, as `plm index stats`)."""
     from plm_index import remote
 
-    url = remote.server_url(server)
+    url = remote.server_url(server) if config is None or server else None
     if not url:
-        raise PlmUserError(
-            "plm status asks a running server: pass --server URL or set PLM_SERVER (for a local index: "
-            "plm index stats --config FILE)"
-        )
+        if config is None:
+            raise PlmUserError(
+                "plm status needs --config FILE (a local index) or --server URL (a running server; or set PLM_SERVER)"
+            )
+        _local_stats(open_job(config, set_, dataset, index), as_json)
+        return
     if wait:
         remote.wait_ready(url, wait)
     payload = remote.call(url, "GET", "/status")
@@ -335,7 +345,12 @@ def index_stats(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Counts, model, dimensions and sizes of an index, and any damage or inconsistency."""
-    job = open_job(config, set_, dataset, index).open(create=False)
+    _local_stats(open_job(config, set_, dataset, index), as_json)
+
+
+def _local_stats(job: Job, as_json: bool) -> None:
+    """Print an index's stats and problems; exit 1 when it has any."""
+    job = job.open(create=False)
     stats = job.store.stats()
     problems = [*job.store.integrity_problems(), *map(str, job.store.consistency_problems())]
     if not problems:  # the builds are made from the store: check them once it is sound
@@ -372,6 +387,27 @@ def index_rebuild(config: ConfigOpt, set_: SetOpt = None, dataset: DatasetOpt = 
     problems = job.store.consistency_problems()
     if problems:
         raise PlmUserError(f"the store in {job.index_dir} is still inconsistent: {'; '.join(map(str, problems))}")
+
+
+def print_table(console: Console, table: Any) -> None:
+    """A rich table printed whole. On a terminal rich fits it to the window; anywhere else
+    (a pipe, a log file, a job in the background) rich assumes 80 columns and cuts the
+    columns past them (p-values and MRR were lost), so there it is as wide as its cells need."""
+    if console.is_terminal:
+        console.print(table)
+        return
+    from rich.measure import Measurement
+
+    need = Measurement.get(console, console.options.update_width(100_000), table).maximum
+    if need <= console.width:
+        console.print(table)
+        return
+    before = console._width  # print(width=) only narrows: widen the console for this table
+    console.width = need
+    try:
+        console.print(table)
+    finally:
+        console._width = before
 
 
 def print_timings(what: str, timings: dict[str, Any]) -> None:

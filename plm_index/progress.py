@@ -1,11 +1,19 @@
-"""Progress bars for long steps (rich), silent when disabled or not on a terminal."""
+"""Progress of long steps (an ingest's batches, an evaluation's queries): a rich bar on
+stderr when it is a terminal and progress is on (PLM_PROGRESS); otherwise (a pipe, a log
+file, a job in the background, PLM_PROGRESS=0) a plain line on stderr every
+`HEARTBEAT_SECONDS` of a long step, so a long ingest shows it is alive, and nothing at all
+for a step shorter than that."""
 
 from __future__ import annotations
 
+import sys
+import time
 from collections.abc import Callable, Iterable, Iterator, Sized
 from typing import TypeVar
 
 T = TypeVar("T")
+
+HEARTBEAT_SECONDS = 10.0  # without a bar: the first line after this long, then one per interval
 
 
 def progress_iter(
@@ -16,11 +24,27 @@ def progress_iter(
     unit: str = "",
     step: Callable[[T], int] | None = None,
 ) -> Iterator[T]:
-    """Yield items while advancing a bar by `step(item)`, else by len(item) (when sized and
+    """Yield items while advancing by `step(item)`, else by len(item) (when sized and
     total_items given), else by 1. An unsized iterable (a generator) needs total_items."""
-    if not show or (isinstance(items, Sized) and not len(items)):
+    if isinstance(items, Sized) and not len(items):
         yield from items
         return
+    total = total_items or (len(items) if isinstance(items, Sized) else 0)
+
+    def advance(item: T) -> int:
+        if step is not None:
+            return step(item)
+        return len(item) if total_items is not None and isinstance(item, Sized) else 1
+
+    stderr_is_terminal = getattr(sys.stderr, "isatty", lambda: False)()
+    if show and stderr_is_terminal:
+        yield from _bar(items, description, total, unit, advance)
+    else:
+        yield from _heartbeat(items, description, total, unit, advance)
+
+
+def _bar(items: Iterable[T], description: str, total: int, unit: str, advance: Callable[[T], int]) -> Iterator[T]:
+    from rich.console import Console
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -38,12 +62,35 @@ def progress_iter(
         TimeElapsedColumn(),
         TimeRemainingColumn(),
     )
-    with Progress(*columns, transient=False) as bar:
-        task = bar.add_task(description, total=total_items or len(items))  # type: ignore[arg-type]
+    # stderr: stdout carries results (`plm ingest --json`), never a bar
+    with Progress(*columns, console=Console(stderr=True), transient=False) as bar:
+        task = bar.add_task(description, total=total or None)
         for item in items:
             yield item
-            if step is not None:
-                bar.advance(task, step(item))
-            else:
-                sized = total_items is not None and isinstance(item, Sized)
-                bar.advance(task, len(item) if sized else 1)  # type: ignore[arg-type]
+            bar.advance(task, advance(item))
+
+
+def _heartbeat(items: Iterable[T], description: str, total: int, unit: str, advance: Callable[[T], int]) -> Iterator[T]:
+    every = HEARTBEAT_SECONDS
+    start = last = time.monotonic()
+    done, said = 0, False
+    for item in items:
+        yield item
+        done += advance(item)
+        now = time.monotonic()
+        if now - last >= every:
+            print(progress_line(description, done, total, unit, now - start), file=sys.stderr, flush=True)
+            last, said = now, True
+    if said:  # a long step says when it is over, too
+        print(progress_line(description, done, total, unit, time.monotonic() - start), file=sys.stderr, flush=True)
+
+
+def progress_line(description: str, done: int, total: int, unit: str, seconds: float) -> str:
+    """ "index: 1,200 of 5,000 docs (24%), 35 s, about 110 s left"."""
+    what = f" {unit}" if unit else ""
+    if not total:
+        return f"{description}: {done:,}{what}, {seconds:.0f} s"
+    line = f"{description}: {done:,} of {total:,}{what} ({100 * done // total}%), {seconds:.0f} s"
+    if 0 < done < total:
+        line += f", about {seconds * (total - done) / done:.0f} s left"
+    return line

@@ -8,7 +8,7 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-from plm_core.records import Ranking, ScoredChunk
+from plm_core.records import Ranking, ScoredChunk, source_score
 
 
 def top_n(
@@ -78,8 +78,8 @@ def rescore(ranking: Ranking, scores: Sequence[float], source: str) -> Ranking:
     hits = []
     for rank, (hit, score, own) in enumerate(moved, start=1):
         sources = dict(hit.sources)
-        sources.setdefault(BEFORE, (hit.rank, hit.score))
+        sources.setdefault(BEFORE, source_score(hit.rank, hit.score))
         if own:
-            sources[source] = (rank, score)
+            sources[source] = source_score(rank, score)
         hits.append(dataclasses.replace(hit, rank=rank, score=score, sources=sources))
     return Ranking(query=ranking.query, hits=tuple(hits), fusion=ranking.fusion)

@@ -21,7 +21,17 @@ from plm_core.component import BaseComponent, ComponentConfig
 from plm_core.errors import PipelineError, PlmUserError, StaleIndexError, StoreError
 from plm_core.interfaces import Embedder, Index, RankingStage, Retriever, Store
 from plm_core.pipeline import Pipeline
-from plm_core.records import CorpusVersion, ExpandedQuery, FusionConfig, Hit, Query, Ranking, ScoredChunk
+from plm_core.records import (
+    CorpusVersion,
+    ExpandedQuery,
+    FusionConfig,
+    Hit,
+    Query,
+    Ranking,
+    ScoredChunk,
+    below_title,
+    source_score,
+)
 from plm_index.corpus import CorpusSnapshot
 from plm_index.documents import check_text
 from plm_index.filters import filter_key
@@ -67,7 +77,9 @@ class CorpusView:
         """Hits for ranked candidates (ranks from 1), with each source's rank (from 1) and
         score of that chunk."""
         chunks = self.store.get_chunks([s.chunk_id for s in ranked])
-        by_source = {label: {s.chunk_id: (s.rank + 1, s.score) for s in found} for label, found in sources.items()}
+        by_source = {
+            label: {s.chunk_id: source_score(s.rank + 1, s.score) for s in found} for label, found in sources.items()
+        }
         hits = []
         for rank, scored in enumerate(ranked):
             chunk = chunks.get(scored.chunk_id)
@@ -83,7 +95,7 @@ class CorpusView:
                     score=scored.score,
                     rank=rank + 1,
                     text=chunk.text,
-                    heading_path=chunk.heading_path,
+                    heading_path=below_title(chunk.heading_path, chunk.metadata.get("title")),
                     metadata=chunk.metadata,
                     sources={label: found[chunk.id] for label, found in by_source.items() if chunk.id in found},
                 )

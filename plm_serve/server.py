@@ -12,9 +12,9 @@ Endpoints (JSON; the schema is at /openapi.json, docs at /docs):
   the URL (`/?q=...&k=...&filter=...`); `GET /doc?id=...`: the page showing one document.
 - `GET /health` (the process is up), `GET /ready` (an index is loaded: 503 until then).
 - `GET /status`: counts, corpus version, model, config, sizes, last sync, watcher state.
-- `POST /documents` (records as the JSON loader takes them) and `DELETE /documents/{id}`:
-  the same sync path as `plm ingest`, one writer at a time; the response comes once the
-  change is searchable.
+- `POST /documents` (records as the JSON loader takes them; an invalid record makes the
+  request a 422 that stores nothing) and `DELETE /documents/{id}`: the same sync path as
+  `plm ingest`, one writer at a time; the response comes once the change is searchable.
 - `GET /metrics`: Prometheus text (requests, latency, corpus version, syncs).
 
 A user error is a 4xx with `{"error": "..."}`; nothing a client sends yields a 500. With
@@ -100,6 +100,18 @@ class DocumentsRequest(BaseModel):
 
     records: list[dict[str, Any]] = Field(
         min_length=1, max_length=MAX_DOCUMENTS, description="Records as the json_records loader reads them."
+    )
+
+
+class RecordProblem(BaseModel):
+    path: str = Field(description="Which record: `record N`, counting from 1 in the request's list.")
+    doc_id: str = Field(description="Its id, when it has one.")
+    error: str = Field(description="What is wrong with it and how to fix it.")
+
+
+class RecordsErrorResponse(ErrorResponse):
+    failed: list[RecordProblem] = Field(
+        [], description="POST /documents: each record that is invalid (nothing of the request was stored)."
     )
 
 
@@ -341,13 +353,27 @@ def create_app(
             "corpus_version": int(service.status()["corpus_version"] or 0),
         }
 
-    @app.post("/documents", response_model=SyncResponse, responses=ERRORS)
-    def post_documents(body: DocumentsRequest) -> dict[str, Any]:
-        """Add or update documents (records with at least `id` and `text`); unchanged ones are skipped."""
+    @app.post("/documents", response_model=SyncResponse, responses={**ERRORS, 422: {"model": RecordsErrorResponse}})
+    def post_documents(body: DocumentsRequest) -> Any:
+        """Add or update documents (records with at least `id` and `text`); unchanged ones are
+        skipped. A request holding an invalid record is a 422 naming each one, and stores nothing."""
         from plm_plugins.loaders.json_records import documents_from_records
 
         docs, failed = documents_from_records(body.records)  # as the json_records loader reads a file
-        return sync_response(service.apply(lambda job: job.sync([*failed, *docs])), "documents")
+        if failed:
+            # All or nothing: a 200 with the problem inside `failed` read as success to
+            # clients that check the status; fixed and sent again, the request is whole.
+            problems = "; ".join(f"{f.path}: {f.error}" for f in failed[:5])
+            more = f"; and {len(failed) - 5} more" if len(failed) > 5 else ""
+            return JSONResponse(
+                {
+                    "error": f"{len(failed)} of {len(body.records)} records are invalid, nothing was stored: "
+                    f"{problems}{more}",
+                    "failed": [{"path": f.path, "doc_id": f.doc_id or "", "error": f.error} for f in failed],
+                },
+                status_code=422,
+            )
+        return sync_response(service.apply(lambda job: job.sync(docs)), "documents")
 
     # `:path`: an id may hold a `/` (`docs/a.md`), which POST /documents accepts.
     @app.delete("/documents/{doc_id:path}", response_model=SyncResponse, responses=ERRORS)

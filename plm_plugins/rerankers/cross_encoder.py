@@ -12,7 +12,7 @@ judges relevance to the question, and expansion terms are retrieval aids), order
 the cross-encoder's score (ties keep their retrieval order), puts the hits it did not
 rescore after them in their order, and renumbers ranks from 1; the core then cuts to k.
 
-What each hit carries afterwards (`Hit.sources` maps a name to (1-based rank, score)):
+What each hit carries afterwards (`Hit.sources` maps a name to `{"rank": 1-based rank, "score": score}`):
 - `score`: the cross-encoder's score (the model's own output: a sigmoid in (0, 1) for
   the ms-marco models) for rescored hits; hits past `candidates` keep the score they came
   with, so a score's scale tells which kind a hit is (and so does the next entry).

@@ -22,8 +22,8 @@ PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
 def plm(*args: str, data_dir: Path) -> subprocess.CompletedProcess[str]:
-    # A wide terminal keeps rich from wrapping the table cells the assertions look for.
-    env = {**os.environ, "PLM_PROGRESS": "0", "HF_HUB_OFFLINE": "1", "PLM_DATA_DIR": str(data_dir), "COLUMNS": "200"}
+    # Not a terminal, 80 columns: the tables must come out whole all the same.
+    env = {**os.environ, "PLM_PROGRESS": "0", "HF_HUB_OFFLINE": "1", "PLM_DATA_DIR": str(data_dir), "COLUMNS": "80"}
     return subprocess.run(
         [sys.executable, "-m", "plm_core.cli", *args], capture_output=True, text=True, env=env, cwd=REPO, timeout=180
     )
@@ -196,3 +196,44 @@ def test_a_query_set_without_judged_queries_is_an_error_not_zeros(tmp_path: Path
     res = plm("eval", "--config", cfg, "--dataset", str(ds), "--out", str(tmp_path / "o"), data_dir=tmp_path / "data")
     assert res.returncode == 2 and "no judged queries" in res.stderr and "Traceback" not in res.stderr, res.stderr
     assert not (tmp_path / "o").exists()
+
+
+def test_the_table_is_whole_when_stdout_is_not_a_terminal(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `plm eval ... > log` or in the background: rich takes 80 columns there and cut the
+    # columns past them (the p-values and MRR were lost).
+    from plm_eval.eval_command import print_comparison
+
+    monkeypatch.setenv("COLUMNS", "80")
+    metrics = ["nDCG@10", "R@100", "RR@10", "Hit@1", "Hit@5", "MRR", "P@10"]
+    labels = ["bm25_whitespace_baseline", "bm25_stemmed_variant", "hybrid_recommended_recipe"]
+    rows = [
+        {
+            "config": label,
+            "values": {m: 0.5 + i / 10 for m in metrics},
+            "delta": {m: (None if i == 0 else i / 10) for m in metrics},
+            "p": {m: 0.0123 * i for m in metrics},
+            "p_corrected": {m: 0.0246 * i for m in metrics},
+            "significant": {m: i == 2 for m in metrics},
+            "ci": {m: (None if i == 0 else (0.01, 0.2)) for m in metrics},
+        }
+        for i, label in enumerate(labels)
+    ]
+    comparison = {
+        "test": {"name": "permutation", "alpha": 0.05, "correction": "holm"},
+        "baseline": labels[0],
+        "configs": [{"label": label} for label in labels],
+        "sets": [{"set": "test", "queries": 30, "metrics": metrics, "rows": rows}],
+    }
+    print_comparison(comparison)
+    shown = capsys.readouterr().out
+    assert "…" not in shown, shown
+    header = next(line for line in shown.splitlines() if "config" in line and "nDCG@10" in line)
+    for metric in metrics:
+        assert metric in header.split(), (metric, header)
+    for label in labels:
+        assert label in shown
+    # every cell whole: raw p, Holm-corrected p (starred when it survives) and the interval
+    assert shown.count("p=0.012") == shown.count("Holm p=0.025") == shown.count("Holm p=0.049*") == len(metrics)
+    assert shown.count("[+.010,+.200]") == 2 * len(metrics)

@@ -286,6 +286,53 @@ def test_index_stats_json_and_a_json_title_shown(setup: dict[str, Any]) -> None:
     assert res.returncode == 0 and "1. " in res.stdout and "Token Rotation Policy" in res.stdout  # title shown
 
 
+def test_status_with_a_config_shows_the_local_index(setup: dict[str, Any]) -> None:
+    res = plm("status", "--config", str(setup["config"]), "--index", str(setup["index"]), "--json")
+    assert res.returncode == 0, res.stderr
+    stats = json.loads(res.stdout)
+    assert stats["documents"] == len(TOPICS) and stats["problems"] == [] and stats["index_dir"] == str(setup["index"])
+    res = plm("status", "-c", str(setup["config"]), "--index", str(setup["index"]))
+    assert res.returncode == 0 and "documents: 4" in " ".join(res.stdout.split()), res.stdout
+    msg = one_error(plm("status", env={"PLM_SERVER": ""}))
+    assert "--config FILE" in msg and "--server URL" in msg
+
+
+def test_a_bm25_only_ingest_names_no_model(setup: dict[str, Any]) -> None:
+    (setup["docs"] / "new.md").write_text("# New\n\nA page about quotas. " * 3)
+    res = plm("ingest", str(setup["docs"]), "-c", str(setup["config"]), "--index", str(setup["index"]))
+    assert res.returncode == 0, res.stderr
+    (line,) = [line for line in res.stdout.splitlines() if line.startswith("index: ")]
+    assert line.endswith(f" chunks in {setup['index']}"), line  # no "(model None)"
+    assert "None" not in res.stdout + res.stderr
+
+
+def test_a_hit_shows_its_title_once_and_its_sources_in_one_shape(setup: dict[str, Any]) -> None:
+    filler = "Tenants ask about storage limits, growth and alerts every week. " * 8
+    (setup["docs"] / "quotas.md").write_text(
+        f"# Disk Quotas\n\n{filler}\n\n## Per tenant limits\n\nEach tenant gets a zanzibar quota of 50 GB. {filler}\n"
+    )
+    job = Job.from_config(
+        setup["config"], index_dir=setup["index"], settings=Settings(progress=False, data_dir=str(setup["tmp"]))
+    )
+    try:
+        job.ingest([setup["docs"]])
+        (hit,) = job.retrieve("zanzibar", k=1)
+    finally:
+        job.close()
+    assert hit.metadata["title"] == "Disk Quotas" and hit.heading_path == ("Per tenant limits",)
+    args = ("query", "zanzibar", "-k", "1", "-c", str(setup["config"]), "--index", str(setup["index"]))
+    res = plm(*args, "--json")
+    assert res.returncode == 0, res.stderr
+    (shown,) = json.loads(res.stdout)["hits"]
+    assert shown["title"] == "Disk Quotas" and shown["heading_path"] == ["Per tenant limits"]
+    # One shape for each source's rank and score, in Python and in JSON: {"rank", "score"}.
+    assert hit.sources == shown["sources"] == {"retrieve": {"rank": 1, "score": hit.score}}
+    assert hit.sources["retrieve"]["rank"] == shown["sources"]["retrieve"]["rank"] == 1
+    res = plm(*args)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.count("Disk Quotas") == 1 and "\n   Per tenant limits\n" in res.stdout, res.stdout
+
+
 def test_a_users_documents_never_change_the_demo_evaluation(tmp_path: Path) -> None:
     sample = REPO / "examples" / "sample_corpus"
     config = tmp_path / "demo.toml"

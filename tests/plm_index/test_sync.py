@@ -264,7 +264,7 @@ def test_vectors_follow_an_edit_and_a_prune(tmp_path: Path, minilm_path: str) ->
         else:
             np.testing.assert_array_equal(rows[c.id], vectors_before[c.id])
     top = job.retrieve("zeppelin hangar", k=3)[0]
-    assert top.doc_id == "alpha" and NEW_SENTENCE in top.text and top.sources["dense"][0] == 1
+    assert top.doc_id == "alpha" and NEW_SENTENCE in top.text and top.sources["dense"]["rank"] == 1
 
     (docs / "gamma.md").unlink()
     pruned = job.ingest([docs], prune=True)

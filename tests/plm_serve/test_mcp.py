@@ -127,9 +127,9 @@ def test_search_gives_the_hits_job_retrieve_gives(job: Job) -> None:
     assert expected[0]["doc_id"] == "tokens" and expected[0]["rank"] == 1
     hit = plain.structured_content["hits"][0]
     assert {"doc_id", "chunk_id", "rank", "score", "heading_path", "text", "metadata", "title", "sources"} <= set(hit)
-    assert hit["metadata"]["team"] == "identity" and hit["heading_path"] == ["Tokens", "Expiry"]
+    assert hit["metadata"]["team"] == "identity" and hit["heading_path"] == ["Expiry"]  # below the title
     text = plain.content[0].text
-    assert text.startswith("1. tokens (Tokens)") and "Tokens > Expiry" in text and "fifteen minutes" in text
+    assert text.startswith("1. tokens (Tokens)") and "section: Expiry\n" in text and "fifteen minutes" in text
 
     filters = {"team": {"in": ["storage", "search"]}}
     expected = [hit_data(h) for h in job.retrieve("snapshots restore ranking", k=5, filters=filters)]
@@ -191,7 +191,14 @@ def test_plm_mcp_over_stdio(built: tuple[Path, Path, Path], tmp_path: Path) -> N
     params = StdioServerParameters(
         command=plm,
         args=[*first, "mcp", "--config", str(cfg), "--index", str(index)],
-        env={"PLM_DATA_DIR": str(data), "PLM_PROGRESS": "0", "HF_HUB_OFFLINE": "1", "PATH": os.environ["PATH"]},
+        env={
+            "PLM_DATA_DIR": str(data),
+            "PLM_PROGRESS": "0",
+            "HF_HUB_OFFLINE": "1",
+            "PATH": os.environ["PATH"],
+            # the checkout under test, where it is put first on the path (not the installed one)
+            **{k: v for k, v in os.environ.items() if k == "PYTHONPATH"},
+        },
     )
     stderr = tmp_path / "stderr.txt"
 
@@ -210,7 +217,7 @@ def test_plm_mcp_over_stdio(built: tuple[Path, Path, Path], tmp_path: Path) -> N
     assert sorted(names) == ["search", "status"]
     assert not found.is_error
     assert [h["doc_id"] for h in found.structured_content["hits"]][0] == "backups"
-    assert found.structured_content["hits"][0]["heading_path"] == ["Backups", "Snapshots"]
+    assert found.structured_content["hits"][0]["heading_path"] == ["Snapshots"]
     assert bad.is_error and "the query is empty" in bad.content[0].text
 
 

@@ -91,7 +91,7 @@ def test_hits_carry_the_paper_fields(papers_job: Job) -> None:
             assert data["metadata"][key] == paper[key]
         assert data["metadata"].get("doi") == paper.get("doi")
         # The score is (1 + cosine) / 2 (score = "unit" in the config): in [0, 1], best first.
-        assert 0.0 <= hit.score <= 1.0 and hit.sources["retrieve"][1] == hit.score
+        assert 0.0 <= hit.score <= 1.0 and hit.sources["retrieve"]["score"] == hit.score
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
     assert hits[0].score > 0.65
 

@@ -194,7 +194,7 @@ def test_documents_are_added_searchable_at_once_and_deleted(server: Server) -> N
         ("POST", "/query", {"text": "x", "weights": {"bm25": -1}}, 422, "weights"),
         ("POST", "/query", "not json", 422, "invalid request"),
         ("POST", "/documents", {"records": []}, 422, "records"),
-        ("POST", "/documents", {"records": [{"text": "no id"}]}, 200, ""),
+        ("POST", "/documents", {"records": [{"text": "no id"}]}, 422, "record 1: missing field 'id'"),
         ("GET", "/query?q=x&k=zero", None, 422, "k"),
         ("GET", "/nowhere", None, 404, ""),
     ],
@@ -237,9 +237,15 @@ def test_concurrent_writes_each_return_once_their_write_is_served(server: Server
             httpx.delete(server.url + f"/documents/{doc_id}", timeout=120)
 
 
-def test_a_record_without_an_id_fails_alone(server: Server) -> None:
-    answer = httpx.post(server.url + "/documents", json={"records": [{"text": "no id"}]}, timeout=60).json()
-    assert answer["added"] == [] and len(answer["failed"]) == 1
+def test_a_record_without_an_id_is_a_422_naming_it_and_nothing_is_stored(server: Server) -> None:
+    records = [{"id": "okapi-note", "text": "Okapis graze at dawn."}, {"text": "no id"}]
+    response = httpx.post(server.url + "/documents", json={"records": records}, timeout=60)
+    assert response.status_code == 422, response.text
+    answer = response.json()
+    assert answer["error"].startswith("1 of 2 records are invalid, nothing was stored: record 2: missing field 'id'")
+    assert answer["failed"] == [{"path": "record 2", "doc_id": "", "error": answer["failed"][0]["error"]}]
+    hits = httpx.get(server.url + "/query", params={"q": "okapis graze"}).json()["hits"]
+    assert "okapi-note" not in {h["doc_id"] for h in hits}
 
 
 def test_the_body_size_is_limited(server: Server) -> None:

@@ -253,7 +253,7 @@ def _by_hand(hits: Sequence[Any], weights: dict[str, float], method: str) -> dic
     so every candidate of every source is among them)."""
     fused = {h.chunk_id: 0.0 for h in hits}
     for source, weight in weights.items():
-        raw = {h.chunk_id: h.sources[source][1] for h in hits if source in h.sources}
+        raw = {h.chunk_id: h.sources[source]["score"] for h in hits if source in h.sources}
         low, high = min(raw.values()), max(raw.values())
         mean = sum(raw.values()) / len(raw)
         std = math.sqrt(sum((s - mean) ** 2 for s in raw.values()) / (len(raw) - 1))

@@ -156,8 +156,8 @@ def test_reorders_bm25_by_the_cross_encoder_and_keeps_the_fused_rank(tmp_path: P
         before = by_id[hit.chunk_id]
         assert list(hit.sources) == ["retrieve", BEFORE, "rerank"]
         assert hit.sources["retrieve"] == before.sources["retrieve"]  # the retriever's entry is untouched
-        assert hit.sources[BEFORE] == (before.rank, before.score)  # the pre-rerank rank and score
-        assert hit.sources["rerank"] == (hit.rank, hit.score)
+        assert hit.sources[BEFORE] == {"rank": before.rank, "score": before.score}  # the pre-rerank rank and score
+        assert hit.sources["rerank"] == {"rank": hit.rank, "score": hit.score}
     assert hits[0].as_dict()["sources"][BEFORE] == {"rank": 3, "score": by_id["c"].score}
 
     # the depth flows upstream: k=1 still reranks 30 candidates, so gold is found
@@ -173,7 +173,7 @@ def test_only_candidates_are_rescored_and_the_rest_keep_their_order(tmp_path: Pa
     assert [h.rank for h in hits] == [1, 2, 3, 4]
     for hit, before in zip(hits[2:], bm25[2:], strict=True):
         assert hit.score == before.score and "rerank" not in hit.sources
-        assert hit.sources[BEFORE] == (before.rank, before.score)
+        assert hit.sources[BEFORE] == {"rank": before.rank, "score": before.score}
 
 
 def test_max_chars_cuts_the_text_before_scoring(tiny_model: str) -> None:
@@ -228,7 +228,7 @@ def _with_scores(scores: list[float], **config: Any) -> CrossEncoderReranker:
 
 def test_ties_keep_their_order_and_an_earlier_fused_entry_is_kept() -> None:
     hits = tuple(
-        Hit(chunk_id=c, doc_id=c, score=10.0 - i, rank=i + 1, sources={"bm25": (i + 1, 10.0 - i)})
+        Hit(chunk_id=c, doc_id=c, score=10.0 - i, rank=i + 1, sources={"bm25": {"rank": i + 1, "score": 10.0 - i}})
         for i, c in enumerate("pqrst")
     )
     ranking = Ranking(query=ExpandedQuery(text="q", k=5), hits=hits)
@@ -247,9 +247,14 @@ def test_ties_keep_their_order_and_an_earlier_fused_entry_is_kept() -> None:
     final = second.run(out)
     assert _ids(list(final.hits)) == ["t", "r", "p", "s", "q"]
     top = final.hits[0]
-    assert top.sources == {"bm25": (5, 6.0), BEFORE: (5, 6.0), "second": (1, pytest.approx(0.5))}
+    assert top.sources == {
+        "bm25": {"rank": 5, "score": 6.0},
+        BEFORE: {"rank": 5, "score": 6.0},
+        "second": {"rank": 1, "score": pytest.approx(0.5)},
+    }
     last = final.hits[-1]
-    assert last.sources[BEFORE] == (2, 9.0) and last.sources["cross_encoder"] == (1, pytest.approx(0.9))
+    assert last.sources[BEFORE] == {"rank": 2, "score": 9.0}
+    assert last.sources["cross_encoder"] == {"rank": 1, "score": pytest.approx(0.9)}
     empty = Ranking(query=ranking.query, hits=())
     assert _with_scores([]).run(empty) is empty
 

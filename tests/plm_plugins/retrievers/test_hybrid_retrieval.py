@@ -116,11 +116,11 @@ def test_build_search_and_indexes_ok(job: Job) -> None:
         ("H", "a"),
         {"n": 0},
     )
-    assert top.sources["dense"][0] == 1 and top.sources["bm25"][0] == 1
+    assert top.sources["dense"]["rank"] == 1 and top.sources["bm25"]["rank"] == 1
     assert top.score == pytest.approx(1 / 60 + 1 / 60)
     # every hit's score is the RRF of its per-source ranks
     for hit in ranking.hits:
-        assert hit.score == pytest.approx(sum(1 / (60 + r - 1) for r, _ in hit.sources.values()))
+        assert hit.score == pytest.approx(sum(1 / (60 + s["rank"] - 1) for s in hit.sources.values()))
 
 
 def test_expanded_query_uses_expanded_profile(job: Job) -> None:
@@ -149,7 +149,7 @@ def test_a_newer_corpus_version_is_picked_up_and_stale_bm25_rebuilt(job: Job, ca
     job.store.replace_documents([Document(id="c", text=new.text)], [new], vec, job.embedder.model_name)
     with caplog.at_level("INFO"):  # a warning the first time in a process, then info
         hits = {h.doc_id: h for h in job.retrieve("quota limits", k=5)}
-    assert hits["c"].sources["bm25"][0] == 1 and hits["c"].text == new.text  # BM25 knows the new text
+    assert hits["c"].sources["bm25"]["rank"] == 1 and hits["c"].text == new.text  # BM25 knows the new text
     assert "applied in memory" in caplog.text  # the saved segments, advanced by the change feed
     assert job.retrieve("token rotation", k=5)[0].doc_id != "c"
 

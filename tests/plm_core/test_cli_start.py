@@ -1,0 +1,118 @@
+"""What `plm` does before any command runs, against a broken environment: a third-party
+plugin that fails to import or to register is skipped with one warning naming it (every
+other command, `--help` and `--version` included, still works), and a folder named `plm`
+that shadows the package is named in the error."""
+
+from __future__ import annotations
+
+import importlib.machinery
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from plm_core.registry import shadowed_package_note
+
+REPO = Path(__file__).resolve().parents[2]
+
+BROKEN_IMPORT = "raise ImportError('needs the frobnicator library')\n"
+BROKEN_HOOK = """
+from plm_core.hookspecs import hookimpl
+
+@hookimpl
+def plm_register_commands(app):
+    raise RuntimeError("commands exploded")
+
+@hookimpl
+def plm_register_components(registry):
+    raise RuntimeError("components exploded")
+"""
+
+
+def _dist(site: Path, package: str, module: str, source: str) -> None:
+    """A real installed distribution, as pip leaves one: the module and a .dist-info folder
+    whose entry_points.txt names it in the `plm` group (importlib.metadata reads it)."""
+    (site / f"{module}.py").write_text(source)
+    info = site / f"{module}-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {package}\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(f"[plm]\n{module} = {module}\n")
+
+
+def plm(*args: str, cwd: Path = REPO, site: Path | None = None, **env: str) -> subprocess.CompletedProcess[str]:
+    paths = [str(site)] if site else []
+    paths += [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    full = {**os.environ, "PLM_PROGRESS": "0", "PYTHONPATH": os.pathsep.join(paths), **env}
+    cmd = [sys.executable, "-m", "plm_core.cli", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, env=full, cwd=cwd, timeout=120)
+
+
+@pytest.fixture()
+def broken_site(tmp_path: Path) -> Path:
+    site = tmp_path / "site"
+    site.mkdir()
+    _dist(site, "plm-frob", "plm_frob", BROKEN_IMPORT)
+    _dist(site, "plm-exploding", "plm_exploding", BROKEN_HOOK)
+    return site
+
+
+@pytest.mark.parametrize("args", [["--version"], ["--help"], ["plugins"], ["config", "check", "-h"]])
+def test_a_broken_third_party_plugin_warns_once_and_every_command_still_works(
+    broken_site: Path, args: list[str]
+) -> None:
+    res = plm(*args, site=broken_site)
+    assert res.returncode == 0, res.stderr
+    assert "Traceback" not in res.stderr
+    warnings = [line for line in res.stderr.splitlines() if line.startswith("warning: ")]
+    frob = [w for w in warnings if "plugin 'plm_frob'" in w]
+    assert len(frob) == 1, res.stderr  # once, though the CLI and the registry both load plugins
+    assert "package 'plm-frob'" in frob[0] and "ImportError: needs the frobnicator library" in frob[0]
+    assert "PLM_DISABLE_PLUGIN_AUTOLOAD=1" in frob[0]
+    (hook,) = [w for w in warnings if "commands exploded" in w]
+    assert "package 'plm-exploding'" in hook and "PLM_DISABLE_PLUGIN_AUTOLOAD=1" in hook
+    if args == ["plugins"]:
+        assert "components exploded" in res.stderr
+        assert "bm25s" in res.stdout and "plm_frob" not in res.stdout
+    if args == ["--help"]:
+        assert "ingest" in res.stdout and "query" in res.stdout and "eval" in res.stdout
+
+
+def test_autoload_off_skips_broken_plugins_silently(broken_site: Path) -> None:
+    res = plm("plugins", site=broken_site, PLM_DISABLE_PLUGIN_AUTOLOAD="1")
+    assert res.returncode == 0 and res.stderr == "", res.stderr
+
+
+def test_a_config_naming_a_stage_of_a_broken_plugin_says_it_did_not_load(broken_site: Path) -> None:
+    res = plm("plugins", "show", "frob", site=broken_site)
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    error = next(line for line in res.stderr.splitlines() if line.startswith("error: "))
+    assert "unknown component 'frob'" in error and "Not loaded: plugin 'plm_frob'" in error
+
+
+def test_a_plm_package_in_the_working_directory_is_named_in_the_error(tmp_path: Path) -> None:
+    (tmp_path / "plm").mkdir()
+    (tmp_path / "plm" / "__init__.py").write_text("")  # someone's own project called plm
+    res = plm("--version", cwd=tmp_path)
+    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
+    message = " ".join(res.stderr.split())
+    assert f"a folder named plm in {tmp_path} (the working directory) shadows the installed package" in message
+    assert "run plm from another directory, or rename that folder" in message
+
+
+def test_an_empty_plm_folder_read_as_a_namespace_package_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A `plm/` without __init__.py is a namespace package, found ahead of an editable
+    # install's import hook (a regular install wins): here `import plm` is made to find it.
+    (tmp_path / "plm").mkdir()
+    spec = importlib.machinery.PathFinder.find_spec("plm", [str(tmp_path)])
+    assert spec is not None and spec.origin in (None, "namespace")
+    monkeypatch.setitem(sys.modules, "plm", importlib.util.module_from_spec(spec))
+    monkeypatch.chdir(tmp_path)
+    note = shadowed_package_note()
+    assert f"a folder named plm in {tmp_path} (the working directory) shadows the installed package" in note
+    monkeypatch.undo()
+    assert shadowed_package_note() == ""  # the real package
