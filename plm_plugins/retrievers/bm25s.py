@@ -34,7 +34,7 @@ from plm_core.hookspecs import hookimpl
 from plm_core.interfaces import Retriever, Tokenizer
 from plm_core.records import ExpandedQuery, ScoredChunk
 from plm_core.registry import default_registry
-from plm_index.segments import Rows, SegmentedIndex, State
+from plm_index.segments import Rows, SegmentedIndex, State, load_npy
 
 if TYPE_CHECKING:
     from plm_core.registry import Registry
@@ -223,9 +223,7 @@ class Postings:
         words = json.loads((folder / "vocab.json").read_text())
         # Memory-mapped, as plain array views of the maps: slicing an np.memmap costs a few
         # microseconds more per slice, paid for every query word in every segment.
-        indptr, rows, tf, dl = (
-            np.load(folder / name, mmap_mode="r", allow_pickle=False).view(np.ndarray) for name in cls.FILES
-        )
+        indptr, rows, tf, dl = (load_npy(folder / name).view(np.ndarray) for name in cls.FILES)
         if len(indptr) != len(words) + 1 or len(rows) != len(tf) or len(dl) != n_rows or int(indptr[-1]) != len(rows):
             raise ValueError(f"postings of {len(words)} words, {len(rows)} entries, {len(dl)} lengths, {n_rows} rows")
         return cls({w: i for i, w in enumerate(words)}, indptr, rows, tf, dl)

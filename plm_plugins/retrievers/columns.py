@@ -43,9 +43,10 @@ class IdColumn(Sequence[str]):
 
 
 def load_ids(path: Path, n_rows: int) -> IdColumn:
-    import numpy as np
 
-    array = np.load(path, mmap_mode="r", allow_pickle=False)
+    from plm_index.segments import load_npy
+
+    array = load_npy(path)
     if array.ndim != 1 or len(array) != n_rows or array.dtype.kind != "S":
         raise ValueError(f"{path.name} holds {array.shape} {array.dtype}, not {n_rows} ids")
     return IdColumn(array)
@@ -62,7 +63,9 @@ def load_vectors(path: Path, n_rows: int) -> Any:
     pages are read when a query first scans them, never copied row by row."""
     import numpy as np
 
-    matrix = np.load(path, mmap_mode="r", allow_pickle=False)
+    from plm_index.segments import load_npy
+
+    matrix = load_npy(path)
     if matrix.ndim != 2 or matrix.shape[0] != n_rows or matrix.dtype != np.float32:
         raise ValueError(f"{path.name} holds {matrix.shape} {matrix.dtype}, not {n_rows} float32 vectors")
     return matrix
