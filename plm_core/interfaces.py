@@ -68,6 +68,9 @@ class Loader(BaseComponent[str, list[Document]]):
     family = "loaders"
     input_type = str
     output_type = list[Document]
+    # Config keys that only choose which files are read (a glob, an exclude list): changing
+    # them re-processes no document, since a document's own fingerprint covers what it is.
+    selection_fields: ClassVar[tuple[str, ...]] = ()
 
     def load(self, source: str) -> tuple[list[Document], list[LoadFailure]]:
         """Documents plus one failure per file (or record) that could not be read. Raises

@@ -98,7 +98,11 @@ class Job:
         model = version = None
         if self.embedder is not None:
             model, version = self.embedder.expected_model_name, self.embedder.model_version
-        spec = {"index": self.config.raw.get("index", {}), "embedder": self.config.raw.get("embedder", {})}
+        index = dict(self.config.raw.get("index", {}))
+        if self.loader is not None and self.loader.selection_fields:  # which files, not what they become
+            name = self.config.index[0].label.rsplit(".", 1)[-1]
+            index[name] = {k: v for k, v in index[name].items() if k not in self.loader.selection_fields}
+        spec = {"index": index, "embedder": self.config.raw.get("embedder", {})}
         return index_fingerprint(spec, model, version or "")
 
     def ingest(

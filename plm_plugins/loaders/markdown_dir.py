@@ -167,6 +167,7 @@ class MarkdownLoader(Loader):
 
     name = "markdown_dir"
     needs = ("settings",)
+    selection_fields = ("pattern", "exclude", "max_file_mb")
     settings: Any
 
     class Config(ComponentConfig):

@@ -179,6 +179,7 @@ def test_prune_never_deletes_a_document_whose_file_still_exists(
     top = job_for(tmp_path, store_table, registry, load='pattern = "*.md"')
     report = top.ingest([docs], prune=True)
     assert report.deleted == [] and stored(top) == IDS
+    assert report.updated == [] and report.unchanged == 2  # which files are read is not what they are
     (note,) = [n for n in report.notes if "no longer read" in n]
     assert "kept 3 document(s)" in note and "--prune-unread" in note
     # An excluded folder, likewise; asked for, they go.
