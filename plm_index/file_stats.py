@@ -19,8 +19,8 @@ import os
 import sqlite3
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 FILE_NAME = "files.sqlite"
 RACY_NS = 2_000_000_000  # a file modified this close before it was listed is read again next time
@@ -35,8 +35,7 @@ CREATE TABLE IF NOT EXISTS roots (path TEXT PRIMARY KEY);
 """
 
 
-@dataclass(frozen=True)
-class Seen:
+class Seen(NamedTuple):
     """A file as a sync read it: its stat signature, and the document it gave."""
 
     size: int

@@ -238,22 +238,17 @@ def scope(sources: Sequence[Any]) -> Callable[[str], bool]:
     """Whether a stored document's path lies under one of these sources (path-less
     documents: when in-memory records were given). Paths are compared absolute without
     following links, as loaders store them, from whatever directory this runs. Cost: one
-    set lookup per ancestor of the path, whatever the number of sources (a watcher's batch
-    of 500 files against 1,000 stored documents)."""
+    prefix test per path, whatever the number of sources (a watcher's batch of 500 files
+    against 1,000 stored documents, a prune of 100,000)."""
     roots = {os.path.abspath(s) for s in sources if isinstance(s, (str, Path))}
+    prefixes = tuple(r.rstrip(os.sep) + os.sep for r in roots)
     records = any(not isinstance(s, (str, Path)) for s in sources)
 
     def covered(path: str) -> bool:
         if not path:
             return records
-        p = os.path.abspath(path)
-        while True:
-            if p in roots:
-                return True
-            parent = os.path.dirname(p)
-            if parent == p:
-                return False
-            p = parent
+        p = path if os.path.isabs(path) and "/." not in path and "//" not in path else os.path.abspath(path)
+        return p in roots or p.startswith(prefixes)
 
     return covered
 

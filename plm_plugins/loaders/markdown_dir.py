@@ -13,7 +13,7 @@ import logging
 import math
 import os
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Sequence
 from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -201,29 +201,28 @@ class MarkdownLoader(Loader):
 
     def load(self, source: str) -> tuple[list[Document], list[LoadFailure]]:
         root = Path(source)
-        files = self._paths(root)
-        failures = self._unreadable_folders(root)
         if not root.is_dir():  # a file named by the user is read wherever its link leads
-            return self._load(str(root.parent), files, check_inside=False)
-        docs, failed = self._load(str(root), files)
+            return self._load(str(root.parent), self._paths(root), check_inside=False)
+        files, failures = self._listed(root)
+        docs, failed = self._load(str(root), [Path(f) for f in files])
         return docs, failures + failed
 
     def files(self, folder: str) -> tuple[list[str], list[LoadFailure]] | None:
-        root = Path(folder)
-        return [os.path.abspath(p) for p in self._paths(root)], self._unreadable_folders(root)
+        return self._listed(Path(folder))
 
     def load_files(self, root: str, files: Sequence[str]) -> tuple[list[Document], list[LoadFailure]]:
-        return self._load(root, [Path(f) for f in files])
+        return self._load(root, [Path(f) for f in sorted(files, key=_path_order)])
 
     def _load(
         self, root: str, files: Sequence[Path], check_inside: bool = True
     ) -> tuple[list[Document], list[LoadFailure]]:
+        """`files` in sorted order (`_path_order`) as documents, ids relative to `root`."""
         docs: list[Document] = []
         failures: list[LoadFailure] = []
         # The first file in sorted order owns its id even when it fails to load, so which
         # file a document id comes from never depends on the other files' contents.
         owner: dict[str, Path] = {}
-        for path in sorted(files):
+        for path in files:
             doc_id = self._id(path, root)
             if doc_id in owner:
                 failures.append(
@@ -288,53 +287,61 @@ class MarkdownLoader(Loader):
                 return True
         return False
 
-    def _unreadable_folders(self, root: Path) -> list[LoadFailure]:
-        """Folders a recursive pattern cannot enter: their files must not look deleted to a
-        sync (a failure without a document id also stops `--prune`)."""
-        if "**" not in self.config.pattern or not root.is_dir():
-            return []
+    def _listed(self, root: Path) -> tuple[list[str], list[LoadFailure]]:
+        """The files `load(root)` reads (absolute, sorted), and a failure per folder a
+        recursive pattern cannot enter: its files must not look deleted to a sync (a failure
+        without a document id also stops `--prune`). PlmUserError when there are none."""
+        top = os.path.abspath(root)
+        if not os.path.isdir(top):
+            return [os.path.abspath(p) for p in self._paths(root)], []
+        pattern = self.config.pattern
+        recursive = "**" in pattern or "/" in pattern
+        match, excluded = self._matcher(), self._excluded if self.config.exclude else None
         errors: list[OSError] = []
-        for _ in self._walk(root, errors):
-            pass
-        return [
+        found: list[str] = []
+        for where, subdirs, names in os.walk(top, onerror=errors.append):
+            rel = () if where == top else tuple(os.path.relpath(where, top).split(os.sep))
+            if recursive:
+                skip = self._skipped_name
+                subdirs[:] = [d for d in subdirs if not skip(d) and not self._skipped_folder(root, (*rel, d))]
+            else:
+                subdirs[:] = []
+            for name in names:
+                if name[:1] == "." or name in _ALWAYS_SKIPPED:
+                    continue
+                parts = (*rel, name)
+                if match(parts) and not (excluded and excluded(parts)):
+                    found.append(os.path.join(where, name))
+        if not found:
+            raise PlmUserError(
+                f"{shown(root)}: no files match {self.config.pattern!r}"
+                + (f" outside {self.config.exclude}" if self.config.exclude else "")
+                + "; check the folder or set the loader's `pattern` (e.g. '**/*.txt')"
+            )
+        found.sort(key=_path_order)
+        failures = [
             failure(
                 Path(e.filename or root),
                 f"folder cannot be read ({e.strerror}); its files were not loaded: check its permissions",
             )
-            for e in errors
+            for e in (errors if "**" in pattern else [])
         ]
+        return found, failures
 
-    def _walk(self, root: Path, errors: list[OSError] | None = None) -> Iterator[Path]:
-        """Every file under `root` the loader would read, skipped folders never entered."""
-        recursive = "**" in self.config.pattern or "/" in self.config.pattern
-        for where, subdirs, names in os.walk(root, onerror=None if errors is None else errors.append):
-            here = Path(where)
-            rel = here.relative_to(root).parts
-            subdirs[:] = (
-                sorted(d for d in subdirs if not self._skipped_name(d) and not self._skipped_folder(root, (*rel, d)))
-                if recursive
-                else []
-            )
-            for name in names:
-                parts = (*rel, name)
-                if not self._skipped_name(name) and glob_match(parts, self._pattern) and not self._excluded(parts):
-                    yield here / name
-
-    @property
-    def _pattern(self) -> tuple[str, ...]:
-        return tuple(self.config.pattern.split("/"))
+    def _matcher(self) -> Callable[[tuple[str, ...]], bool]:
+        """The pattern as a test of a relative path's parts: `*.md` and `**/*.md` (folders
+        that are all `**`) test the name alone, anything else the whole glob."""
+        pattern = tuple(self.config.pattern.split("/"))
+        folders, last = pattern[:-1], pattern[-1]
+        if all(p == "**" for p in folders):
+            deep = bool(folders)
+            return lambda parts: (deep or len(parts) == 1) and fnmatchcase(parts[-1], last)
+        return lambda parts: glob_match(parts, pattern)
 
     def _paths(self, root: Path) -> list[Path]:
         """The files to load, sorted; PlmUserError when `root` gives none at all."""
         if root.is_dir():
-            files = sorted(self._walk(root))
-            if not files:
-                raise PlmUserError(
-                    f"{shown(root)}: no files match {self.config.pattern!r}"
-                    + (f" outside {self.config.exclude}" if self.config.exclude else "")
-                    + "; check the folder or set the loader's `pattern` (e.g. '**/*.txt')"
-                )
-            return files
+            return [Path(f) for f in self._listed(root)[0]]
         if root.exists():
             return [root]
         raise PlmUserError(f"{shown(root)}: no such file or folder; give a Markdown file or a folder of them")
@@ -365,6 +372,13 @@ def glob_match(names: tuple[str, ...], pattern: tuple[str, ...]) -> bool:
 
 
 _ALWAYS_SKIPPED = frozenset({"node_modules", "__pycache__"})
+
+
+def _path_order(path: str) -> list[str]:
+    """Sort key: a path's parts, as `Path` objects sort (a folder's files by their names)."""
+    return path.split(os.sep)
+
+
 _SKIP = "move it out of the folder"
 
 
