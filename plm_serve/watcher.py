@@ -48,7 +48,7 @@ import typer
 from plm_core.errors import PlmUserError
 from plm_index.commands import ConfigOpt, IndexOpt, SetOpt, open_job, out
 from plm_index.job import Job
-from plm_index.sources import inside
+from plm_index.sources import inside, lists_files
 from plm_index.sync import IngestReport
 from plm_serve.syncing import sync_paths
 
@@ -116,16 +116,20 @@ class FolderWatcher:
         max_wait_ms: int = 2000,
         max_batch: int = 500,
         loader_filter: Callable[[Path], bool] | None = None,
+        lister: Callable[[Path], Iterable[str]] | None = None,
         log: Callable[[str], None] = print,
     ) -> None:
+        """`lister(folder)`: the files the loader reads there, listed fast (default: a walk
+        asking `loader_filter` of every file)."""
         self.dirs = [Path(os.path.abspath(d)) for d in dirs]
         self.apply, self.catch_up, self.log = apply, catch_up, log
         self.debounce_ms, self.settle_ms, self.max_wait_ms = debounce_ms, settle_ms, max_wait_ms
         self.max_batch = max_batch
         self.accepts = loader_filter or (lambda path: True)
+        self.lister = lister
         # file -> ((size, mtime_ns), monotonic time first seen so); None until stat'ed
         self._pending: dict[Path, tuple[tuple[int, int], float] | None] = {}
-        self._sent: dict[Path, tuple[int, int]] = {}  # file synced -> its (size, mtime_ns) then
+        self._sent: dict[str, tuple[int, int]] = {}  # file synced (as str) -> its (size, mtime_ns) then
         self._dirs: set[Path] = set()  # folders holding synced files: their removal matters
         self._lock = threading.Lock()
         self._state: dict[str, Any] = dict(running=False, caught_up=False, batches=0, last_batch=None)
@@ -208,11 +212,14 @@ class FolderWatcher:
 
     def _catch_up(self, stop: threading.Event, roots: list[Path]) -> None:
         for root in roots:
-            for path in self._files(root):  # what the catch-up syncs
+            folders: set[str] = set()
+            for path in self.lister(root) if self.lister is not None else map(str, self._files(root)):  # its files
                 with suppress(OSError):
                     st = os.stat(path)
                     self._sent[path] = (st.st_size, st.st_mtime_ns)
-                    self._remember(path)
+                    folders.add(os.path.dirname(path))
+            for folder in folders:  # once per folder: 100,000 files sit in a few hundred
+                self._remember(Path(folder))
             if self.catch_up is not None and not stop.is_set():
                 self._call(f"catch-up {root}", partial(self.catch_up, [root]))
         self._set(caught_up=True)
@@ -235,11 +242,12 @@ class FolderWatcher:
             subdirs[:] = [d for d in subdirs if not scratch(d)]
             yield from (p for n in names if not scratch(n) and self.accepts(p := Path(where) / n))
 
-    def _remember(self, path: Path) -> None:
-        for folder in path.parents:
-            if folder in self._dirs or not any(under(folder, r) for r in self.dirs):
+    def _remember(self, folder: Path) -> None:
+        """This folder and those above it, up to the watched one, hold synced files."""
+        for d in (folder, *folder.parents):
+            if d in self._dirs or not any(under(d, r) for r in self.dirs):
                 break
-            self._dirs.add(folder)
+            self._dirs.add(d)
 
     def _ready(self) -> tuple[list[Path], list[Path]]:
         """Up to `max_batch` files that settled or are gone; the rest stay pending."""
@@ -253,19 +261,20 @@ class FolderWatcher:
                 st: os.stat_result | None = os.stat(path)
             except (FileNotFoundError, NotADirectoryError):
                 del self._pending[path]
-                if self._sent.pop(path, None) is not None:  # else never synced: nothing to delete
+                if self._sent.pop(str(path), None) is not None:  # else never synced: nothing to delete
                     removed.append(path)
                 elif path in self._dirs:
                     removed.append(path)
                     self._dirs = {d for d in self._dirs if not under(d, path)}
-                    self._sent = {f: sig for f, sig in self._sent.items() if path not in f.parents}
+                    inside_it = str(path).rstrip(os.sep) + os.sep
+                    self._sent = {f: sig for f, sig in self._sent.items() if not f.startswith(inside_it)}
                 continue
             except OSError:  # unreadable: the loader says why
                 st = None
             folder = st is not None and stat.S_ISDIR(st.st_mode)
             if not self._contained(path) and (folder or self.accepts(path)):  # a link out: never read
                 del self._pending[path]
-                if self._sent.pop(path, None) is not None:
+                if self._sent.pop(str(path), None) is not None:
                     removed.append(path)
                 self._refuse(path)
                 continue
@@ -284,10 +293,10 @@ class FolderWatcher:
                 if 1000 * max(wall - st.st_mtime, now - seen[1]) < self.settle_ms:
                     continue  # maybe still being written
             del self._pending[path]
-            if sig is None or self._sent.get(path) != sig:  # else a late event for a version synced
-                self._sent[path] = sig or (-1, -1)
+            if sig is None or self._sent.get(str(path)) != sig:  # else a late event for a version synced
+                self._sent[str(path)] = sig or (-1, -1)
                 changed.append(path)
-                self._remember(path)
+                self._remember(path.parent)
         return sorted(changed), sorted(removed)
 
     def _batch(self, changed: list[Path], removed: list[Path]) -> None:
@@ -333,8 +342,17 @@ def job_watcher(job: Job, dirs: Iterable[str | Path], locked: Locked | None = No
         lambda c, r: run(lambda j: sync_paths(j, c, r)),
         catch_up=lambda d: run(lambda j: j.ingest(d, prune=True)),
         loader_filter=loader_filter_for(job.loader, roots),
+        lister=partial(listed_files, job.loader) if lists_files(job.loader) else None,
         **options,
     )
+
+
+def listed_files(loader: Any, folder: Path) -> list[str]:
+    """The files a listing loader reads in `folder` (none when it has none to read)."""
+    try:
+        return list(loader.files(str(folder))[0])
+    except PlmUserError:
+        return []
 
 
 WATCHER_FILE = "watcher.json"  # in the index folder while a `plm watch` process syncs it
