@@ -263,9 +263,8 @@ def create_app(
     def run_query(
         text: str, k: int, filters: dict[str, Any] | None, weights: dict[str, float] | None = None
     ) -> dict[str, Any]:
-        generation = service.generation
-        ranking, timings = service.search(Query(text=text, k=k, filters=filters, weights=weights or None))
-        return query_payload(text, ranking, timings, filters, str(generation.version if generation else ""))
+        (ranking, timings), version = service.search(Query(text=text, k=k, filters=filters, weights=weights or None))
+        return query_payload(text, ranking, timings, filters, str(version or ""))
 
     @app.post("/query", response_model=QueryResponse, responses=ERRORS)
     def post_query(body: QueryRequest) -> dict[str, Any]:
