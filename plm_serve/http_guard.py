@@ -12,7 +12,8 @@ cannot choose the Host name, whatever its port, and behind a port mapping (`dock
 check off (for a proxy that checks Host itself).
 
 A write (POST, PUT, PATCH, DELETE) sent by a page of another origin (its `Origin` header
-names a host that is not allowed, and not a `--cors-origin`) is refused as well.
+is not this server's own `scheme://Host`, nor a `--cors-origin`; `null` included) is
+refused as well.
 
 Every response carries `X-Content-Type-Options: nosniff`, `X-Frame-Options: DENY`,
 `Referrer-Policy: no-referrer` and a `Content-Security-Policy`: the API's allows nothing
@@ -173,9 +174,10 @@ class HostGuard:
             return await self._error(send, 421 if hosts else 400, message)
         if scope.get("method") in WRITES:
             origin = next((v.decode("latin-1") for k, v in scope.get("headers", ()) if k == b"origin"), None)
-            origin_host = _origin_host(origin) if origin is not None else ""
             if origin is not None and origin not in self.cors_origins:
-                if origin_host is None or not self.allowlist.allows(origin_host):
+                # Same origin: the page's scheme://host:port names what Host names (a page of
+                # this server). Another port of localhost is another site.
+                if (_origin_host(origin) or "").lower() != hosts[0].strip().lower():
                     message = (
                         f"a write from the page at origin {origin[:100]!r} is refused: it is not this server; "
                         "to allow a site to write, start plm serve with --cors-origin ORIGIN"

@@ -335,7 +335,8 @@ def test_this_servers_own_names_are_answered(server: Server, host: str) -> None:
 
 def test_a_write_from_a_page_of_another_origin_is_refused(server: Server) -> None:
     record = {"records": [{"id": "csrf", "text": "written by another site's page"}]}
-    for origin in ("http://evil.example", "null", "http://localhost.evil.example"):
+    other_port = server.url.rsplit(":", 1)[0] + ":1"  # another site on this machine
+    for origin in ("http://evil.example", "null", "http://localhost.evil.example", other_port, "not a url"):
         headers = {"Origin": origin, "Content-Type": "text/plain"}
         response = httpx.post(server.url + "/documents", content=json.dumps(record), headers=headers)
         assert response.status_code == 403 and "--cors-origin" in response.json()["error"], response.text
