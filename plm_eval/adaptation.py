@@ -268,7 +268,7 @@ def train(
         optimizer, lambda s: min(1.0, (s + 1) / warmup) * max(0.0, (len(plan) - s) / max(1, len(plan) - warmup))
     )
     if step:
-        extra = torch.load(ckpt / "optimizer.pt", weights_only=False)
+        extra = load_training_state(ckpt / "optimizer.pt")
         optimizer.load_state_dict(extra["optimizer"])
         scheduler.load_state_dict(extra["scheduler"])
         torch.set_rng_state(extra["rng"])
@@ -307,6 +307,30 @@ def train(
     else:
         _save_checkpoint(save, optimizer, scheduler, ckpt, step, digest)
     return AdaptResult(target, step, len(plan), resumed_from, finished, time.monotonic() - start, len(pairs))
+
+
+def load_training_state(path: Path) -> dict[str, Any]:
+    """The optimizer, scheduler and RNG state a checkpoint saved, read as data only
+    (`weights_only=True`: tensors, numbers, strings, lists and dicts, never an object a
+    pickle names, whose loading could run any code), or PlmUserError saying how to go on.
+    The checkpoint sits in a folder the user names (`--out`); anyone who could write there
+    could otherwise make a resume run their code."""
+    import torch
+
+    try:
+        state = torch.load(path, weights_only=True, map_location="cpu")
+    except Exception as err:  # noqa: BLE001 - whatever a foreign file makes torch raise, it is not ours
+        reason = (str(err).strip().splitlines() or [""])[0][:200]
+        raise PlmUserError(
+            f"{path} is not a training state plm wrote ({type(err).__name__}{': ' + reason if reason else ''}); "
+            f"delete the folder {path.parent} to train from the start"
+        ) from None
+    if not isinstance(state, dict) or not {"optimizer", "scheduler", "rng"} <= state.keys():
+        raise PlmUserError(
+            f"{path} is not a training state plm wrote (no optimizer, scheduler and rng); "
+            f"delete the folder {path.parent} to train from the start"
+        )
+    return state
 
 
 def _read_state(ckpt: Path) -> dict[str, Any] | None:

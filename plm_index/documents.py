@@ -66,6 +66,13 @@ def _short(value: str) -> str:
     return repr(value[:60]) + ("..." if len(value) > 60 else "")
 
 
+def _shown(value: Any) -> str:
+    """A metadata value for a message: a string or number as is (cut), anything else its type."""
+    if isinstance(value, str):
+        return _short(value)
+    return str(value)[:60] if isinstance(value, (int, float)) else _kind(value)
+
+
 def check_text(value: Any, what: str) -> str:
     """`value` itself when it is a string every store can hold: valid UTF-8 (no lone
     surrogates) and no NUL character (Postgres text and jsonb refuse it; checked here so
@@ -169,6 +176,32 @@ def record_id(rec: Mapping[str, Any], id_fields: tuple[str, ...] = ("id", "_id")
     if not text.strip():
         raise DocumentError(f"id field {field!r} is {'empty' if not text else 'blank'}; give every record a unique id")
     return text
+
+
+def merge_metadata_field(fields: Mapping[str, Any]) -> dict[str, Any]:
+    """A record's metadata as a loader of top-level keys reads it: `fields` (the keys that
+    are not id, text or title), with a `metadata` object's keys put beside the others, since
+    that is the shape a client that sends `{"metadata": {"team": "a"}}` means (stored as
+    `metadata.metadata.team`, a filter on `team` found nothing). A key both at the top level
+    and in `metadata` with another value is a DocumentError; `metadata: null` is no metadata;
+    a `metadata` that is not an object is a DocumentError."""
+    merged = {k: v for k, v in fields.items() if k != "metadata"}
+    inner = fields.get("metadata")
+    if inner is None:
+        return merged
+    if not isinstance(inner, Mapping):
+        raise DocumentError(
+            f"field 'metadata' must be a JSON object (its keys become the document's metadata) or null, got "
+            f"{_kind(inner)}; fix the record, or put the value under another key"
+        )
+    for key, value in inner.items():
+        if key in merged and merged[key] != value:
+            raise DocumentError(
+                f"metadata key {_short(str(key))} is given twice with two values, at the top level "
+                f"({_shown(merged[key])}) and in 'metadata' ({_shown(value)}); keep one"
+            )
+        merged[key] = value
+    return merged
 
 
 def document_from_record(

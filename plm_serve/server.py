@@ -2,7 +2,8 @@
 
     plm serve --config FILE [--index DIR] [--host 127.0.0.1] [--port 8000] [--watch DIR...]
 
-Endpoints (JSON; the schema is at /openapi.json, docs at /docs):
+Endpoints (JSON; the schema is at /openapi.json; no /docs page: Swagger UI's script would
+come from a CDN onto the origin where the pages keep the API key):
 - `POST /query` {text, k, filters, weights} and `GET /query?q=...&k=...&filter=...&weight=...`:
   hits as `plm query --json` prints them, with per-stage timings. GET's `filter` and `weight`
   (repeatable) take the CLI's `--filter`/`--weight` syntax (`version>=3`, `team=a,b`, `bm25=0.5`).
@@ -19,7 +20,9 @@ Endpoints (JSON; the schema is at /openapi.json, docs at /docs):
 
 A user error is a 4xx with `{"error": "..."}`; nothing a client sends yields a 500. With
 PLM_API_KEY set, every endpoint but /health and the two pages needs `Authorization: Bearer <key>`. Request
-bodies are limited (`--max-body-mb`); CORS is off unless `--cors-origin` is given.
+bodies are limited (`--max-body-mb`); CORS is off unless `--cors-origin` is given. Every
+request must name this server in `Host` (`--allow-host`), and every response carries the
+usual security headers: see plm_serve/http_guard.py.
 """
 
 # No `from __future__ import annotations`: FastAPI reads the endpoints' annotations, which
@@ -41,6 +44,7 @@ from plm_core.records import Query
 from plm_index.remote import bearer_key
 from plm_index.search import MAX_K, MAX_QUERY_CHARS
 from plm_serve.documents import render_document
+from plm_serve.http_guard import HostAllowlist, HostGuard, page_csp
 from plm_serve.schemas import HitModel
 from plm_serve.service import NotReady, Service
 
@@ -137,9 +141,14 @@ def query_payload(text: str, ranking: Any, timings: dict[str, float], filters: A
 
 
 def create_app(
-    service: Service, api_key: str | None = None, cors_origins: tuple[str, ...] = (), max_body_mb: float = 10.0
+    service: Service,
+    api_key: str | None = None,
+    cors_origins: tuple[str, ...] = (),
+    max_body_mb: float = 10.0,
+    allowlist: HostAllowlist | None = None,
 ) -> Any:
-    """The FastAPI app over a started `Service`."""
+    """The ASGI app over a started `Service`: FastAPI inside the Host check and security
+    headers (`allowlist`; None: a server bound to 127.0.0.1)."""
     from fastapi import FastAPI, Request
     from fastapi import Query as QueryParam
     from fastapi.exceptions import RequestValidationError
@@ -147,7 +156,13 @@ def create_app(
     from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
     from starlette.exceptions import HTTPException
 
-    app = FastAPI(title="plm", version=_version(), description=__doc__.split("\n\n")[0] if __doc__ else "")
+    app = FastAPI(
+        title="plm",
+        version=_version(),
+        description=__doc__.split("\n\n")[0] if __doc__ else "",
+        docs_url=None,  # Swagger UI and ReDoc load their scripts from a CDN: none on this origin
+        redoc_url=None,
+    )
     registry = CollectorRegistry()
     requests_total = Counter("plm_requests_total", "HTTP requests", ["path", "status"], registry=registry)
     latency = Histogram("plm_request_seconds", "HTTP request latency", ["path"], registry=registry)
@@ -263,9 +278,8 @@ def create_app(
     def run_query(
         text: str, k: int, filters: dict[str, Any] | None, weights: dict[str, float] | None = None
     ) -> dict[str, Any]:
-        generation = service.generation
-        ranking, timings = service.search(Query(text=text, k=k, filters=filters, weights=weights or None))
-        return query_payload(text, ranking, timings, filters, str(generation.version if generation else ""))
+        (ranking, timings), version = service.search(Query(text=text, k=k, filters=filters, weights=weights or None))
+        return query_payload(text, ranking, timings, filters, str(version or ""))
 
     @app.post("/query", response_model=QueryResponse, responses=ERRORS)
     def post_query(body: QueryRequest) -> dict[str, Any]:
@@ -308,7 +322,8 @@ def create_app(
     def page(name: str) -> Any:
         from fastapi.responses import HTMLResponse
 
-        return HTMLResponse((Path(__file__).parent / name).read_text(encoding="utf-8"))
+        html = (Path(__file__).parent / name).read_text(encoding="utf-8")
+        return HTMLResponse(html, headers={"Content-Security-Policy": page_csp(html)})
 
     @app.get("/", include_in_schema=False)
     def search_page() -> Any:
@@ -389,7 +404,7 @@ def create_app(
         """Prometheus metrics."""
         return PlainTextResponse(generate_latest(registry).decode(), media_type="text/plain; version=0.0.4")
 
-    return app
+    return HostGuard(app, allowlist or HostAllowlist("127.0.0.1"), cors_origins)
 
 
 def _not_utf8(*raw: bytes) -> bool:
@@ -442,6 +457,15 @@ def serve_command(
     ] = None,
     readers: Annotated[int, typer.Option(help="Queries answered at once (each holds its own indexes).", min=1)] = 1,
     cors_origin: Annotated[list[str] | None, typer.Option("--cors-origin", help="Allow browser calls from.")] = None,
+    allow_host: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allow-host",
+            envvar="PLM_ALLOW_HOSTS",
+            help="Also answer requests whose Host is this name (repeat; '*': any). Always allowed: localhost, "
+            "127.0.0.1, [::1] and the --host address; with --host 0.0.0.0, any IP address and this machine's name.",
+        ),
+    ] = None,
     max_body_mb: Annotated[float, typer.Option(help="Largest request body accepted.", min=0.001)] = 10.0,
     create: Annotated[
         bool, typer.Option(help="Start with an empty index when there is none; documents arrive by POST /documents.")
@@ -453,6 +477,7 @@ def serve_command(
     from plm_core.errors import StoreError
     from plm_index.commands import open_job
 
+    allowlist = HostAllowlist(host, allow_host or ())  # a bad name is refused before any work
     writer = open_job(config, set_, None, index)
     if not (create or watch):  # as `plm query` refuses: serving an index nobody built helps no one
         try:
@@ -473,7 +498,9 @@ def serve_command(
         watcher_thread = threading.Thread(target=service.watcher.run, args=(stop,), name="plm-watcher", daemon=True)
         watcher_thread.start()
     api_key = bearer_key("PLM_API_KEY")  # the client strips it too: a key file's newline is no key
-    app = create_app(service, api_key=api_key, cors_origins=tuple(cors_origin or ()), max_body_mb=max_body_mb)
+    app = create_app(
+        service, api_key=api_key, cors_origins=tuple(cors_origin or ()), max_body_mb=max_body_mb, allowlist=allowlist
+    )
     logging.getLogger("plm.serve").setLevel(logging.INFO)
     access.setLevel(logging.INFO)
     # The socket already listens: a client connecting from now on is answered, not refused.

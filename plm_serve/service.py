@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import logging
 import os
-import queue
 import threading
 import time
 from collections.abc import Callable
@@ -30,6 +29,7 @@ from plm_index.sync import IngestReport
 from plm_serve.watcher import read_watcher_file
 
 log = logging.getLogger("plm.serve")
+READER_WAIT_S = 60.0  # a query waits this long for a free reader, then is answered 503
 
 
 def _at_least(served: CorpusVersion | None, target: CorpusVersion | None) -> bool:
@@ -90,8 +90,18 @@ class Reader:
             self.job.close()
 
 
+class GenerationClosed(Exception):
+    """The generation a query took is being closed (a newer one was swapped in): the query
+    takes the service's current generation and tries again."""
+
+
 class Generation:
-    """`readers` readers of one version; a query borrows one (at most that many at once)."""
+    """`readers` readers of one version; a query borrows one (at most that many at once).
+
+    `close()` marks the generation closing and wakes every query waiting for one of its
+    readers: those retry on the generation swapped in meanwhile (`GenerationClosed`), so no
+    query ever waits on readers that are about to be closed. It then waits for the readers
+    lent out to come back and closes them."""
 
     def __init__(self, make_job: Callable[[], Job], readers: int) -> None:
         built: list[Reader] = []
@@ -103,35 +113,49 @@ class Generation:
                 reader.close()
             raise
         self.version, self.empty, self.n = built[0].version, built[0].empty, len(built)
-        self.idle: queue.Queue[Reader] = queue.Queue()
-        for reader in built:
-            self.idle.put(reader)
+        self._idle = built
+        self._free = threading.Condition()  # guards _idle and _closing
+        self._closing = False
 
-    def search(self, query: Query, timeout: float = 60.0) -> Any:
-        return self._with_reader(lambda job: job.search(query), timeout)
+    def search(self, query: Query, deadline: float) -> Any:
+        return self.read(lambda job: job.search(query), deadline)
 
-    def stats(self, timeout: float = 60.0) -> dict[str, Any]:
+    def stats(self, deadline: float) -> dict[str, Any]:
         """The store's counts and sizes as this generation sees them."""
-        return self._with_reader(lambda job: job.store.stats(), timeout)
+        return self.read(lambda job: job.store.stats(), deadline)  # type: ignore[no-any-return]
 
-    def read(self, work: Callable[[Job], Any], timeout: float = 60.0) -> Any:
-        """`work(job)` with a reader of this generation (one of the `readers` at a time)."""
-        return self._with_reader(work, timeout)
-
-    def _with_reader(self, work: Callable[[Job], Any], timeout: float) -> Any:
-        try:
-            reader = self.idle.get(timeout=timeout)
-        except queue.Empty:
-            raise NotReady(f"the server is busy: no reader was free within {timeout:.0f}s") from None
+    def read(self, work: Callable[[Job], Any], deadline: float) -> Any:
+        """`work(job)` with a reader of this generation (one of the `readers` at a time),
+        waiting for one until `deadline` (time.monotonic()); GenerationClosed once closing."""
+        with self._free:
+            while not self._idle and not self._closing:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise NotReady(f"the server is busy: no reader was free within {READER_WAIT_S:.0f}s; retry later")
+                self._free.wait(left)
+            if self._closing:
+                raise GenerationClosed
+            reader = self._idle.pop()
         try:
             return work(reader.job)
         finally:
-            self.idle.put(reader)
+            with self._free:
+                self._idle.append(reader)
+                self._free.notify_all()
 
     def close(self) -> None:
-        """Close every reader once its in-flight query (if any) is done."""
-        for _ in range(self.n):
-            self.idle.get().close()
+        """Turn new queries away, then close every reader once its in-flight query (if any)
+        is done. Closing twice closes once."""
+        with self._free:
+            if self._closing:
+                return
+            self._closing = True
+            self._free.notify_all()  # waiting queries: retry on the current generation
+            while len(self._idle) < self.n:
+                self._free.wait()
+            readers, self._idle = self._idle, []
+        for reader in readers:
+            reader.close()
 
 
 class Service:
@@ -167,9 +191,9 @@ class Service:
         if self._thread is not None:
             self._thread.join(timeout=30)
         with self.write_lock:  # a sync in progress commits its batch first
-            if self.generation is not None:
-                self.generation.close()
-                self.generation = None
+            current, self.generation = self.generation, None
+            if current is not None:
+                current.close()
             self.writer.close()
 
     def _job(self) -> Job:
@@ -229,34 +253,44 @@ class Service:
                 self._swapped.wait(min(left, 1.0))
 
     # ------------------------------------------------------------------ work
-    def search(self, query: Query) -> Any:
-        generation = self.generation
-        if generation is None:
-            raise NotReady(self.load_error or "the index is not loaded yet: add documents or run `plm ingest`")
-        if generation.empty:
-            raise NotReady("the index is empty: POST /documents or run `plm ingest` with this config")
-        try:
-            return generation.search(query)
-        except StoreError as err:  # the store went away, or a build is damaged: not a client error
-            self.mark_broken(str(err))
-            raise NotReady(str(err)) from None
+    def read(self, work: Callable[[Generation, float], Any], timeout: float = READER_WAIT_S) -> tuple[Generation, Any]:
+        """(the generation that answered, `work(generation, deadline)`) on the current
+        generation; a generation closed meanwhile (a reload swapped in a newer one) is left
+        for the newer one, within the same `timeout`."""
+        deadline = time.monotonic() + timeout
+        while True:
+            generation = self.generation
+            if generation is None:
+                raise NotReady(self.load_error or "the index is not loaded yet: add documents or run `plm ingest`")
+            try:
+                return generation, work(generation, deadline)
+            except GenerationClosed:
+                if self.generation is generation:  # closed without a successor: stopping
+                    raise NotReady("the server is stopping") from None
+            except StoreError as err:  # the store went away, or a build is damaged: not a client error
+                self.mark_broken(str(err))
+                raise NotReady(str(err)) from None
+
+    def search(self, query: Query) -> tuple[Any, CorpusVersion | None]:
+        """((ranking, timings), the corpus version that answered)."""
+
+        def search(generation: Generation, deadline: float) -> Any:
+            if generation.empty:
+                raise NotReady("the index is empty: POST /documents or run `plm ingest` with this config")
+            return generation.search(query, deadline)
+
+        generation, answer = self.read(search)
+        return answer, generation.version
 
     def document(self, doc_id: str, chunk_id: str | None = None) -> tuple[Any, Any]:
         """(the stored document or None, the chunk `chunk_id` of it or None), as the current
         generation sees them."""
-        generation = self.generation
-        if generation is None:
-            raise NotReady(self.load_error or "the index is not loaded yet: add documents or run `plm ingest`")
 
         def read(job: Job) -> tuple[Any, Any]:
             chunk = job.store.get_chunks([chunk_id]).get(chunk_id) if chunk_id else None
             return job.store.get_document(doc_id), chunk if chunk is None or chunk.doc_id == doc_id else None
 
-        try:
-            return generation.read(read)
-        except StoreError as err:  # as search: the store went away, not a client error
-            self.mark_broken(str(err))
-            raise NotReady(str(err)) from None
+        return self.read(lambda generation, deadline: generation.read(read, deadline))[1]  # type: ignore[no-any-return]
 
     def mark_broken(self, reason: str) -> None:
         """The current generation cannot answer: /ready says why until the reloader has
@@ -297,12 +331,14 @@ class Service:
         return report
 
     def status(self) -> dict[str, Any]:
-        generation = self.generation
-        if generation is not None:
+        generation: Generation | None = None
+        try:
             # A reader's view: never waits for a sync (a watcher's catch-up of a million
             # files holds the writer for minutes).
-            stats = generation.stats()
-        else:
+            generation, stats = self.read(lambda current, deadline: current.stats(deadline))
+        except NotReady:
+            if self.generation is not None:  # busy, or the store went away: not a question of no index
+                raise
             with self.write_lock:
                 stats = self.writer.store.stats()
         return {

@@ -2,7 +2,9 @@
 
 Which keys hold the id, text and title is configurable, so an export from another
 system loads without reshaping; the remaining keys (or the ones named) become metadata
-that filters can use. Records keep the file's order.
+that filters can use, and the keys of a `metadata` object join them (`{"metadata":
+{"team": "a"}}` is `team: a`; the same key twice with two values is an error). Records
+keep the file's order.
 
 `load` reports each bad record (`file:line` in a .jsonl, `file: record N` in a .json
 list) and loads the rest; a file that is binary, not UTF-8, over `max_file_mb` or (for
@@ -22,7 +24,7 @@ from plm_core.errors import PlmUserError
 from plm_core.hookspecs import hookimpl
 from plm_core.interfaces import Loader
 from plm_core.records import Document, LoadFailure
-from plm_index.documents import MissingFieldError, document_from_record
+from plm_index.documents import MissingFieldError, document_from_record, merge_metadata_field
 from plm_plugins.loaders.files import (
     BadInput,
     Record,
@@ -87,6 +89,7 @@ class JsonRecordsLoader(Loader):
             # A named field absent from one record is simply not set for that record.
             metadata = {k: record[k] for k in cfg.metadata_fields if k in record}
         try:
+            metadata = merge_metadata_field(metadata)  # {"metadata": {"team": "a"}} is metadata team=a
             return document_from_record(
                 record,
                 text_field=cfg.text_field,

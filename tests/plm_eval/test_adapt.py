@@ -280,3 +280,54 @@ def test_a_shorter_training_length_leaves_the_model_reading_as_far_as_before(
     out = env["tmp"] / "short"
     adapt(config=env["config"], out_dir=out, seed=0, epochs=1, batch_size=4, max_seq_length=16, checkpoint_steps=2)
     assert base == 96 and SentenceTransformer(str(out / "model"), device="cpu").max_seq_length == base
+
+
+class _RunsCode:
+    """A pickle that runs code when unpickled: writes a marker file."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (exec, (f"open({str(self.marker)!r}, 'w').write('ran')",))
+
+
+def test_resuming_reads_the_training_state_as_data_never_running_a_pickle(tmp_path: Path) -> None:
+    # The checkpoint sits in the --out folder the user names: whoever could write there
+    # must not get their code run by a resume (torch.load with weights_only=False did).
+    torch = pytest.importorskip("torch")
+    param = torch.nn.Parameter(torch.ones(3))
+    optimizer = torch.optim.AdamW([param], lr=0.1)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: 1.0 / (s + 1))
+    for _ in range(2):
+        param.sum().backward()
+        optimizer.step()
+        scheduler.step()
+    good = tmp_path / "good" / "optimizer.pt"
+    good.parent.mkdir()
+    state = {"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(), "rng": torch.get_rng_state()}
+    torch.save(state, good)  # as _save_checkpoint writes it
+    loaded = adaptation.load_training_state(good)
+    fresh = torch.optim.AdamW([torch.nn.Parameter(torch.ones(3))], lr=0.1)
+    fresh.load_state_dict(loaded["optimizer"])
+    torch.optim.lr_scheduler.LambdaLR(fresh, lambda s: 1.0).load_state_dict(loaded["scheduler"])
+    assert fresh.state_dict()["state"][0]["step"] == 2 and torch.equal(loaded["rng"], state["rng"])
+
+    marker = tmp_path / "marker"
+    for name, payload in (("inside", {**state, "optimizer": _RunsCode(marker)}), ("whole", _RunsCode(marker))):
+        bad = tmp_path / name / "optimizer.pt"
+        bad.parent.mkdir()
+        torch.save(payload, bad)
+        with pytest.raises(PlmUserError, match="is not a training state plm wrote") as err:
+            adaptation.load_training_state(bad)
+        assert f"delete the folder {bad.parent}" in str(err.value)
+        assert not marker.exists()
+    for name, content in (("garbled", b"\x80\x04not a pickle"), ("empty", b"")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "optimizer.pt").write_bytes(content)
+        with pytest.raises(PlmUserError, match="is not a training state plm wrote"):
+            adaptation.load_training_state(tmp_path / name / "optimizer.pt")
+    (tmp_path / "list").mkdir()
+    torch.save([1, 2], tmp_path / "list" / "optimizer.pt")
+    with pytest.raises(PlmUserError, match="no optimizer, scheduler and rng"):
+        adaptation.load_training_state(tmp_path / "list" / "optimizer.pt")

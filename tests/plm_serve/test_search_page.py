@@ -294,3 +294,17 @@ def test_a_documents_front_matter_is_shown_as_metadata_not_as_text(server: str, 
     assert "team\nstorage\nversion\n2" in browser.find_element(By.ID, "metadata").text
     browser.get(server + "/doc?id=no/such/doc")
     assert "no document with id 'no/such/doc'" in wait_status(browser, "no document")
+
+
+def test_the_pages_run_their_own_script_and_no_other(server: str, browser: WebDriver) -> None:
+    # The Content-Security-Policy allows each page's own inline script (by hash) only: a
+    # script element put in by anything else (an injection) does not run.
+    inject = (
+        "const s = document.createElement('script'); s.textContent = 'window.injected = 1'; document.body.append(s);"
+    )
+    for path, ready in (("/", "#q"), ("/doc?id=alpha", "article h2#backup")):
+        with_key(browser, server)
+        browser.get(server + path)
+        WebDriverWait(browser, 30).until(lambda d, ready=ready: d.find_elements(By.CSS_SELECTOR, ready))  # it ran
+        browser.execute_script(inject)
+        assert browser.execute_script("return window.injected") is None, path

@@ -259,7 +259,7 @@ def test_a_chunked_body_is_refused_while_it_is_read_not_after(server: Server) ->
     # answer 413 once the limit is passed, not wait for (and hold) the whole body.
     host, port = server.url.removeprefix("http://").split(":")
     with socket.create_connection((host, int(port)), timeout=30) as conn:
-        conn.sendall(b"POST /query HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n")
+        conn.sendall(b"POST /query HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n")
         conn.sendall(b"Transfer-Encoding: chunked\r\n\r\n")
         chunk = b"x" * 65536
         for _ in range(11 * 16 + 1):  # 11 MB, over the 10 MB limit; the body never ends
@@ -301,6 +301,82 @@ def test_another_process_syncing_is_picked_up_without_blocking_queries(server: S
     stop.set()
     assert hits and hits[0]["doc_id"] == "epsilon"
     assert results and set(results) == {200}
+
+
+ROUTES = [("GET", "/health"), ("GET", "/"), ("GET", "/doc?id=alpha"), ("GET", "/status"), ("GET", "/query?q=alpha")]
+ROUTES += [("GET", "/documents/alpha"), ("GET", "/metrics"), ("GET", "/openapi.json"), ("GET", "/nowhere")]
+ROUTES += [("POST", "/documents"), ("DELETE", "/documents/alpha"), ("OPTIONS", "/documents")]
+
+
+@pytest.mark.parametrize("host", ["evil.example", "evil.example:{port}", "127.0.0.1.evil.example:{port}", "::1", ""])
+def test_a_host_that_is_not_this_server_is_refused_on_every_route(server: Server, host: str) -> None:
+    # DNS rebinding: a page whose own name resolves to 127.0.0.1 would read and write this
+    # server as its own origin; the browser sends that name in Host.
+    port = server.url.rsplit(":", 1)[1]
+    record = {"records": [{"id": "rebound", "text": "written through a rebound name"}]}
+    for method, path in ROUTES:
+        headers = {"Host": host.format(port=port)}
+        response = httpx.request(method, server.url + path, headers=headers, json=record if method == "POST" else None)
+        assert response.status_code == 421, (method, path, response.text)
+        error = response.json()["error"]
+        assert "is not a name of this server" in error and "localhost, 127.0.0.1, [::1]" in error
+        assert "--allow-host NAME" in error and response.headers["x-frame-options"] == "DENY"
+    assert httpx.get(server.url + "/documents/alpha").status_code == 200  # nothing was deleted
+    assert httpx.get(server.url + "/documents/rebound").status_code == 404  # nor written
+
+
+@pytest.mark.parametrize(
+    "host", ["localhost:{port}", "LOCALHOST:{port}", "localhost.:{port}", "[::1]:{port}", "127.0.0.1"]
+)
+def test_this_servers_own_names_are_answered(server: Server, host: str) -> None:
+    port = server.url.rsplit(":", 1)[1]
+    assert httpx.get(server.url + "/status", headers={"Host": host.format(port=port)}).status_code == 200
+
+
+def test_a_write_from_a_page_of_another_origin_is_refused(server: Server) -> None:
+    record = {"records": [{"id": "csrf", "text": "written by another site's page"}]}
+    other_port = server.url.rsplit(":", 1)[0] + ":1"  # another site on this machine
+    for origin in ("http://evil.example", "null", "http://localhost.evil.example", other_port, "not a url"):
+        headers = {"Origin": origin, "Content-Type": "text/plain"}
+        response = httpx.post(server.url + "/documents", content=json.dumps(record), headers=headers)
+        assert response.status_code == 403 and "--cors-origin" in response.json()["error"], response.text
+        response = httpx.delete(server.url + "/documents/alpha", headers={"Origin": origin})
+        assert response.status_code == 403
+    assert httpx.get(server.url + "/documents/csrf").status_code == 404
+    own = httpx.delete(server.url + "/documents/csrf", headers={"Origin": server.url})  # the server's own page
+    assert own.status_code == 404  # let through: there was nothing to delete
+
+
+def test_every_response_carries_the_security_headers_and_no_third_party_script(server: Server) -> None:
+    responses = {
+        "page": httpx.get(server.url + "/"),
+        "document page": httpx.get(server.url + "/doc"),
+        "api": httpx.get(server.url + "/status"),
+        "404": httpx.get(server.url + "/nowhere"),
+        "405": httpx.put(server.url + "/query"),
+        "422": httpx.post(server.url + "/query", json={"text": ""}),
+        "413": httpx.post(server.url + "/query", content=b"x" * (11 * 1024 * 1024), timeout=60),
+        "421": httpx.get(server.url + "/status", headers={"Host": "evil.example"}),
+    }
+    for name, response in responses.items():
+        headers = response.headers
+        assert headers["x-content-type-options"] == "nosniff" and headers["x-frame-options"] == "DENY", name
+        assert headers["referrer-policy"] == "no-referrer", name
+        csp = headers["content-security-policy"]
+        assert "frame-ancestors 'none'" in csp and "http" not in csp and "unsafe-eval" not in csp, (name, csp)
+        if "page" in name:
+            assert (
+                "script-src 'sha256-" in csp
+                and "default-src 'self'" in csp
+                and "unsafe-inline" not in csp.split(";")[1]
+            )
+        else:
+            assert csp.startswith("default-src 'none'"), (name, csp)
+    for page in ("/", "/doc"):
+        assert "<script src" not in httpx.get(server.url + page).text
+    for path in ("/docs", "/redoc", "/docs/oauth2-redirect"):  # Swagger UI and ReDoc load CDN scripts: off
+        assert httpx.get(server.url + path).status_code == 404
+    assert httpx.get(server.url + "/openapi.json").json()["info"]["title"] == "plm"
 
 
 def test_client_errors_are_one_line(server: Server, tmp_path: Path) -> None:
@@ -364,7 +440,7 @@ def test_the_client_never_echoes_a_password_nor_sends_the_key_to_another_origin(
 
 def test_an_api_key_guards_everything_but_health(tmp_path: Path) -> None:
     root = make_root(tmp_path)
-    srv = Server(root, {"PLM_API_KEY": "k3y"}, args=("--readers", "2"))  # two queries at once
+    srv = Server(root, {"PLM_API_KEY": "k3y"}, args=("--readers", "2", "--allow-host", "plm.test"))
     assert plm("ingest", str(root / "docs"), "--config", str(srv.config), env=srv.env).returncode == 0
     srv.start()
     try:
@@ -375,6 +451,10 @@ def test_an_api_key_guards_everything_but_health(tmp_path: Path) -> None:
             assert httpx.get(srv.url + path).status_code == 401
             assert httpx.get(srv.url + path, headers={"Authorization": "Bearer wrong"}).status_code == 401
             assert httpx.get(srv.url + path, headers={"Authorization": "Bearer k3y"}).status_code == 200
+        # A key is no reason to skip the Host check; a name given with --allow-host is answered.
+        key = {"Authorization": "Bearer k3y"}
+        assert httpx.get(srv.url + "/status", headers={**key, "Host": "evil.example"}).status_code == 421
+        assert httpx.get(srv.url + "/status", headers={**key, "Host": "plm.test:443"}).status_code == 200
         res = plm("query", "alpha", "--server", srv.url, env={**srv.env, "PLM_API_KEY": "nope"})
         assert res.returncode == 2 and "refused the request" in res.stderr and "check PLM_API_KEY" in res.stderr
         assert plm("query", "alpha", "--server", srv.url, env=srv.env).returncode == 0

@@ -52,6 +52,26 @@ def test_posted_records_are_taken_as_the_json_records_loader_takes_them(server: 
     assert httpx.delete(server.url + "/documents/docs/ops/zeta.md").status_code == 404
 
 
+def test_a_posted_metadata_object_is_the_documents_metadata_and_its_filter_finds_it(server: Server) -> None:
+    # The shape the API took before: {"metadata": {...}}. It was stored as
+    # metadata.metadata.team, and a filter on team found nothing, without a word.
+    record = {"id": "meta-obj", "text": "Meta ocelots prowl the server room.", "metadata": {"team": "ops", "tier": 2}}
+    added = httpx.post(server.url + "/documents", json={"records": [record]}, timeout=60)
+    assert added.status_code == 200 and added.json()["added"] == ["meta-obj"], added.text
+    try:
+        body = {"text": "ocelots", "filters": {"team": "ops", "tier": {"gte": 2}}}
+        hits = httpx.post(server.url + "/query", json=body).json()["hits"]
+        assert [h["doc_id"] for h in hits] == ["meta-obj"]
+        assert hits[0]["metadata"]["team"] == "ops" and hits[0]["metadata"]["tier"] == 2
+        assert httpx.get(server.url + "/documents/meta-obj").json()["metadata"] == {"team": "ops", "tier": 2}
+        clash = {"id": "meta-clash", "text": "Clashing ocelots.", "team": "ops", "metadata": {"team": "dev"}}
+        refused = httpx.post(server.url + "/documents", json={"records": [clash]}, timeout=60)
+        assert refused.status_code == 422 and "metadata key 'team' is given twice" in refused.text, refused.text
+        assert httpx.get(server.url + "/documents/meta-clash").status_code == 404
+    finally:
+        httpx.delete(server.url + "/documents/meta-obj", timeout=60)
+
+
 @pytest.mark.parametrize("path", ["/query?q=%FF%FE", "/query?q=ok&k=%C3", "/documents/%FF"])
 def test_a_url_that_is_not_utf8_is_a_400(server: Server, path: str) -> None:
     method = "DELETE" if path.startswith("/documents") else "GET"

@@ -208,6 +208,28 @@ def test_json_missing_field_names_file_line_and_field(tmp_path: Path) -> None:
         JsonRecordsLoader().run(str(path))
 
 
+def test_json_a_metadata_object_is_the_documents_metadata_not_a_nested_key(tmp_path: Path) -> None:
+    rows = [
+        {"id": "a", "text": "x", "metadata": {"team": "storage", "tags": ["db"]}, "year": 2020},
+        {"id": "b", "text": "x", "metadata": {"team": "storage"}, "team": "storage"},  # the same value twice
+        {"id": "c", "text": "x", "metadata": None},
+        {"id": "d", "text": "x", "metadata": {"team": "a"}, "team": "b"},
+        {"id": "e", "text": "x", "metadata": "storage"},
+    ]
+    path = write(tmp_path, "r.jsonl", "\n".join(json.dumps(r) for r in rows))
+    docs, failed = JsonRecordsLoader().load(str(path))
+    assert [dict(d.metadata) for d in docs] == [
+        {"year": 2020, "team": "storage", "tags": ["db"]},
+        {"team": "storage"},
+        {},
+    ]
+    assert [f.path.rsplit(":", 1)[1] for f in failed] == ["4", "5"]
+    assert "metadata key 'team' is given twice with two values" in failed[0].error and "keep one" in failed[0].error
+    assert "field 'metadata' must be a JSON object" in failed[1].error
+    named = JsonRecordsLoader(metadata_fields=["metadata"]).run(str(write(tmp_path, "n.jsonl", json.dumps(rows[0]))))
+    assert dict(named[0].metadata) == {"team": "storage", "tags": ["db"]}
+
+
 def test_modules_register_their_loader() -> None:
     registry = Registry()
     for module in (markdown, beir, json_records):
