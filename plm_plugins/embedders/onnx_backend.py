@@ -215,7 +215,16 @@ class QueryEncoder:
             max_seq_length = bert.get("max_seq_length") or (longest if isinstance(longest, int) else None) or 512
         from tokenizers import Tokenizer
 
-        tokenizer = Tokenizer.from_file(str(path / "tokenizer.json"))
+        try:
+            tokenizer = Tokenizer.from_file(str(path / "tokenizer.json"))
+        except Exception as err:  # noqa: BLE001 - the tokenizers library raises a bare Exception
+            raise PlmUserError(
+                f"the model in {path} cannot tokenize: {path / 'tokenizer.json'} is damaged ({err}): copy it back "
+                "from where the model came from, or download the model again"
+            ) from None
+        cannot = _cannot_tokenize(tokenizer, path)
+        if cannot is not None:
+            raise PlmUserError(cannot)
         tokenizer.no_padding()
         tokenizer.enable_truncation(min(int(max_seq_length), 1 << 20))
         session = session_for(export, threads)
@@ -243,6 +252,19 @@ class QueryEncoder:
         if normalize or self.normalize:
             vector = vector / max(float(np.linalg.norm(vector)), 1e-12)
         return np.ascontiguousarray(vector, dtype=np.float32)
+
+
+def _cannot_tokenize(tokenizer: Any, path: Path) -> str | None:
+    """`tokenizer_problem` for a fast tokenizer read from tokenizer.json."""
+    from plm_plugins.embedders.tokenizer_check import PROBE, tokenizer_problem
+
+    specials = sum(1 for t in tokenizer.get_added_tokens_decoder().values() if t.special)
+    unk = getattr(tokenizer.model, "unk_token", None)
+    unk_id = tokenizer.token_to_id(unk) if isinstance(unk, str) else None
+    ids = tokenizer.encode(PROBE, add_special_tokens=False).ids
+    rows = _json_or_empty(path / "config.json").get("vocab_size")
+    size = tokenizer.get_vocab_size(with_added_tokens=True)
+    return tokenizer_problem(path, size, specials, ids, unk_id, rows if isinstance(rows, int) else None)
 
 
 def _json_or_empty(path: Path) -> dict[str, Any]:

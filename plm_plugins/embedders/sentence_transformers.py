@@ -26,6 +26,7 @@ from plm_core.interfaces import Embedder
 from plm_core.settings import Settings, load_settings
 from plm_plugins import models
 from plm_plugins.embedders import onnx_backend
+from plm_plugins.embedders.tokenizer_check import check_hf_tokenizer
 
 if TYPE_CHECKING:
     from plm_core.registry import Registry
@@ -130,6 +131,9 @@ class SentenceTransformerEmbedder(Embedder):
             model = SentenceTransformer(str(path), device=device, local_files_only=True)
         except Exception as err:  # noqa: BLE001 - a broken candidate falls through to the next
             return f"{type(err).__name__}: {err}"
+        cannot = _cannot_tokenize(model, path)
+        if cannot is not None:
+            return cannot
         if onnx:
             import torch
 
@@ -264,6 +268,17 @@ class SentenceTransformerEmbedder(Embedder):
         if len(cache) > RECENT_QUERIES:
             cache.popitem(last=False)
         return vector
+
+
+def _cannot_tokenize(model: Any, path: Path) -> str | None:
+    """Why the loaded model cannot tokenize (its tokenizer files missing), or None."""
+    tokenizer = getattr(model, "tokenizer", None)
+    if tokenizer is None or not callable(tokenizer):
+        return None  # not a text transformer with a tokenizer of its own: nothing to probe
+    first = model[0] if len(model) else None
+    inner = getattr(first, "model", None) or getattr(first, "auto_model", None)
+    rows = getattr(getattr(inner, "config", None), "vocab_size", None)
+    return check_hf_tokenizer(path, tokenizer, rows if isinstance(rows, int) else None)
 
 
 def _model_version(path: Path) -> str:
