@@ -136,13 +136,41 @@ def onnx_file(model: Any, model_version: str, quantize: str, models_dir: Path) -
     return target
 
 
+class DamagedExportError(PlmUserError):
+    """An exported model file that ONNX Runtime cannot read (truncated, overwritten)."""
+
+    def __init__(self, path: Path, err: BaseException) -> None:
+        cause = (str(err).strip().splitlines() or [type(err).__name__])[-1][:200]
+        super().__init__(
+            f"the exported model {path} is damaged ({cause}): delete the folder {path.parent} and it is "
+            "exported again on the next run"
+        )
+        self.path = path
+
+
 def session_for(path: Path, threads: int) -> Any:
-    """An ONNX Runtime CPU session over the exported model, `threads` within an operator."""
+    """An ONNX Runtime CPU session over the exported model, `threads` within an operator;
+    DamagedExportError when the file cannot be read as a model."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()
     options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
-    return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    try:
+        return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    except FileNotFoundError:
+        raise
+    except Exception as err:  # noqa: BLE001 - onnxruntime raises InvalidProtobuf, Fail, InvalidGraph...
+        if not path.is_file():
+            raise
+        raise DamagedExportError(path, err) from None
+
+
+def discard_damaged(path: Path) -> None:
+    """Remove a damaged export, so that `onnx_file` writes it again: the int8 model is made
+    from the fp32 one, so both go when the int8 one is damaged (the fp32 one may be why)."""
+    path.unlink(missing_ok=True)
+    if path.name != FILES["none"]:
+        (path.parent / FILES["none"]).unlink(missing_ok=True)
 
 
 def use_onnx(model: Any, path: Path, threads: int) -> None:

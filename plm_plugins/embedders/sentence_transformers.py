@@ -137,10 +137,15 @@ class SentenceTransformerEmbedder(Embedder):
         if onnx:
             import torch
 
-            exported = onnx_backend.onnx_file(
-                model, _model_version(path), self.config.quantize, Path(settings.data_dir) / "models"
-            )
-            onnx_backend.use_onnx(model, exported, torch.get_num_threads())
+            models_dir = Path(settings.data_dir) / "models"
+            exported = onnx_backend.onnx_file(model, _model_version(path), self.config.quantize, models_dir)
+            try:
+                onnx_backend.use_onnx(model, exported, torch.get_num_threads())
+            except onnx_backend.DamagedExportError as err:
+                logger.warning("embedder: %s; exporting it again now", str(err).split(": delete", 1)[0])
+                onnx_backend.discard_damaged(err.path)
+                exported = onnx_backend.onnx_file(model, _model_version(path), self.config.quantize, models_dir)
+                onnx_backend.use_onnx(model, exported, torch.get_num_threads())
         if self.config.max_seq_length is not None:
             model.max_seq_length = self.config.max_seq_length
         self._model, self._name, self._path = model, name, path
@@ -196,7 +201,12 @@ class SentenceTransformerEmbedder(Embedder):
                 export = onnx_backend.find_export(models_dir, _model_version(path), self.config.quantize)
                 if export is not None and importlib.util.find_spec("tokenizers") is not None:
                     threads = os.cpu_count() or 1
-                    self._light = onnx_backend.QueryEncoder.load(path, export, self.config.max_seq_length, threads)
+                    try:
+                        self._light = onnx_backend.QueryEncoder.load(path, export, self.config.max_seq_length, threads)
+                    except onnx_backend.DamagedExportError:
+                        if importlib.util.find_spec("torch") is None:
+                            raise  # nothing here can export it again: the error says how to
+                        # The full path loads the model, finds the export damaged and writes it again.
         return self._light
 
     @property

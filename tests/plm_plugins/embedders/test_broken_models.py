@@ -5,6 +5,7 @@ vector) is an error naming the folder and the files, on the torch path and the O
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 from pathlib import Path
 
@@ -107,3 +108,46 @@ def test_the_onnx_query_encoder_refuses_a_damaged_tokenizer_json(tiny_model: Pat
     with pytest.raises(Exception) as opened:  # the tokenizer passes; the (missing) export is opened next
         _onnx_load(model)
     assert "cannot tokenize" not in str(opened.value)
+
+
+TEXTS = ["the cat", "river bank deploy", "a dog runs over the node"]
+
+
+def onnx_embedder(model: Path, data: Path) -> SentenceTransformerEmbedder:
+    settings = Settings(offline=True, device="cpu", data_dir=str(data), progress=False)
+    return SentenceTransformerEmbedder(model=str(model), backend="onnx", settings=settings)
+
+
+def damage(path: Path, how: str) -> None:
+    raw = path.read_bytes()
+    path.write_bytes(raw[: len(raw) // 3] if how == "truncated" else bytes(b ^ 0x5A for b in raw[:4096]) + raw[4096:])
+
+
+@pytest.mark.parametrize("how", ["truncated", "garbled"])
+def test_a_damaged_onnx_export_is_exported_again_with_a_warning(
+    tiny_model: Path, tmp_path: Path, how: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    pytest.importorskip("onnxruntime")
+    import numpy as np
+
+    data = tmp_path / "data"
+    first = onnx_embedder(tiny_model, data)
+    want, want_query = first.embed(TEXTS), first.embed_query("the cat")
+    (export,) = (data / "models" / "onnx").glob("*/model.onnx")
+    size = export.stat().st_size
+
+    damage(export, how)
+    with pytest.raises(onnx_backend.DamagedExportError, match=f"exported model {export} is damaged"):
+        onnx_backend.session_for(export, 1)
+    with caplog.at_level(logging.WARNING):
+        query = onnx_embedder(tiny_model, data).embed_query("the cat")  # the torch-free path meets it first
+    assert np.allclose(query, want_query, atol=1e-5)
+    assert any(
+        f"{export} is damaged" in r.getMessage() and "exporting it again" in r.getMessage() for r in caplog.records
+    )
+    assert export.stat().st_size == size
+    onnx_backend.session_for(export, 1)  # sound again
+
+    damage(export, how)
+    assert np.allclose(onnx_embedder(tiny_model, data).embed(TEXTS), want, atol=1e-5)  # the ingest path too
+    onnx_backend.session_for(export, 1)
