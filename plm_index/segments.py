@@ -636,15 +636,34 @@ def _discard_damaged_manifests(base: Path, keep: Path) -> None:
 def collect_garbage(base: Path, now: float | None = None) -> None:
     """Remove manifests beyond the newest KEEP_MANIFESTS (once older than GRACE_S), then
     segments and deletion files no remaining manifest names (once older than GRACE_S),
-    and temp leftovers of dead writers."""
+    and temp leftovers of dead writers. Disk is bounded by more than time: when the files
+    that only older versions name (superseded) pass MAX_SUPERSEDED files or
+    MAX_SUPERSEDED_BYTES, those versions go at once, manifests first (a reader that read one
+    meanwhile finds it gone and opens a newer version), except segments a reader in this
+    process holds open."""
     now = time.time() if now is None else now
     manifests = _manifests(base)
-    for path, _ in manifests[:-KEEP_MANIFESTS]:
-        if now - builds.mtime(path) > GRACE_S:
-            path.unlink(missing_ok=True)
+    old, recent = manifests[:-KEEP_MANIFESTS], manifests[-KEEP_MANIFESTS:]
+    if old and _superseded_too_much(base, old, recent):
+        held = _held_here(base)
+        for path, manifest in old:
+            if not any(s["name"] in held for s in manifest["segments"]):
+                path.unlink(missing_ok=True)
+        doomed = True
+    else:
+        doomed = False
+        for path, _ in old:
+            if now - builds.mtime(path) > GRACE_S:
+                path.unlink(missing_ok=True)
     kept = [m for p, m in manifests if p.exists()]
     segments = {s["name"] for m in kept for s in m.get("segments", [])}
     deletes = {s["deleted"] for m in kept for s in m.get("segments", []) if s.get("deleted")}
+    # Under pressure, what the removed versions named goes now; anything else waits its grace
+    # period (a merge's new segment is named by no manifest until it is swapped in).
+    superseded: set[str] = set()
+    if doomed:
+        superseded = {n for _, m in old for s in m["segments"] for n in (s["name"], s["deleted"]) if n}
+        superseded -= _held_here(base)
     for sub, names in (("segments", segments), ("deletes", deletes), ("manifests", set())):
         folder = base / sub
         for entry in folder.iterdir() if folder.is_dir() else ():
@@ -653,9 +672,47 @@ def collect_garbage(base: Path, now: float | None = None) -> None:
             if entry.name.startswith((".tmp-", ".old-")):
                 if builds.live_leftover(entry, now):
                     continue  # still being written by a live process (maybe this one)
-            elif now - builds.mtime(entry) <= GRACE_S:
+            elif entry.name not in superseded and now - builds.mtime(entry) <= GRACE_S:
                 continue
             builds.discard(entry)
+
+
+MAX_SUPERSEDED = 64  # files (segments, deletion files, manifests) only older versions name ...
+MAX_SUPERSEDED_BYTES = 64 << 20  # ... or their bytes, before those versions go within GRACE_S
+
+
+def _superseded_too_much(
+    base: Path, old: list[tuple[Path, dict[str, Any]]], recent: list[tuple[Path, dict[str, Any]]]
+) -> bool:
+    """True when the files only the `old` manifests name pass a bound (count or bytes)."""
+    live = {s["name"] for _, m in recent for s in m["segments"]}
+    names = {s["name"] for _, m in old for s in m["segments"]} - live
+    count = len(old) + len(names)
+    if count > MAX_SUPERSEDED:
+        return True
+    total = 0
+    for name in names:
+        total += _folder_bytes(base / "segments" / name)
+        if total > MAX_SUPERSEDED_BYTES:
+            return True
+    return False
+
+
+def _folder_bytes(folder: Path) -> int:
+    total = 0
+    try:
+        for path in folder.iterdir():
+            total += path.stat().st_size
+    except OSError:  # removed meanwhile
+        pass
+    return total
+
+
+def _held_here(base: Path) -> set[str]:
+    """Segments of this stage folder that a reader in this process holds open."""
+    folder = str(base / "segments")
+    with _OPEN_LOCK:
+        return {Path(key).name for key in list(_OPEN.keys()) if str(Path(key).parent) == folder}
 
 
 # ---------------------------------------------------------------------- policy
