@@ -286,13 +286,17 @@ def _cannot_tokenize(tokenizer: Any, path: Path) -> str | None:
     """`tokenizer_problem` for a fast tokenizer read from tokenizer.json."""
     from plm_plugins.embedders.tokenizer_check import PROBE, tokenizer_problem
 
-    specials = sum(1 for t in tokenizer.get_added_tokens_decoder().values() if t.special)
-    unk = getattr(tokenizer.model, "unk_token", None)
-    unk_id = tokenizer.token_to_id(unk) if isinstance(unk, str) else None
-    ids = tokenizer.encode(PROBE, add_special_tokens=False).ids
     rows = _json_or_empty(path / "config.json").get("vocab_size")
-    size = tokenizer.get_vocab_size(with_added_tokens=True)
-    return tokenizer_problem(path, size, specials, ids, unk_id, rows if isinstance(rows, int) else None)
+    rows = rows if isinstance(rows, int) else None
+    try:
+        specials = sum(1 for t in tokenizer.get_added_tokens_decoder().values() if t.special)
+        unk = getattr(tokenizer.model, "unk_token", None)
+        unk_id = tokenizer.token_to_id(unk) if isinstance(unk, str) else None
+        ids = tokenizer.encode(PROBE, add_special_tokens=False).ids
+        size = tokenizer.get_vocab_size(with_added_tokens=True)
+    except Exception as err:  # noqa: BLE001 - the tokenizers library raises a bare Exception
+        return tokenizer_problem(path, 0, 0, [], None, rows, f"{type(err).__name__}: {err}")
+    return tokenizer_problem(path, size, specials, ids, unk_id, rows)
 
 
 def _json_or_empty(path: Path) -> dict[str, Any]:

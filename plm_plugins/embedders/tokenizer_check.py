@@ -25,14 +25,23 @@ TOKENIZER_FILES = (
 
 
 def tokenizer_problem(
-    folder: Path, size: int, specials: int, probe_ids: Sequence[int], unk_id: int | None, model_rows: int | None
+    folder: Path,
+    size: int,
+    specials: int,
+    probe_ids: Sequence[int],
+    unk_id: int | None,
+    model_rows: int | None,
+    failure: str | None = None,
 ) -> str | None:
     """Why the tokenizer loaded from `folder` cannot tokenize, or None when it can.
     `size`: its vocabulary, `specials`: how many of those are special tokens, `probe_ids`:
-    the ids of PROBE (no special tokens added), `model_rows`: the model's embedding rows."""
+    the ids of PROBE (no special tokens added), `model_rows`: the model's embedding rows,
+    `failure`: what tokenizing PROBE raised, if it did."""
     ordinary = [i for i in probe_ids if i != unk_id]
     why = None
-    if size - specials < 1:
+    if failure is not None:
+        why = f"its tokenizer fails on {PROBE!r} ({failure})"
+    elif size - specials < 1:
         why = f"its tokenizer holds only {size} special tokens"
     elif model_rows and size < model_rows // 2:
         why = f"its tokenizer holds {size} tokens, while the model has embeddings for {model_rows}"
@@ -53,7 +62,10 @@ def tokenizer_problem(
 
 def check_hf_tokenizer(folder: Path, tokenizer: object, model_rows: int | None) -> str | None:
     """`tokenizer_problem` for a transformers tokenizer (what sentence-transformers loads)."""
-    size = len(tokenizer)  # type: ignore[arg-type]
-    specials = len(set(getattr(tokenizer, "all_special_ids", []) or []))
-    ids = tokenizer(PROBE, add_special_tokens=False)["input_ids"]  # type: ignore[operator]
-    return tokenizer_problem(folder, size, specials, list(ids), getattr(tokenizer, "unk_token_id", None), model_rows)
+    try:
+        size = len(tokenizer)  # type: ignore[arg-type]
+        specials = len(set(getattr(tokenizer, "all_special_ids", []) or []))
+        ids = list(tokenizer(PROBE, add_special_tokens=False)["input_ids"])  # type: ignore[operator]
+    except Exception as err:  # noqa: BLE001 - the tokenizers library raises a bare Exception
+        return tokenizer_problem(folder, 0, 0, [], None, model_rows, f"{type(err).__name__}: {err}")
+    return tokenizer_problem(folder, size, specials, ids, getattr(tokenizer, "unk_token_id", None), model_rows)

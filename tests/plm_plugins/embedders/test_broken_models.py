@@ -70,7 +70,7 @@ def test_a_sound_tiny_model_loads_and_tells_texts_apart(tiny_model: Path, tmp_pa
 
 @pytest.mark.parametrize(
     "damage",
-    ["no tokenizer files", "vocab of special tokens only", "vocab of one word"],
+    ["no tokenizer files", "vocab of special tokens only", "vocab of one word", "empty vocab"],
 )
 def test_a_model_that_cannot_tokenize_is_refused(tiny_model: Path, tmp_path: Path, damage: str) -> None:
     model = copy_of(tiny_model, tmp_path)
@@ -78,6 +78,8 @@ def test_a_model_that_cannot_tokenize_is_refused(tiny_model: Path, tmp_path: Pat
         (model / name).unlink(missing_ok=True)
     if damage == "vocab of special tokens only":
         (model / "vocab.txt").write_text("\n".join(SPECIALS) + "\n")
+    elif damage == "empty vocab":
+        (model / "vocab.txt").write_text("")
     elif damage == "vocab of one word":
         (model / "vocab.txt").write_text("\n".join([*SPECIALS, "the"]) + "\n")
     with pytest.raises(ModelNotFoundError) as caught:
