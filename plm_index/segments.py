@@ -401,7 +401,9 @@ def _read_deletes(base: Path, name: str | None, n_rows: int, cached: bool = True
     except FileNotFoundError:
         raise StaleIndexError(f"deletions {path} were removed while loading") from None
     except (OSError, ValueError) as err:
-        raise StoreError(f"index deletions {path} are corrupt ({err}): run `plm index rebuild`") from None
+        # numpy's own words for random bytes advise loading them with pickle: not ours to repeat
+        why = "not an array of row numbers" if "pickle" in str(err) else str(err)
+        raise StoreError(f"index deletions {path} are corrupt ({why}): run `plm index rebuild`") from None
     digest = hashlib.sha1(np.ascontiguousarray(rows, dtype=np.int64).tobytes()).hexdigest()[:16]
     if (
         rows.ndim != 1
@@ -521,6 +523,8 @@ def _write_manifest(base: Path, state: State, settings: dict[str, Any], names: l
     }
     path = base / "manifests" / manifest_name(state.version)
     path.parent.mkdir(parents=True, exist_ok=True)
+    if path.is_dir() and not path.is_symlink():  # damage in the manifest's place: a rebuild replaces it
+        builds.discard(path)
     tmp = path.with_name(f".tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
     with tmp.open("w") as fh:
         fh.write(json.dumps(manifest, indent=1))
@@ -602,11 +606,11 @@ def _segment_damage(base: Path, manifest: dict[str, Any], entry: dict[str, Any])
         if not folder.is_dir():
             return _missing(base, manifest, entry)
         return f"index segment {folder} is corrupt: {SEGMENT_META} is unreadable; run `plm index rebuild`"
+    if not isinstance(meta.get("files"), dict):  # worded as a reader words it (one line each in stats)
+        return f"index segment {folder} is corrupt: {SEGMENT_META} has no valid file list; run `plm index rebuild`"
     if meta.get("rows") != entry["rows"]:
-        return (
-            f"index segment {folder} holds {meta.get('rows')} rows, its manifest {_manifest_path(base, manifest)} "
-            f"says {entry['rows']}; run `plm index rebuild`"
-        )
+        rows = f"{meta.get('rows')} rows, its manifest says {entry['rows']}"
+        return f"index segment {folder} holds {rows}: run `plm index rebuild`"
     try:
         builds.verify(folder, meta.get("files"), SEGMENT_META)
         _read_deletes(base, entry.get("deleted"), entry["rows"], cached=False)

@@ -114,6 +114,10 @@ CASES: dict[str, tuple[Callable[[Path], None], str]] = {
         "is missing, yet manifest",
     ),
     "older manifest garbled": (lambda b: manifests(b)[0].write_text("garbage"), "is not valid JSON"),
+    "newest manifest replaced by a folder": (
+        lambda b: (lambda m: (m.unlink(), m.mkdir()))(newest(b)),
+        "cannot be read (Is a directory)",
+    ),
 }
 
 
@@ -150,7 +154,11 @@ def test_damage_is_named_reported_and_repaired(synced: Path, tmp_path: Path, cas
 
 @pytest.mark.parametrize(
     ("case", "cause"),
-    [("truncated", "were written (truncated?)"), ("checksum", "fails its checksum")],
+    [
+        ("truncated", "were written (truncated?)"),
+        ("checksum", "fails its checksum"),
+        ("deletions garbled", "are corrupt (not an array of row numbers)"),
+    ],
 )
 def test_a_damaged_segment_file_is_reported_and_repaired(synced: Path, tmp_path: Path, case: str, cause: str) -> None:
     """A segment's data damaged: the query refuses it in one line (as any damaged build);
@@ -159,7 +167,12 @@ def test_a_damaged_segment_file_is_reported_and_repaired(synced: Path, tmp_path:
     shutil.copytree(synced, root)
     cfg, data, base = root / "job.toml", root / "data", stage(root)
     tf = base / "segments" / named(base, 1)["name"] / "tf.npy"
-    truncate(tf, tf.stat().st_size - 8) if case == "truncated" else flip_in_place(tf)
+    if case == "truncated":
+        truncate(tf, tf.stat().st_size - 8)
+    elif case == "checksum":
+        flip_in_place(tf)
+    else:
+        (base / "deletes" / named(base, 0)["deleted"]).write_bytes(os.urandom(200))
     res = plm("query", "gamma mirrors", "--config", str(cfg), data=data)
     assert res.returncode == 2 and cause in res.stderr and "Traceback" not in res.stderr, res.stderr
     stats = plm("index", "stats", "--config", str(cfg), data=data)
