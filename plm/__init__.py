@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, Any
 from plm_core.component import BaseComponent, ComponentConfig
 from plm_core.errors import (
     ConfigError,
+    IndexDamagedError,
     MissingDependencyError,
     ModelNotFoundError,
     PlmUserError,
@@ -134,6 +135,7 @@ __all__ = [
     "FusionConfig",
     "Hit",
     "Index",
+    "IndexDamagedError",
     "LoadFailure",
     "Loader",
     "MissingDependencyError",

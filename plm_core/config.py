@@ -198,6 +198,14 @@ def build_spec(table: Any, label: str, registry: Registry, path: Path, expect: t
     for key in parts:  # a part by name alone: `tokenizer = "bm25s_stem"`
         if isinstance(params.get(key), str):
             params[key] = {"use": params[key]}
+        elif isinstance(params.get(key), dict) and "use" not in params[key]:
+            values = params[key].values()
+            if not (params[key] and all(isinstance(v, dict) and "use" in v for v in values)):
+                family = getattr(parts[key], "family", None) or parts[key].__name__.lower()
+                raise ConfigError(
+                    f"{path} [{label}.{key}]: missing 'use' (the registered {family} name); "
+                    f'see `plm plugins`, or give the name alone: {key} = "..."'
+                )
     nested: dict[str, Any] = {}
     for key, value in list(params.items()):
         if isinstance(value, dict) and "use" in value:

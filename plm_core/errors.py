@@ -38,6 +38,12 @@ class StaleIndexError(StoreError):
     """A derived index (BM25) missing or built for another corpus version or settings: rebuild it, never use it."""
 
 
+class IndexDamagedError(StaleIndexError):
+    """A saved derived index is damaged (a file missing, truncated or overwritten) while the
+    store holds everything it is made from: queries are answered from the store, and the
+    damage is reported (log, `plm index stats`, `/status`) until `plm index rebuild`."""
+
+
 class PipelineError(Exception):
     """A stage failed while running; names the stage. Wraps the original error."""
 

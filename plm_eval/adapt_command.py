@@ -9,6 +9,7 @@ of a killed or budget-stopped run. See `plm_eval.adaptation` for how pairs are b
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 from pathlib import Path
@@ -20,6 +21,7 @@ from plm_core.config import load_job
 from plm_core.errors import PlmUserError
 from plm_core.registry import default_registry
 from plm_eval import adaptation, tuning
+from plm_eval.outputs import check_output_folder
 from plm_eval.tune_command import _relocate
 from plm_index.commands import ConfigOpt, IndexOpt, SetOpt, open_job, out
 
@@ -44,7 +46,10 @@ def adapt(
     index: IndexOpt = None,
 ) -> None:
     """Adapt the embedder to the index's corpus (no labels needed); writes OUT/model and a config using it."""
+    check_arguments(budget_minutes, learning_rate, seed)
     job = open_job(config, set_, None, index)
+    target = out_dir or Path("adapted") / job.config.job.name
+    check_output_folder(target)  # before any work: a bad --out fails in a second, not after the training
     spec = job.config.embedder
     if spec is None or spec.use != "sentence_transformers":
         found = "no [embedder]" if spec is None else f"[embedder] use = {spec.use!r}"
@@ -78,7 +83,6 @@ def adapt(
     )
     embedder = job.embedder
     base = Path(getattr(embedder, "model_path"))  # noqa: B009 - a sentence_transformers embedder, checked above
-    target = out_dir or Path("adapted") / job.config.job.name
     result = adaptation.train(
         base,
         pairs,
@@ -96,6 +100,19 @@ def adapt(
         highlight=False,
         markup=False,
     )
+
+
+def check_arguments(budget_minutes: float | None, learning_rate: float, seed: int) -> None:
+    """The numbers typer does not bound, checked before any work."""
+    if budget_minutes is not None and not (math.isfinite(budget_minutes) and budget_minutes > 0):
+        raise PlmUserError(
+            f"--budget-minutes {budget_minutes}: give a number of minutes above 0 (e.g. 10), or leave it out to "
+            "train to the end"
+        )
+    if not (math.isfinite(learning_rate) and 0 < learning_rate < 1):
+        raise PlmUserError(f"--learning-rate {learning_rate}: give a number above 0 and below 1 (e.g. 2e-5)")
+    if not 0 <= seed < 2**32:
+        raise PlmUserError(f"--seed {seed}: give a whole number from 0 to {2**32 - 1}")
 
 
 def write_config(config: Path, target: Path, model_dir: Path, overrides: list[str]) -> Path:

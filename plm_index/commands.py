@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+import shlex
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -356,6 +357,8 @@ def _local_stats(job: Job, as_json: bool) -> None:
     if not problems:  # the builds are made from the store: check them once it is sound
         problems = job.searcher.build_problems()
     stats["problems"] = problems
+    if problems:
+        stats["repair"] = repair_command(job)
     stats["index_dir"] = str(job.index_dir)
     stats["index_dir_bytes"] = sum(p.stat().st_size for p in job.index_dir.rglob("*") if p.is_file())
     if as_json:
@@ -366,12 +369,17 @@ def _local_stats(job: Job, as_json: bool) -> None:
             out.print(f"{key:>16}: {shown}", highlight=False, markup=False)
     if problems:
         err.print(
-            "the index is damaged or inconsistent: run `plm index rebuild`, or delete the index folder and "
-            "run `plm ingest` again",
+            f"the index is damaged or inconsistent: run `{repair_command(job)}`, or delete the index folder "
+            "and run `plm ingest` again",
             highlight=False,
             markup=False,
         )
         raise typer.Exit(1)
+
+
+def repair_command(job: Job) -> str:
+    """The command that repairs a damaged index of this job, with its config."""
+    return f"plm index rebuild --config {shlex.quote(str(job.config.path))}"
 
 
 @index_app.command("rebuild")

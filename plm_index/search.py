@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from plm_core.component import BaseComponent, ComponentConfig
-from plm_core.errors import PipelineError, PlmUserError, StaleIndexError, StoreError
+from plm_core.errors import IndexDamagedError, PipelineError, PlmUserError, StaleIndexError, StoreError
 from plm_core.interfaces import Embedder, Index, RankingStage, Retriever, Store
 from plm_core.pipeline import Pipeline
 from plm_core.records import (
@@ -35,6 +35,8 @@ from plm_core.records import (
 from plm_index.corpus import CorpusSnapshot
 from plm_index.documents import check_text
 from plm_index.filters import filter_key
+from plm_index.segments import SegmentedIndex
+from plm_index.segments import damage as segment_damage
 
 log = logging.getLogger(__name__)
 _warned_stale: list[bool] = []  # non-empty once this process reported a stale index
@@ -228,6 +230,9 @@ class Searcher:
         for ix in self.indexes:
             try:
                 ix.load(snap, self.index_dir)
+            except IndexDamagedError as err:
+                log.warning("%s; meanwhile rebuilt in memory from the store", err)
+                ix.build(snap, None)
             except StaleIndexError as err:
                 # At warning level once per process: during another process's ingest every
                 # committed batch is a new version, and a query server must not flood its log.
@@ -239,18 +244,27 @@ class Searcher:
 
     def build_problems(self) -> list[str]:
         """What is damaged in the saved builds of the store's current version (each file
-        checked by content), one line each; a build that is missing or stale is no damage."""
+        checked by content) and in every saved version of a segmented index (`damage`), one
+        line each; a build that is missing or stale is no damage."""
         problems = []
         with self.store.snapshot():
             snap = self.snapshot()
             for ix in self.indexes:
                 try:
                     ix.load(snap, self.index_dir)
+                except IndexDamagedError as err:
+                    problems.append(str(err))
                 except StaleIndexError:
                     continue
                 except StoreError as err:
                     problems.append(str(err))
-        return problems
+        return list(dict.fromkeys([*problems, *self.damage()]))
+
+    def damage(self) -> list[str]:
+        """What is damaged in the saved segmented indexes (manifests, segments, deletion
+        files), one line each; reads only, so a server may call it beside its readers."""
+        bases = dict.fromkeys(ix.stage_base(self.index_dir) for ix in self.indexes if isinstance(ix, SegmentedIndex))
+        return [problem for base in bases for problem in segment_damage(base)]
 
     def warm(self) -> None:
         """Load every index for the store's current version now (inside `store.snapshot()`),

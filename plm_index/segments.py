@@ -47,7 +47,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from plm_core.errors import StaleIndexError, StoreError
+from plm_core.errors import IndexDamagedError, StaleIndexError, StoreError
 from plm_core.interfaces import Index, Snapshot
 from plm_core.records import CorpusVersion
 from plm_index import builds
@@ -326,7 +326,7 @@ def _open_segment(base: Path, name: str, open_data: Any) -> Segment:
     meta = builds.read_meta(folder, SEGMENT_META)
     if meta is None:
         if not folder.exists():
-            raise StaleIndexError(f"segment {folder} was removed (a merge replaced it)")
+            raise StaleIndexError(f"segment {folder} is gone (no manifest names it any more?)")
         raise StoreError(f"index segment {folder} is corrupt: {SEGMENT_META} is unreadable; run `plm index rebuild`")
     files = meta.get("files")
     if not isinstance(files, dict):
@@ -403,20 +403,22 @@ def _remember(path: str, rows: Any) -> None:
         _DELETES.popitem(last=False)
 
 
-def _read_deletes(base: Path, name: str | None, n_rows: int) -> Any:
+def _read_deletes(base: Path, name: str | None, n_rows: int, cached: bool = True) -> Any:
     import numpy as np
 
     if name is None:
         return np.zeros(0, dtype=np.int64)
     path = base / "deletes" / name
-    if str(path) in _DELETES:
+    if cached and str(path) in _DELETES:
         return _DELETES[str(path)]
     try:
         rows = load_npy(path, mmap=False)
     except FileNotFoundError:
         raise StaleIndexError(f"deletions {path} were removed while loading") from None
     except (OSError, ValueError) as err:
-        raise StoreError(f"index deletions {path} are corrupt ({err}): run `plm index rebuild`") from None
+        # numpy's own words for random bytes advise loading them with pickle: not ours to repeat
+        why = "not an array of row numbers" if "pickle" in str(err) else str(err)
+        raise StoreError(f"index deletions {path} are corrupt ({why}): run `plm index rebuild`") from None
     digest = hashlib.sha1(np.ascontiguousarray(rows, dtype=np.int64).tobytes()).hexdigest()[:16]
     if (
         rows.ndim != 1
@@ -446,11 +448,80 @@ def _locked(base: Path) -> Iterator[None]:
 
 
 def _read_manifest(path: Path) -> dict[str, Any] | None:
+    """The manifest at `path`, or None when there is none; a damaged one is None too, and
+    logged once with its cause (`damage` reports it; `plm index rebuild` replaces it)."""
+    manifest, problem = parse_manifest(path)
+    if problem is not None:
+        _warn_once(path, f"index manifest {path} {problem}: it is skipped; run `plm index rebuild` to repair")
+    return manifest
+
+
+_MANIFEST_KEYS = {
+    "format": int,
+    "version": str,
+    "store": str,
+    "counter": int,
+    "nonce": str,
+    "position": int,
+    "settings": dict,
+    "extra": dict,
+    "segments": list,
+}
+
+
+def parse_manifest(path: Path) -> tuple[dict[str, Any] | None, str | None]:
+    """(manifest, None) for a sound manifest, (None, None) when there is no file, and
+    (None, what is wrong) for a damaged one: every field is checked, since a manifest decides
+    which files a reader opens."""
     try:
-        manifest = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    return manifest if isinstance(manifest, dict) and manifest.get("format") == FORMAT else None
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return None, None
+    except OSError as err:
+        return None, f"cannot be read ({err.strerror or err})"
+    if not raw.strip():
+        return None, "is empty (truncated)"
+    try:
+        manifest = json.loads(raw.decode())
+    except UnicodeDecodeError:
+        return None, "is not text (overwritten with other bytes)"
+    except ValueError as err:
+        return None, f"is not valid JSON ({getattr(err, 'msg', err)}, byte {getattr(err, 'pos', '?')}: truncated?)"
+    if not isinstance(manifest, dict):
+        return None, f"holds a JSON {type(manifest).__name__}, not a manifest"
+    wrong = [k for k, t in _MANIFEST_KEYS.items() if type(manifest.get(k)) is not t]
+    if wrong:
+        return None, f"lacks valid fields {', '.join(wrong)} (overwritten?)"
+    if manifest["format"] != FORMAT:
+        return None, f"has format {manifest['format']}, this plm reads format {FORMAT}"
+    version = CorpusVersion(manifest["store"], manifest["counter"], manifest["nonce"])
+    if manifest_name(version) != path.name or manifest["version"] != version.token:
+        return None, f"describes version {manifest['version']}, not the one its file name says (copied over?)"
+    for entry in manifest["segments"]:
+        if not (isinstance(entry, dict) and _safe(entry.get("name")) and type(entry.get("rows")) is int):
+            return None, f"names a segment wrongly ({json.dumps(entry)[:80]})"
+        deleted = entry.get("deleted")
+        if entry["rows"] < 0 or not (deleted is None or (_safe(deleted) and deleted.startswith(f"{entry['name']}-"))):
+            return None, f"names a segment wrongly ({json.dumps(entry)[:80]})"
+    return manifest, None
+
+
+def _safe(name: Any) -> bool:
+    """A file name a manifest may name: no folder, nothing hidden."""
+    return isinstance(name, str) and bool(name) and "/" not in name and "\\" not in name and not name.startswith(".")
+
+
+_WARNED: set[tuple[str, str]] = set()
+_WARNED_LOCK = threading.Lock()
+
+
+def _warn_once(path: Path, message: str) -> None:
+    """Log damage at warning level once per process and message (a server reloads often)."""
+    with _WARNED_LOCK:
+        if (str(path), message) in _WARNED:
+            return
+        _WARNED.add((str(path), message))
+    log.warning("%s", message)
 
 
 def _write_manifest(base: Path, state: State, settings: dict[str, Any], names: list[str | None]) -> None:
@@ -467,6 +538,8 @@ def _write_manifest(base: Path, state: State, settings: dict[str, Any], names: l
     }
     path = base / "manifests" / manifest_name(state.version)
     path.parent.mkdir(parents=True, exist_ok=True)
+    if path.is_dir() and not path.is_symlink():  # damage in the manifest's place: a rebuild replaces it
+        builds.discard(path)
     tmp = path.with_name(f".tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
     with tmp.open("w") as fh:
         fh.write(json.dumps(manifest, indent=1))
@@ -476,6 +549,7 @@ def _write_manifest(base: Path, state: State, settings: dict[str, Any], names: l
 
 
 def _manifests(base: Path) -> list[tuple[Path, dict[str, Any]]]:
+    """The sound manifests under `base`, oldest first (damaged ones logged and skipped)."""
     folder = base / "manifests"
     found = []
     for path in folder.glob("v*.json") if folder.is_dir() else ():
@@ -485,18 +559,130 @@ def _manifests(base: Path) -> list[tuple[Path, dict[str, Any]]]:
     return sorted(found, key=lambda pm: int(pm[1].get("position", -1)))
 
 
+def _manifest_path(base: Path, manifest: dict[str, Any]) -> Path:
+    version = CorpusVersion(str(manifest["store"]), int(manifest["counter"]), str(manifest["nonce"]))
+    return base / "manifests" / manifest_name(version)
+
+
+def _still_names(base: Path, manifest: dict[str, Any], entry: dict[str, Any]) -> bool:
+    """True when the manifest file on disk still names this segment (and deletions): then a
+    file it names that is gone was deleted or lost, since garbage collection removes only
+    what no manifest names, and a merge swaps the manifest before anything it replaced goes."""
+    now, _ = parse_manifest(_manifest_path(base, manifest))
+    return now is not None and any(
+        e.get("name") == entry.get("name") and e.get("deleted") == entry.get("deleted") for e in now["segments"]
+    )
+
+
+def _missing(base: Path, manifest: dict[str, Any], entry: dict[str, Any]) -> str:
+    path = _manifest_path(base, manifest)
+    folder = base / "segments" / str(entry["name"])
+    if not folder.is_dir():
+        what = f"segment folder {folder}"
+    elif not (folder / SEGMENT_META).exists():
+        what = f"{SEGMENT_META} of segment {folder}"
+    else:
+        what = f"deletion file {base / 'deletes' / str(entry.get('deleted'))}"
+    return (
+        f"{what} is missing, yet manifest {path} names it (deleted or lost: plm removes only files no "
+        "manifest names); run `plm index rebuild`"
+    )
+
+
+def damage(base: Path) -> list[str]:
+    """What is damaged in the saved versions of one stage folder, one line each with the
+    repair: every manifest parsed and checked, and every segment (each file's size and
+    checksum, once per process) and deletion file it names. Reads only: a server's `/status`
+    and `plm index stats` call it beside live readers. Missing or stale builds are no damage."""
+    problems: list[str] = []
+    seen: set[str] = set()
+    folder = base / "manifests"
+    for path in sorted(folder.glob("v*.json")) if folder.is_dir() else ():
+        manifest, problem = parse_manifest(path)
+        if problem is not None:
+            problems.append(f"index manifest {path} {problem}; run `plm index rebuild`")
+        if manifest is None:
+            continue
+        for entry in manifest["segments"]:
+            key = f"{entry['name']}/{entry.get('deleted')}"
+            if key in seen:
+                continue
+            seen.add(key)
+            problem = _segment_damage(base, manifest, entry)
+            if problem is not None and _still_names(base, manifest, entry):
+                problems.append(problem)
+    return problems
+
+
+def _segment_damage(base: Path, manifest: dict[str, Any], entry: dict[str, Any]) -> str | None:
+    folder = base / "segments" / entry["name"]
+    meta = builds.read_meta(folder, SEGMENT_META)
+    if meta is None:
+        if not folder.is_dir():
+            return _missing(base, manifest, entry)
+        return f"index segment {folder} is corrupt: {SEGMENT_META} is unreadable; run `plm index rebuild`"
+    if not isinstance(meta.get("files"), dict):  # worded as a reader words it (one line each in stats)
+        return f"index segment {folder} is corrupt: {SEGMENT_META} has no valid file list; run `plm index rebuild`"
+    if meta.get("rows") != entry["rows"]:
+        rows = f"{meta.get('rows')} rows, its manifest says {entry['rows']}"
+        return f"index segment {folder} holds {rows}: run `plm index rebuild`"
+    try:
+        builds.verify(folder, meta.get("files"), SEGMENT_META)
+        _read_deletes(base, entry.get("deleted"), entry["rows"], cached=False)
+    except StaleIndexError:
+        return _missing(base, manifest, entry)
+    except StoreError as err:
+        return str(err)
+    return None
+
+
+def _discard_damaged_manifests(base: Path, keep: Path) -> None:
+    """A whole build replaces what was damaged: other manifests that cannot be read, or that
+    name a damaged or missing file, go (a sound manifest is written by a rename, whole, so a
+    damaged one is never a writer's in flight)."""
+    folder = base / "manifests"
+    for path in folder.glob("v*.json") if folder.is_dir() else ():
+        if path == keep:
+            continue
+        manifest, problem = parse_manifest(path)
+        if problem is not None or (
+            manifest is not None and any(_segment_damage(base, manifest, e) for e in manifest["segments"])
+        ):
+            log.info("removed damaged index manifest %s", path)
+            path.unlink(missing_ok=True)
+
+
 def collect_garbage(base: Path, now: float | None = None) -> None:
     """Remove manifests beyond the newest KEEP_MANIFESTS (once older than GRACE_S), then
     segments and deletion files no remaining manifest names (once older than GRACE_S),
-    and temp leftovers of dead writers."""
+    and temp leftovers of dead writers. Disk is bounded by more than time: when the files
+    that only older versions name (superseded) pass MAX_SUPERSEDED files or
+    MAX_SUPERSEDED_BYTES, those versions go at once, manifests first (a reader that read one
+    meanwhile finds it gone and opens a newer version), except segments a reader in this
+    process holds open."""
     now = time.time() if now is None else now
     manifests = _manifests(base)
-    for path, _ in manifests[:-KEEP_MANIFESTS]:
-        if now - builds.mtime(path) > GRACE_S:
-            path.unlink(missing_ok=True)
+    old, recent = manifests[:-KEEP_MANIFESTS], manifests[-KEEP_MANIFESTS:]
+    if old and _superseded_too_much(base, old, recent):
+        held = _held_here(base)
+        for path, manifest in old:
+            if not any(s["name"] in held for s in manifest["segments"]):
+                path.unlink(missing_ok=True)
+        doomed = True
+    else:
+        doomed = False
+        for path, _ in old:
+            if now - builds.mtime(path) > GRACE_S:
+                path.unlink(missing_ok=True)
     kept = [m for p, m in manifests if p.exists()]
     segments = {s["name"] for m in kept for s in m.get("segments", [])}
     deletes = {s["deleted"] for m in kept for s in m.get("segments", []) if s.get("deleted")}
+    # Under pressure, what the removed versions named goes now; anything else waits its grace
+    # period (a merge's new segment is named by no manifest until it is swapped in).
+    superseded: set[str] = set()
+    if doomed:
+        superseded = {n for _, m in old for s in m["segments"] for n in (s["name"], s["deleted"]) if n}
+        superseded -= _held_here(base)
     for sub, names in (("segments", segments), ("deletes", deletes), ("manifests", set())):
         folder = base / sub
         for entry in folder.iterdir() if folder.is_dir() else ():
@@ -505,9 +691,47 @@ def collect_garbage(base: Path, now: float | None = None) -> None:
             if entry.name.startswith((".tmp-", ".old-")):
                 if builds.live_leftover(entry, now):
                     continue  # still being written by a live process (maybe this one)
-            elif now - builds.mtime(entry) <= GRACE_S:
+            elif entry.name not in superseded and now - builds.mtime(entry) <= GRACE_S:
                 continue
             builds.discard(entry)
+
+
+MAX_SUPERSEDED = 64  # files (segments, deletion files, manifests) only older versions name ...
+MAX_SUPERSEDED_BYTES = 64 << 20  # ... or their bytes, before those versions go within GRACE_S
+
+
+def _superseded_too_much(
+    base: Path, old: list[tuple[Path, dict[str, Any]]], recent: list[tuple[Path, dict[str, Any]]]
+) -> bool:
+    """True when the files only the `old` manifests name pass a bound (count or bytes)."""
+    live = {s["name"] for _, m in recent for s in m["segments"]}
+    names = {s["name"] for _, m in old for s in m["segments"]} - live
+    count = len(old) + len(names)
+    if count > MAX_SUPERSEDED:
+        return True
+    total = 0
+    for name in names:
+        total += _folder_bytes(base / "segments" / name)
+        if total > MAX_SUPERSEDED_BYTES:
+            return True
+    return False
+
+
+def _folder_bytes(folder: Path) -> int:
+    total = 0
+    try:
+        for path in folder.iterdir():
+            total += path.stat().st_size
+    except OSError:  # removed meanwhile
+        pass
+    return total
+
+
+def _held_here(base: Path) -> set[str]:
+    """Segments of this stage folder that a reader in this process holds open."""
+    folder = str(base / "segments")
+    with _OPEN_LOCK:
+        return {Path(key).name for key in list(_OPEN.keys()) if str(Path(key).parent) == folder}
 
 
 # ---------------------------------------------------------------------- policy
@@ -632,6 +856,7 @@ class SegmentedIndex(Index):
         if base is not None:
             with _locked(base):
                 self._commit(base, state)
+                _discard_damaged_manifests(base, base / "manifests" / manifest_name(state.version))
             collect_garbage(base)
         self._set(state, base)
 
@@ -669,6 +894,9 @@ class SegmentedIndex(Index):
             try:
                 self.accept(dict(manifest.get("extra") or {}), snapshot, self._what(base))
                 return self._open_manifest(base, manifest, data)
+            except IndexDamagedError as err:
+                _warn_once(base, f"{err} (an older version is used meanwhile)")
+                continue
             except StaleIndexError:
                 continue
         return None
@@ -678,13 +906,21 @@ class SegmentedIndex(Index):
         now (a reader: damage found before it serves), else when first used."""
         segments, deleted = [], []
         for entry in manifest.get("segments", []):
-            seg = _open_segment(base, str(entry["name"]), self.open_data)
-            if data:
-                seg.data  # noqa: B018 - read and checked now
-            if seg.n != int(entry["rows"]):
-                raise StoreError(f"index segment {entry['name']} holds {seg.n} rows, not {entry['rows']}")
-            segments.append(seg)
-            deleted.append(_read_deletes(base, entry.get("deleted"), seg.n))
+            try:
+                seg = _open_segment(base, str(entry["name"]), self.open_data)
+                if data:
+                    seg.data  # noqa: B018 - read and checked now
+                if seg.n != int(entry["rows"]):
+                    raise StoreError(
+                        f"index segment {base / 'segments' / entry['name']} holds {seg.n} rows, its manifest says "
+                        f"{entry['rows']}: run `plm index rebuild`"
+                    )
+                segments.append(seg)
+                deleted.append(_read_deletes(base, entry.get("deleted"), seg.n))
+            except StaleIndexError as err:
+                if isinstance(err, IndexDamagedError) or not _still_names(base, manifest, entry):
+                    raise
+                raise IndexDamagedError(_missing(base, manifest, entry)) from None
         version = CorpusVersion(str(manifest["store"]), int(manifest["counter"]), str(manifest["nonce"]))
         state = State(segments, deleted, int(manifest["position"]), version)
         state.extra = dict(manifest.get("extra") or {})

@@ -358,6 +358,10 @@ class Service:
             "uptime_s": round(time.time() - self.started, 1),
             "last_sync": self.last_sync,
             "load_error": self.load_error,
+            # Damage in the saved indexes (read only, beside the readers): queries are answered
+            # from the store meanwhile; `repair` is the command that fixes it.
+            "problems": (problems := self.writer.searcher.damage()),
+            "repair": f"plm index rebuild --config {self.writer.config.path}" if problems else None,
             # This server's own (--watch), else a `plm watch` process syncing the same index.
             "watcher": self.watcher.state() if self.watcher is not None else read_watcher_file(self.writer.index_dir),
         }

@@ -136,13 +136,41 @@ def onnx_file(model: Any, model_version: str, quantize: str, models_dir: Path) -
     return target
 
 
+class DamagedExportError(PlmUserError):
+    """An exported model file that ONNX Runtime cannot read (truncated, overwritten)."""
+
+    def __init__(self, path: Path, err: BaseException) -> None:
+        cause = (str(err).strip().splitlines() or [type(err).__name__])[-1][:200]
+        super().__init__(
+            f"the exported model {path} is damaged ({cause}): delete the folder {path.parent} and it is "
+            "exported again on the next run"
+        )
+        self.path = path
+
+
 def session_for(path: Path, threads: int) -> Any:
-    """An ONNX Runtime CPU session over the exported model, `threads` within an operator."""
+    """An ONNX Runtime CPU session over the exported model, `threads` within an operator;
+    DamagedExportError when the file cannot be read as a model."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()
     options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
-    return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    try:
+        return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    except FileNotFoundError:
+        raise
+    except Exception as err:  # noqa: BLE001 - onnxruntime raises InvalidProtobuf, Fail, InvalidGraph...
+        if not path.is_file():
+            raise
+        raise DamagedExportError(path, err) from None
+
+
+def discard_damaged(path: Path) -> None:
+    """Remove a damaged export, so that `onnx_file` writes it again: the int8 model is made
+    from the fp32 one, so both go when the int8 one is damaged (the fp32 one may be why)."""
+    path.unlink(missing_ok=True)
+    if path.name != FILES["none"]:
+        (path.parent / FILES["none"]).unlink(missing_ok=True)
 
 
 def use_onnx(model: Any, path: Path, threads: int) -> None:
@@ -215,7 +243,16 @@ class QueryEncoder:
             max_seq_length = bert.get("max_seq_length") or (longest if isinstance(longest, int) else None) or 512
         from tokenizers import Tokenizer
 
-        tokenizer = Tokenizer.from_file(str(path / "tokenizer.json"))
+        try:
+            tokenizer = Tokenizer.from_file(str(path / "tokenizer.json"))
+        except Exception as err:  # noqa: BLE001 - the tokenizers library raises a bare Exception
+            raise PlmUserError(
+                f"the model in {path} cannot tokenize: {path / 'tokenizer.json'} is damaged ({err}): copy it back "
+                "from where the model came from, or download the model again"
+            ) from None
+        cannot = _cannot_tokenize(tokenizer, path)
+        if cannot is not None:
+            raise PlmUserError(cannot)
         tokenizer.no_padding()
         tokenizer.enable_truncation(min(int(max_seq_length), 1 << 20))
         session = session_for(export, threads)
@@ -243,6 +280,23 @@ class QueryEncoder:
         if normalize or self.normalize:
             vector = vector / max(float(np.linalg.norm(vector)), 1e-12)
         return np.ascontiguousarray(vector, dtype=np.float32)
+
+
+def _cannot_tokenize(tokenizer: Any, path: Path) -> str | None:
+    """`tokenizer_problem` for a fast tokenizer read from tokenizer.json."""
+    from plm_plugins.embedders.tokenizer_check import PROBE, tokenizer_problem
+
+    rows = _json_or_empty(path / "config.json").get("vocab_size")
+    rows = rows if isinstance(rows, int) else None
+    try:
+        specials = sum(1 for t in tokenizer.get_added_tokens_decoder().values() if t.special)
+        unk = getattr(tokenizer.model, "unk_token", None)
+        unk_id = tokenizer.token_to_id(unk) if isinstance(unk, str) else None
+        ids = tokenizer.encode(PROBE, add_special_tokens=False).ids
+        size = tokenizer.get_vocab_size(with_added_tokens=True)
+    except Exception as err:  # noqa: BLE001 - the tokenizers library raises a bare Exception
+        return tokenizer_problem(path, 0, 0, [], None, rows, f"{type(err).__name__}: {err}")
+    return tokenizer_problem(path, size, specials, ids, unk_id, rows)
 
 
 def _json_or_empty(path: Path) -> dict[str, Any]:

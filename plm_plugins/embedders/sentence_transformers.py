@@ -26,6 +26,7 @@ from plm_core.interfaces import Embedder
 from plm_core.settings import Settings, load_settings
 from plm_plugins import models
 from plm_plugins.embedders import onnx_backend
+from plm_plugins.embedders.tokenizer_check import check_hf_tokenizer
 
 if TYPE_CHECKING:
     from plm_core.registry import Registry
@@ -130,13 +131,21 @@ class SentenceTransformerEmbedder(Embedder):
             model = SentenceTransformer(str(path), device=device, local_files_only=True)
         except Exception as err:  # noqa: BLE001 - a broken candidate falls through to the next
             return f"{type(err).__name__}: {err}"
+        cannot = _cannot_tokenize(model, path)
+        if cannot is not None:
+            return cannot
         if onnx:
             import torch
 
-            exported = onnx_backend.onnx_file(
-                model, _model_version(path), self.config.quantize, Path(settings.data_dir) / "models"
-            )
-            onnx_backend.use_onnx(model, exported, torch.get_num_threads())
+            models_dir = Path(settings.data_dir) / "models"
+            exported = onnx_backend.onnx_file(model, _model_version(path), self.config.quantize, models_dir)
+            try:
+                onnx_backend.use_onnx(model, exported, torch.get_num_threads())
+            except onnx_backend.DamagedExportError as err:
+                logger.warning("embedder: %s; exporting it again now", str(err).split(": delete", 1)[0])
+                onnx_backend.discard_damaged(err.path)
+                exported = onnx_backend.onnx_file(model, _model_version(path), self.config.quantize, models_dir)
+                onnx_backend.use_onnx(model, exported, torch.get_num_threads())
         if self.config.max_seq_length is not None:
             model.max_seq_length = self.config.max_seq_length
         self._model, self._name, self._path = model, name, path
@@ -192,7 +201,12 @@ class SentenceTransformerEmbedder(Embedder):
                 export = onnx_backend.find_export(models_dir, _model_version(path), self.config.quantize)
                 if export is not None and importlib.util.find_spec("tokenizers") is not None:
                     threads = os.cpu_count() or 1
-                    self._light = onnx_backend.QueryEncoder.load(path, export, self.config.max_seq_length, threads)
+                    try:
+                        self._light = onnx_backend.QueryEncoder.load(path, export, self.config.max_seq_length, threads)
+                    except onnx_backend.DamagedExportError:
+                        if importlib.util.find_spec("torch") is None:
+                            raise  # nothing here can export it again: the error says how to
+                        # The full path loads the model, finds the export damaged and writes it again.
         return self._light
 
     @property
@@ -264,6 +278,17 @@ class SentenceTransformerEmbedder(Embedder):
         if len(cache) > RECENT_QUERIES:
             cache.popitem(last=False)
         return vector
+
+
+def _cannot_tokenize(model: Any, path: Path) -> str | None:
+    """Why the loaded model cannot tokenize (its tokenizer files missing), or None."""
+    tokenizer = getattr(model, "tokenizer", None)
+    if tokenizer is None or not callable(tokenizer):
+        return None  # not a text transformer with a tokenizer of its own: nothing to probe
+    first = model[0] if len(model) else None
+    inner = getattr(first, "model", None) or getattr(first, "auto_model", None)
+    rows = getattr(getattr(inner, "config", None), "vocab_size", None)
+    return check_hf_tokenizer(path, tokenizer, rows if isinstance(rows, int) else None)
 
 
 def _model_version(path: Path) -> str:

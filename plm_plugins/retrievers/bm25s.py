@@ -26,10 +26,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from plm_core.component import ComponentConfig
-from plm_core.errors import StaleIndexError
+from plm_core.errors import PlmUserError, StaleIndexError
 from plm_core.hookspecs import hookimpl
 from plm_core.interfaces import Retriever, Tokenizer
 from plm_core.records import ExpandedQuery, ScoredChunk
@@ -57,6 +57,14 @@ class BM25Retriever(Retriever, SegmentedIndex):
         Snowball English stemmer; whitespace_lower: `text.lower().split()` (the POC: no stop words,
         no stemming; configs/poc_parity.toml names it); snowball: any language; identifiers:
         camelCase and snake_case names split into words too."""
+
+        @field_validator("tokenizer")
+        @classmethod
+        def _names_a_tokenizer(cls, value: str | dict[str, Any]) -> str | dict[str, Any]:
+            if isinstance(value, dict) and not isinstance(value.get("use"), str):
+                raise ValueError('a tokenizer table needs use = "<a tokenizer\'s name>" (see `plm plugins`)')
+            return value
+
         method: Literal["rank_bm25_okapi", "robertson", "lucene", "atire", "bm25l", "bm25+"] = "lucene"
         """The BM25 variant: lucene (the default, the recommended recipe's) and the others are
         bm25s's own; rank_bm25_okapi is the POC's rank_bm25.BM25Okapi, bit for bit."""
@@ -87,6 +95,10 @@ class BM25Retriever(Retriever, SegmentedIndex):
         if self.tokenizer is None:
             table = self.config.tokenizer
             params = {"use": table} if isinstance(table, str) else dict(table)
+            if "use" not in params:
+                raise PlmUserError(
+                    f"retriever {self.label!r}: its tokenizer table lacks 'use' (a tokenizer's name, see `plm plugins`)"
+                )
             cls: Any = default_registry().get(str(params.pop("use")), family="tokenizers").cls
             self.tokenizer = cls(cls.Config(**params), label="tokenizer")
         return self.tokenizer

@@ -133,9 +133,18 @@ def _explain(path: Path, err: sqlite3.Error, busy_ms: int) -> str:
             f"the store {path} is damaged ({text}): restore it from a backup, or delete the index folder and "
             "run `plm ingest` again"
         )
+    if _disk_full(err):
+        return (
+            f"the disk holding the store {path} is full ({text}): nothing of this change was written; free "
+            "space and run again"
+        )
     if "readonly" in text or "read-only" in text:
         return f"the store {path} is read-only ({text}): writing needs a writable index folder"
     return f"cannot use store {path}: {text}"
+
+
+def _disk_full(err: sqlite3.Error) -> bool:
+    return getattr(err, "sqlite_errorname", "") == "SQLITE_FULL" or "database or disk is full" in str(err)
 
 
 def _prepare(db: sqlite3.Connection) -> None:
@@ -337,10 +346,15 @@ class SQLiteStore(Store):
             raise StoreError(_explain(self.path, err, self.config.busy_timeout_ms)) from None
         try:
             yield
-        except BaseException:
-            self.db.execute("ROLLBACK")
+            self.db.execute("COMMIT")
+        except BaseException as err:
+            # SQLite rolls a transaction back itself on some errors (a full disk, an I/O
+            # error): a second ROLLBACK would hide the cause behind "no transaction is active".
+            if self.db.in_transaction:
+                self.db.execute("ROLLBACK")
+            if isinstance(err, sqlite3.OperationalError) and _disk_full(err):
+                raise StoreError(_explain(self.path, err, self.config.busy_timeout_ms)) from None
             raise
-        self.db.execute("COMMIT")
 
     def clear(self) -> None:
         with self._tx():

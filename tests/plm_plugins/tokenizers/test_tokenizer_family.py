@@ -83,8 +83,10 @@ def test_config_check_accepts_a_name_or_a_table(tmp_path: Path, tokenizer: str, 
         ('tokenizer = "rrf"\n', "'rrf' is a fusers component, not a tokenizer; use one of: bm25s_stem, "),
         ('[query.retrieve.tokenizer]\nuse = "snowball"\nlang = "german"\n', "unknown key 'lang'"),
         ('[query.retrieve.tokenizer]\nuse = "snowball"\nlanguage = "klingon"\n', "key 'language' = 'klingon'"),
+        ('[query.retrieve.tokenizer]\nlanguage = "german"\n', "missing 'use' (the registered tokenizers name)"),
+        ("tokenizer = {}\n", "missing 'use'"),
     ],
-    ids=["unknown", "wrong-family", "unknown-key", "bad-value"],
+    ids=["unknown", "wrong-family", "unknown-key", "bad-value", "no-use", "empty-table"],
 )
 def test_config_check_rejects_a_bad_tokenizer(tmp_path: Path, tokenizer: str, error: str) -> None:
     config = tmp_path / "job.toml"
@@ -92,6 +94,15 @@ def test_config_check_rejects_a_bad_tokenizer(tmp_path: Path, tokenizer: str, er
     res = plm("config", "check", str(config))
     assert res.returncode == 2 and "Traceback" not in res.stderr
     assert "[query.retrieve.tokenizer]" in res.stderr and error in " ".join(res.stderr.split())
+
+
+def test_config_check_rejects_tables_inside_a_tokenizer_table(tmp_path: Path) -> None:
+    """Not `KeyError: 'use'` at query time: a table of tables is no tokenizer."""
+    config = tmp_path / "job.toml"
+    config.write_text(CONFIG + '[query.retrieve.tokenizer]\nstem = {use = "snowball"}\n')
+    res = plm("config", "check", str(config))
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    assert "[query.retrieve]: key 'tokenizer'" in res.stderr and 'a tokenizer table needs use = "' in res.stderr
 
 
 def _snap() -> CorpusSnapshot:
