@@ -318,7 +318,13 @@ class Service:
         """Run one sync with the writer (one at a time), record it, and swap in the result."""
         with self.write_lock:
             started = time.time()
-            report = work(self.writer)
+            try:
+                report = work(self.writer)
+            except StoreError as err:
+                # The store is down or damaged: the server's state, not the request's fault. A
+                # 400 told clients not to retry, and a write sent during a Postgres restart was
+                # lost; 503 says retry (a retried record is stored once: its id is its key).
+                raise NotReady(str(err)) from None
             self.last_sync = {
                 "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
                 "seconds": round(report.seconds, 3),

@@ -172,6 +172,10 @@ def test_serve_reconnects_after_a_postgres_restart_and_ready_tells_the_truth(tmp
         assert down.status_code == 503 and "Postgres" in down.json()["error"], down.text
         query = httpx.get(srv.url + "/query", params={"q": "alpha backups"}, timeout=30)
         assert query.status_code == 503, query.text
+        # A write while the store is down is a 503 (retry later), not a 400 (a bad request).
+        record = {"id": "during", "text": "Written while Postgres is down: numbats."}
+        refused = httpx.post(srv.url + "/documents", json={"records": [record]}, timeout=60)
+        assert refused.status_code == 503 and "Postgres" in refused.json()["error"], refused.text
 
         pg.ensure_postgres_running()
         up = wait_for(200)
