@@ -31,6 +31,11 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("PLM_PROGRESS", "0")
 for _var in ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
+# ray.init(address="127.0.0.1:PORT") rewrites a loopback address to the machine's own
+# (ray._private.services.resolve_ip_for_localhost) unless Ray takes clusters to be off: with
+# this set before Ray is imported (the nodes inherit it), every node and the driver stay on
+# 127.0.0.1.
+os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
 
 import argparse  # noqa: E402
 import hashlib  # noqa: E402
@@ -591,10 +596,6 @@ def ingest_in_thread(job: Any) -> tuple[threading.Thread, dict[str, Any]]:
 
 
 def run_ray(args: argparse.Namespace) -> dict[str, Any]:
-    # ray.init(address="127.0.0.1:PORT") rewrites a loopback address to the machine's own
-    # (services.resolve_ip_for_localhost) unless Ray thinks clusters are off: with this set
-    # (before Ray is imported; the nodes inherit it) every node and the driver stay on 127.0.0.1.
-    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
     import ray
     from ray.cluster_utils import Cluster
 
