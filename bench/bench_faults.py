@@ -688,6 +688,8 @@ def run_ray(args: argparse.Namespace) -> dict[str, Any]:
             "equal_local": got == want,
         }
         out["node_removed"] = removed
+        if args.ray_remove_all:
+            out["all_nodes_removed"] = remove_every_node(args, cluster, config, root, overrides, n_docs, want)
     finally:
         if ray.is_initialized():
             ray.shutdown()
@@ -700,6 +702,43 @@ def run_ray(args: argparse.Namespace) -> dict[str, Any]:
             os.environ["PYTHONPATH"] = old
         shutil.rmtree(root, ignore_errors=True)
     return out
+
+
+def remove_every_node(
+    args: argparse.Namespace, cluster: Any, config: Path, root: Path, overrides: list[str], n_docs: int, want: Any
+) -> dict[str, Any]:
+    """Every worker node removed mid-ingest (no CPU left for the batch actors): whether the
+    ingest ends by itself within `--ray-starve-s`, then whether it resumes once a node joins."""
+    index = root / "ray-starved"
+    job = make_job(config, index, root / "data", overrides, args.ray_batch)
+    thread, box = ingest_in_thread(job)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and thread.is_alive() and committed(index) < max(1, n_docs // 4):
+        time.sleep(0.05)
+    starved: dict[str, Any] = {"committed_before": committed(index)}
+    for node in list(cluster.worker_nodes):
+        cluster.remove_node(node)
+    thread.join(timeout=args.ray_starve_s)
+    starved["ended_without_nodes"] = not thread.is_alive()
+    starved["committed_without_nodes"] = committed(index)
+    t0 = time.monotonic()
+    cluster.add_node(node_ip_address="127.0.0.1", object_store_memory=100 * 2**20, num_cpus=args.ray_node_cpus)
+    thread.join(timeout=args.ray_timeout)
+    starved["hung_after_a_node_joined"] = thread.is_alive()
+    starved["node_joined_to_end_s"] = round(time.monotonic() - t0, 2)
+    starved.update(box)
+    if thread.is_alive():
+        return starved
+    starved["consistency_problems"] = fingerprint(config, index, root / "data")["consistency_problems"]
+    job = make_job(config, index, root / "data", overrides, args.ray_batch)
+    report = job.ingest([SAMPLE_DOCS])
+    job.close()
+    starved["rerun"] = {
+        "added": len(report.added),
+        "unchanged": report.unchanged,
+        "equal_local": fingerprint(config, index, root / "data") == want,
+    }
+    return starved
 
 
 def ray_checks(out: dict[str, Any]) -> list[str]:
@@ -719,6 +758,14 @@ def ray_checks(out: dict[str, Any]) -> list[str]:
         failed.append("ray: the ingest that survived the removal differs from the local one")
     if not removed.get("rerun", {}).get("equal_local"):
         failed.append("ray: the rerun after the removal differs from the local one")
+    starved = out.get("all_nodes_removed")
+    if starved is not None:
+        if starved.get("hung_after_a_node_joined"):
+            failed.append("ray: with every node removed the ingest hung even after a node joined again")
+        if starved.get("consistency_problems"):
+            failed.append(f"ray: store inconsistent after every node was removed: {starved['consistency_problems']}")
+        if "rerun" in starved and not starved["rerun"]["equal_local"]:
+            failed.append("ray: the rerun after every node was removed differs from the local one")
     return failed
 
 
@@ -737,6 +784,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ray-workers", type=int, default=2)
     ap.add_argument("--ray-node-cpus", type=int, default=2)
     ap.add_argument("--ray-timeout", type=float, default=180.0, help="seconds the ingest may take after the removal")
+    ap.add_argument("--ray-remove-all", action="store_true", help="also remove EVERY worker node mid-ingest")
+    ap.add_argument("--ray-starve-s", type=float, default=30.0, help="then wait this long before a node joins")
     ap.add_argument("--keep-logs", default="", help="keep the replicas' logs in this folder")
     ap.add_argument("--json", type=Path, help="also write the result here")
     args = ap.parse_args(argv)
