@@ -22,6 +22,7 @@ import hashlib
 import json
 import os
 import shutil
+import threading
 import time
 import uuid
 import zlib
@@ -289,3 +290,17 @@ class SavedIndex(Index):
         label = getattr(self, "label", type(self).__name__)
         open_build(path, snapshot.version, self.build_settings(), f"index {label!r} under {path.parent}")
         self.open_saved(path, snapshot)
+
+
+_NPY_LOCK = threading.Lock()
+
+
+def load_npy(path: Path, mmap: bool = True) -> Any:
+    """`np.load` of a .npy file (memory-mapped read-only by default, never a pickle), one
+    thread at a time: numpy parses the header with `ast`, whose state CPython 3.11 shares
+    between threads (gh-106905), so a merge thread and a query opening segments at once
+    could fail with "SystemError: AST constructor recursion depth mismatch"."""
+    import numpy as np
+
+    with _NPY_LOCK:
+        return np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)

@@ -195,7 +195,9 @@ def merge_metadata_field(fields: Mapping[str, Any]) -> dict[str, Any]:
             f"{_kind(inner)}; fix the record, or put the value under another key"
         )
     for key, value in inner.items():
-        if key in merged and merged[key] != value:
+        # NaN == NaN is false: the same NaN twice is one value, refused as such further on.
+        same = key in merged and (merged[key] == value or (merged[key] != merged[key] and value != value))
+        if key in merged and not same:
             raise DocumentError(
                 f"metadata key {_short(str(key))} is given twice with two values, at the top level "
                 f"({_shown(merged[key])}) and in 'metadata' ({_shown(value)}); keep one"

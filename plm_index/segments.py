@@ -263,19 +263,6 @@ class RowIds(Sequence[str]):
 
 # ---------------------------------------------------------------------- files
 
-_NPY_LOCK = threading.Lock()
-
-
-def load_npy(path: Path, mmap: bool = True) -> Any:
-    """`np.load` of a .npy file (memory-mapped read-only by default, never a pickle), one
-    thread at a time: numpy parses the header with `ast`, whose state CPython 3.11 shares
-    between threads (gh-106905), so a merge thread and a query opening segments at once
-    could fail with "SystemError: AST constructor recursion depth mismatch"."""
-    import numpy as np
-
-    with _NPY_LOCK:
-        return np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
-
 
 def _write_segment(base: Path, name: str, rows: Rows, data: Any, save: Any) -> None:
     """Write a segment folder whole: a temp folder with its files and their checksums,
@@ -342,8 +329,8 @@ def _open_segment(base: Path, name: str, open_data: Any) -> Segment:
             return open_data(folder, n)
 
     with _reading(folder):
-        seqs = load_npy(folder / "seqs.npy").view(np.ndarray)
-        order = load_npy(folder / "order.npy").view(np.ndarray)
+        seqs = builds.load_npy(folder / "seqs.npy").view(np.ndarray)
+        order = builds.load_npy(folder / "order.npy").view(np.ndarray)
         ids = load_ids(folder / "ids.npy", n)
         if len(seqs) != n or len(order) != n:
             raise ValueError(f"{len(seqs)} seqs and {len(order)} order keys for {n} rows")
@@ -412,7 +399,7 @@ def _read_deletes(base: Path, name: str | None, n_rows: int, cached: bool = True
     if cached and str(path) in _DELETES:
         return _DELETES[str(path)]
     try:
-        rows = load_npy(path, mmap=False)
+        rows = builds.load_npy(path, mmap=False)
     except FileNotFoundError:
         raise StaleIndexError(f"deletions {path} were removed while loading") from None
     except (OSError, ValueError) as err:

@@ -34,7 +34,8 @@ from plm_core.hookspecs import hookimpl
 from plm_core.interfaces import Retriever, Tokenizer
 from plm_core.records import ExpandedQuery, ScoredChunk
 from plm_core.registry import default_registry
-from plm_index.segments import Rows, SegmentedIndex, State, load_npy
+from plm_index.builds import load_npy
+from plm_index.segments import Rows, SegmentedIndex, State
 
 if TYPE_CHECKING:
     from plm_core.registry import Registry

@@ -44,7 +44,7 @@ class IdColumn(Sequence[str]):
 
 def load_ids(path: Path, n_rows: int) -> IdColumn:
 
-    from plm_index.segments import load_npy
+    from plm_index.builds import load_npy
 
     array = load_npy(path)
     if array.ndim != 1 or len(array) != n_rows or array.dtype.kind != "S":
@@ -63,7 +63,7 @@ def load_vectors(path: Path, n_rows: int) -> Any:
     pages are read when a query first scans them, never copied row by row."""
     import numpy as np
 
-    from plm_index.segments import load_npy
+    from plm_index.builds import load_npy
 
     matrix = load_npy(path)
     if matrix.ndim != 2 or matrix.shape[0] != n_rows or matrix.dtype != np.float32:
