@@ -11,9 +11,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
+from plm_needs import needs
 
-pytest.importorskip("bm25s")
+pytestmark = needs("bm25s", extra="bm25")
 
 REPO = Path(__file__).resolve().parents[2]
 BM25 = """

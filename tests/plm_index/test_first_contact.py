@@ -14,13 +14,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from plm_needs import needs
 
 from plm_core.errors import PlmUserError, StoreError
 from plm_core.settings import Settings
 from plm_index.job import Job
 
 REPO = Path(__file__).resolve().parents[2]
-pytest.importorskip("bm25s")
+pytestmark = needs("bm25s", extra="bm25")
 
 CONFIG = """
 [job]

@@ -13,9 +13,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from plm_needs import needs
 
-pytest.importorskip("fastapi")
-pytest.importorskip("bm25s")
+pytestmark = needs("fastapi", "bm25s")
 webdriver = pytest.importorskip("selenium.webdriver")
 CHROMIUM, DRIVER = shutil.which("chromium"), shutil.which("chromedriver")
 if not (CHROMIUM and DRIVER):

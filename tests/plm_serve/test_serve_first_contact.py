@@ -13,9 +13,9 @@ import time
 from pathlib import Path
 
 import pytest
+from plm_needs import needs
 
-pytest.importorskip("fastapi")
-pytest.importorskip("bm25s")
+pytestmark = needs("fastapi", "bm25s")
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = """

@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from plm_needs import needs
 
 httpx = pytest.importorskip("httpx")
-pytest.importorskip("fastapi")
-pytest.importorskip("bm25s")
+pytestmark = needs("fastapi", "bm25s")
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = """

@@ -10,10 +10,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from plm_needs import needs
 
 httpx = pytest.importorskip("httpx")
-pytest.importorskip("fastapi")
-pytest.importorskip("bm25s")
+pytestmark = needs("fastapi", "bm25s")
 
 _spec = importlib.util.spec_from_file_location("plm_serve_test_server", Path(__file__).with_name("test_server.py"))
 assert _spec is not None and _spec.loader is not None

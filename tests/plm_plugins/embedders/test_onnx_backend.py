@@ -17,8 +17,12 @@ from plm_index.cache import CachedEmbedder, open_cache
 from plm_plugins.embedders import onnx_backend
 from plm_plugins.embedders.sentence_transformers import SentenceTransformerEmbedder
 
-pytest.importorskip("sentence_transformers")
-pytest.importorskip("onnxruntime")
+# find_spec, not importorskip: importing sentence-transformers at collection costs every
+# run of the suite seconds of torch import, selected tests or not.
+pytestmark = pytest.mark.skipif(
+    not all(importlib.util.find_spec(m) for m in ("sentence_transformers", "onnxruntime")),
+    reason="needs sentence-transformers and onnxruntime: pip install 'plm[onnx]'",
+)
 
 WORDS = "the a pod node deploy scale cluster service volume secret gold cat dog runs fast slow".split()
 TEXTS = ["the pod runs", "scale the cluster fast " * 30, "gold", "a dog and a cat", "secret volume service node"]

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from plm_needs import needs
 from plm_toys import bag_of_words
 
 from plm_core.config import load_job
@@ -22,7 +23,7 @@ from plm_index.corpus import CorpusSnapshot
 from plm_index.job import Job
 from plm_plugins.retrievers.dense import DenseRetriever
 
-pytest.importorskip("faiss")
+pytestmark = needs("faiss", extra="ann")
 from plm_plugins.retrievers.faiss import INDEX_FILE, FaissRetriever  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[3]

@@ -14,11 +14,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from plm_needs import needs
 
 from plm_core.errors import StoreError
 from plm_core.records import Chunk, Document, StoreProblem
 
-pytest.importorskip("psycopg")
+pytestmark = needs("psycopg", extra="postgres")
 from plm_plugins.stores.postgres import PostgresStore, redact  # noqa: E402
 
 
