@@ -187,6 +187,7 @@ def test_adapting_teaches_the_model_titles_it_could_not_place(env: dict[str, Any
     assert not (out / adaptation.CHECKPOINT).exists()  # a finished run leaves no checkpoint
 
 
+@pytest.mark.slow
 def test_the_output_loads_validates_and_queries_in_a_fresh_process(env: dict[str, Any]) -> None:
     out = env["adapted"]
     written = out / "tiny.adapted.toml"
@@ -201,6 +202,7 @@ def test_the_output_loads_validates_and_queries_in_a_fresh_process(env: dict[str
     assert json.loads(query.stdout)["hits"][0]["doc_id"] == "doc05"
 
 
+@pytest.mark.slow
 def test_a_killed_run_resumes_from_its_checkpoint(env: dict[str, Any]) -> None:
     out = env["tmp"] / "killed"
     args = ["adapt", "--config", str(env["config"]), "--out", str(out), "--epochs", "2000", "--batch-size", "8"]
@@ -269,6 +271,7 @@ def test_the_adapted_folder_is_a_model_like_any_other(env: dict[str, Any], tiny_
     assert type(onnx._model[0].model).__name__ == "OnnxTransformer"
 
 
+@pytest.mark.slow
 def test_a_shorter_training_length_leaves_the_model_reading_as_far_as_before(
     env: dict[str, Any], tiny_model: str
 ) -> None:

@@ -287,6 +287,7 @@ def test_index_stats_json_and_a_json_title_shown(setup: dict[str, Any]) -> None:
     assert res.returncode == 0 and "1. " in res.stdout and "Token Rotation Policy" in res.stdout  # title shown
 
 
+@pytest.mark.slow
 def test_a_users_documents_never_change_the_demo_evaluation(tmp_path: Path) -> None:
     sample = REPO / "examples" / "sample_corpus"
     config = tmp_path / "demo.toml"
@@ -306,6 +307,7 @@ def test_a_users_documents_never_change_the_demo_evaluation(tmp_path: Path) -> N
     assert metrics[0] == metrics[1]
 
 
+@pytest.mark.slow
 def test_every_shipped_config_passes_config_check() -> None:
     configs = sorted((REPO / "configs").rglob("*.toml"))
     assert len(configs) >= 10

@@ -114,6 +114,7 @@ def wait_status(driver, text: str) -> str:  # type: ignore[no-untyped-def]
     return str(driver.find_element(By.ID, "status").text)
 
 
+@pytest.mark.slow
 def test_search_page_with_key_query_filter_and_screenshot(server: str, browser, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     browser.get(server + "/")
     assert browser.title == "plm search"

@@ -79,6 +79,7 @@ def test_bad_client_settings_are_one_line(tmp_path: Path, env: dict[str, str], u
     assert res.stderr.count("\n") == 1
 
 
+@pytest.mark.slow
 def test_a_damaged_build_is_not_ready_and_queries_say_why(tmp_path: Path) -> None:
     import os
 
@@ -108,6 +109,8 @@ def test_a_damaged_build_is_not_ready_and_queries_say_why(tmp_path: Path) -> Non
     assert "Traceback" not in srv.log.read_text()
 
 
+@pytest.mark.postgres
+@pytest.mark.slow
 def test_serve_reconnects_after_a_postgres_restart_and_ready_tells_the_truth(tmp_path: Path) -> None:
     import shutil
     import tempfile

@@ -177,6 +177,7 @@ def _ingested_onnx_job(tiny_model: str, tmp_path: Path) -> tuple[Path, dict[str,
     return config, env
 
 
+@pytest.mark.slow
 def test_a_cold_hybrid_query_imports_no_torch(tiny_model: str, tmp_path: Path) -> None:
     import subprocess
     import sys
@@ -192,6 +193,7 @@ def test_a_cold_hybrid_query_imports_no_torch(tiny_model: str, tmp_path: Path) -
     assert res.stdout.split() == ["d2", "False", "False"]
 
 
+@pytest.mark.slow
 def test_a_server_over_an_exported_model_is_ready_without_torch_and_loads_it_to_write(
     tiny_model: str, tmp_path: Path
 ) -> None:

@@ -190,6 +190,8 @@ def test_filter_mask_is_computed_in_sql(pg_dsn: str) -> None:
     assert s.filter_mask({"tags": "b", "when": {"lte": "2024-05-01"}}).all()
 
 
+@pytest.mark.postgres
+@pytest.mark.slow
 def test_plm_pg_start_status_stop(tmp_path: Path) -> None:
     pytest.importorskip("pgserver")
     data = Path(os.environ.get("TMPDIR", "/tmp")) / f"plm-pg-cli-{os.getpid()}"
