@@ -180,7 +180,11 @@ def test_small_corpus_and_k_beyond_it_are_exact() -> None:
 
 
 # ---------------------------------------------------------------------- filters
-@pytest.mark.parametrize("kind", KINDS, ids=lambda k: "+".join(k.values()))
+@pytest.mark.parametrize(  # HNSW builds take seconds: in the full suite only
+    "kind",
+    [pytest.param(k, marks=pytest.mark.slow) if k["index"] == "hnsw" else k for k in KINDS],
+    ids=lambda k: "+".join(k.values()),
+)
 def test_tight_filter_returns_exactly_the_allowed_rows(kind: dict[str, Any]) -> None:
     snap = _snap(_random(2000))
     allowed = np.zeros(2000, dtype=bool)
