@@ -116,12 +116,21 @@ def env(tmp_path_factory: pytest.TempPathFactory, tiny_model: str) -> Iterator[d
     config.parent.mkdir()
     config.write_text(CONFIG.format(model=tiny_model))
     docs = _write_corpus(tmp / "docs")
+    import torch
+
+    threads = torch.get_num_threads()
+    # A tiny model: one thread is fastest; two, beside other jobs on 2 cores, spin-wait on each
+    # other (this fixture: 68 s with two, 14 s with one, load average 3-5).
+    torch.set_num_threads(1)
     with pytest.MonkeyPatch.context() as mp:
         for key, value in {"PLM_DATA_DIR": str(data), "PLM_PROGRESS": "0", "HF_HUB_OFFLINE": "1"}.items():
             mp.setenv(key, value)
-        _ingest(config, docs)
-        adapted = tmp / "adapted"
-        adapt(config=config, out_dir=adapted, seed=0, **FAST)
+        try:
+            _ingest(config, docs)
+            adapted = tmp / "adapted"
+            adapt(config=config, out_dir=adapted, seed=0, **FAST)
+        finally:
+            torch.set_num_threads(threads)
         yield {"config": config, "data": data, "docs": docs, "tmp": tmp, "adapted": adapted}
 
 
