@@ -38,10 +38,11 @@ def configs(tmp: Path) -> dict[str, Path]:
     recommended = recommended.replace('dataset = "../examples/sample_corpus"', sample)
     bm25 = (REPO / "configs" / "experiments" / "bm25_stemmed.toml").read_text()
     bm25 = bm25.replace('dataset = "../../examples/sample_corpus"', sample)
-    onnx = recommended.replace('name = "recommended"', 'name = "recommended_onnx"').replace(
-        "normalize = true", 'normalize = true\nbackend = "onnx"', 1
+    # configs/recommended.toml ships with backend = "onnx"; the torch side is its one-line change
+    torch = recommended.replace('name = "recommended"', 'name = "recommended_torch"').replace(
+        'backend = "onnx"', 'backend = "torch"', 1
     )
-    out = {"bm25 only": bm25, "hybrid, torch": recommended, "hybrid, onnx": onnx}
+    out = {"bm25 only": bm25, "hybrid, torch": torch, "hybrid, onnx": recommended}
     paths = {}
     for name, text in out.items():
         path = tmp / (name.replace(" ", "").replace(",", "_") + ".toml")

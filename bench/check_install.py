@@ -25,7 +25,7 @@ from packaging.utils import canonicalize_name
 
 REPO = Path(__file__).resolve().parents[1]
 HEAVY = re.compile(
-    r"^(jax|jaxlib|numba|llvmlite|ray|gliner|onnx|onnxruntime|faiss-cpu|pgserver|nvidia-.*|cuda-.*|triton)$"
+    r"^(jax|jaxlib|numba|llvmlite|ray|gliner|faiss-cpu|pgserver|nvidia-.*|cuda-.*|triton)$"
 )
 
 

@@ -51,6 +51,9 @@ def loaded_app() -> typer.Typer:
 
 
 def main() -> None:
+    if sys.argv[1:] == ["--version"]:  # answered before the commands load (BENCHMARKS.md 18)
+        print(f"plm {__version__}")
+        sys.exit(0)
     try:
         rv = loaded_app()(standalone_mode=False, prog_name="plm")
     except (PipelineError, PlmUserError) as exc:

@@ -88,6 +88,20 @@ def _settings():  # type: ignore[no-untyped-def]
 
 
 # ------------------------------------------------------------------ Postgres
+PG_FIXTURES = {"pg_server", "pg_dsn", "pg_new_database"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test that needs the session's real Postgres (a fixture above, or a "postgres"
+    parameter, which reaches it through `store_table_for`) is marked `postgres` and `slow`:
+    starting and stopping the server alone takes seconds, so the fast subset leaves them out."""
+    for item in items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if PG_FIXTURES & set(getattr(item, "fixturenames", ())) or "postgres" in params.values():
+            item.add_marker(pytest.mark.postgres)
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture(scope="session")
 def pg_server():  # type: ignore[no-untyped-def]
     """A real Postgres 16 + pgvector (the `pgserver` wheel) in a temp folder for the session,

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from plm_needs import needs
 
 from plm_core.config import JobSection
 from plm_core.registry import build_registry
@@ -17,7 +18,7 @@ from plm_index.plugin_info import config_keys, describe_fields
 
 REPO = Path(__file__).resolve().parents[1]
 
-pytest.importorskip("mkdocs", reason="the docs extra: pip install -e '.[docs]'")
+pytestmark = needs("mkdocs", extra="docs")
 
 
 @pytest.fixture(scope="module")

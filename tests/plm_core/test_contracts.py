@@ -11,12 +11,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from plm_needs import needs
 
 from plm_core.component import ComponentConfig
 from plm_core.interfaces import Retriever
 
 REPO = Path(__file__).resolve().parents[2]
-pytest.importorskip("bm25s")
+pytestmark = needs("bm25s", extra="bm25")
 
 BASE = """
 [job]

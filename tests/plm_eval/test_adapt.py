@@ -116,12 +116,21 @@ def env(tmp_path_factory: pytest.TempPathFactory, tiny_model: str) -> Iterator[d
     config.parent.mkdir()
     config.write_text(CONFIG.format(model=tiny_model))
     docs = _write_corpus(tmp / "docs")
+    import torch
+
+    threads = torch.get_num_threads()
+    # A tiny model: one thread is fastest; two, beside other jobs on 2 cores, spin-wait on each
+    # other (this fixture: 68 s with two, 14 s with one, load average 3-5).
+    torch.set_num_threads(1)
     with pytest.MonkeyPatch.context() as mp:
         for key, value in {"PLM_DATA_DIR": str(data), "PLM_PROGRESS": "0", "HF_HUB_OFFLINE": "1"}.items():
             mp.setenv(key, value)
-        _ingest(config, docs)
-        adapted = tmp / "adapted"
-        adapt(config=config, out_dir=adapted, seed=0, **FAST)
+        try:
+            _ingest(config, docs)
+            adapted = tmp / "adapted"
+            adapt(config=config, out_dir=adapted, seed=0, **FAST)
+        finally:
+            torch.set_num_threads(threads)
         yield {"config": config, "data": data, "docs": docs, "tmp": tmp, "adapted": adapted}
 
 
@@ -187,6 +196,7 @@ def test_adapting_teaches_the_model_titles_it_could_not_place(env: dict[str, Any
     assert not (out / adaptation.CHECKPOINT).exists()  # a finished run leaves no checkpoint
 
 
+@pytest.mark.slow
 def test_the_output_loads_validates_and_queries_in_a_fresh_process(env: dict[str, Any]) -> None:
     out = env["adapted"]
     written = out / "tiny.adapted.toml"
@@ -201,6 +211,7 @@ def test_the_output_loads_validates_and_queries_in_a_fresh_process(env: dict[str
     assert json.loads(query.stdout)["hits"][0]["doc_id"] == "doc05"
 
 
+@pytest.mark.slow
 def test_a_killed_run_resumes_from_its_checkpoint(env: dict[str, Any]) -> None:
     out = env["tmp"] / "killed"
     args = ["adapt", "--config", str(env["config"]), "--out", str(out), "--epochs", "2000", "--batch-size", "8"]
@@ -269,6 +280,7 @@ def test_the_adapted_folder_is_a_model_like_any_other(env: dict[str, Any], tiny_
     assert type(onnx._model[0].model).__name__ == "OnnxTransformer"
 
 
+@pytest.mark.slow
 def test_a_shorter_training_length_leaves_the_model_reading_as_far_as_before(
     env: dict[str, Any], tiny_model: str
 ) -> None:

@@ -30,7 +30,10 @@ def plm(*args: str, data_dir: Path, cwd: Path) -> subprocess.CompletedProcess[st
     )
 
 
-@pytest.mark.parametrize("command", sorted(COMMANDS))
+# `eval` in the fast subset; the other three commands (3-5 s each) in the full suite.
+@pytest.mark.parametrize(
+    "command", [c if c == "eval" else pytest.param(c, marks=pytest.mark.slow) for c in sorted(COMMANDS)]
+)
 def test_evaluating_without_dataset_leaves_the_users_index_alone(command: str, tmp_path: Path) -> None:
     config = tmp_path / "exp_bm25_stemmed.toml"  # named after its job, as configs/recommended.toml is
     text = (REPO / "configs" / "experiments" / "bm25_stemmed.toml").read_text()

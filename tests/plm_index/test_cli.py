@@ -86,6 +86,7 @@ def test_set_override_is_validated() -> None:
     assert res.returncode != 0 and "[query.retrieve.fuser]" in res.stderr
 
 
+@pytest.mark.slow
 def test_every_command_has_help() -> None:
     for cmd in (
         ["--help"],

@@ -12,8 +12,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from plm_needs import needs
 
-pytest.importorskip("bm25s")
+pytestmark = needs("bm25s", extra="bm25")
 
 REPO = Path(__file__).resolve().parents[2]
 BM25 = """
@@ -88,6 +89,7 @@ def assert_one_line_error(res: subprocess.CompletedProcess[str], rc: int = 2) ->
     assert "Traceback" not in res.stderr and "corrupt" in res.stderr and "plm index rebuild" in res.stderr
 
 
+@pytest.mark.slow
 def test_a_bm25_build_damaged_in_place_is_noticed_and_rebuilt(tmp_path: Path) -> None:
     cfg, data = ingested(tmp_path, BM25), tmp_path / "data"
     assert plm("query", "alpha backups", "--config", str(cfg), data=data).returncode == 0  # opened once: trusted
@@ -110,6 +112,7 @@ def test_a_bm25_build_damaged_in_place_is_noticed_and_rebuilt(tmp_path: Path) ->
     assert res.returncode == 0 and json.loads(res.stdout)["hits"][0]["doc_id"] == "alpha"
 
 
+@pytest.mark.slow
 def test_nan_written_into_saved_vectors_never_reaches_a_ranking(tmp_path: Path, minilm_path: str) -> None:
     cfg, data = ingested(tmp_path, DENSE), tmp_path / "data"
     (vectors,) = [p for p in build_files(data, "vectors") if "vectors" in p.name] or build_files(data, "vectors")[:1]

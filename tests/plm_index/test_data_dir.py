@@ -10,11 +10,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from plm_needs import needs
 
 from plm_core.settings import Settings
 from plm_index.job import settings_for
 
-pytest.importorskip("bm25s")
+pytestmark = needs("bm25s", extra="bm25")
 
 CONFIG = """
 [job]

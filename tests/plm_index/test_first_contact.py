@@ -14,13 +14,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from plm_needs import needs
 
 from plm_core.errors import PlmUserError, StoreError
 from plm_core.settings import Settings
 from plm_index.job import Job
 
 REPO = Path(__file__).resolve().parents[2]
-pytest.importorskip("bm25s")
+pytestmark = needs("bm25s", extra="bm25")
 
 CONFIG = """
 [job]
@@ -333,6 +334,7 @@ def test_a_hit_shows_its_title_once_and_its_sources_in_one_shape(setup: dict[str
     assert res.stdout.count("Disk Quotas") == 1 and "\n   Per tenant limits\n" in res.stdout, res.stdout
 
 
+@pytest.mark.slow
 def test_a_users_documents_never_change_the_demo_evaluation(tmp_path: Path) -> None:
     sample = REPO / "examples" / "sample_corpus"
     config = tmp_path / "demo.toml"
@@ -352,6 +354,7 @@ def test_a_users_documents_never_change_the_demo_evaluation(tmp_path: Path) -> N
     assert metrics[0] == metrics[1]
 
 
+@pytest.mark.slow
 def test_every_shipped_config_passes_config_check() -> None:
     configs = sorted((REPO / "configs").rglob("*.toml"))
     assert len(configs) >= 10

@@ -120,6 +120,7 @@ def _graphs_find_live_rows(exact: DenseRetriever, snap: CorpusSnapshot, store: A
     assert found >= 0.8 * 10 * len(QUERIES)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["sqlite", "postgres"])
 def test_random_changes_rank_as_a_whole_build(
     kind: str, tmp_path: Path, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
@@ -230,6 +231,7 @@ while bm25.merge_once(base):
 """
 
 
+@pytest.mark.slow
 def test_sigkill_during_merges_leaves_an_index_that_ranks_as_a_whole_build(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -11,12 +11,13 @@ from typing import Any
 
 import anyio
 import pytest
+from plm_needs import needs
 
 from plm_core.settings import Settings
 from plm_index.job import Job
 from plm_serve.mcp_server import build_server, hit_data, warm
 
-pytest.importorskip("mcp")
+pytestmark = needs("mcp", extra="serve")
 
 CONFIG = """
 [job]

@@ -17,11 +17,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from plm_needs import needs
 
 httpx = pytest.importorskip("httpx")
 
-pytest.importorskip("fastapi")
-pytest.importorskip("bm25s")
+pytestmark = [needs("fastapi", "bm25s"), pytest.mark.slow]  # a real Chromium: the full suite only
 webdriver = pytest.importorskip("selenium.webdriver")
 CHROMIUM, DRIVER = shutil.which("chromium"), shutil.which("chromedriver")
 if not (CHROMIUM and DRIVER):
@@ -150,6 +150,7 @@ def wait_status(driver, text: str) -> str:  # type: ignore[no-untyped-def]
     return str(driver.find_element(By.ID, "status").text)
 
 
+@pytest.mark.slow
 def test_search_page_with_key_query_filter_and_screenshot(server: str, browser, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     browser.get(server + "/")
     assert browser.title == "plm search"

@@ -13,9 +13,9 @@ import time
 from pathlib import Path
 
 import pytest
+from plm_needs import needs
 
-pytest.importorskip("fastapi")
-pytest.importorskip("bm25s")
+pytestmark = needs("fastapi", "bm25s")
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = """
@@ -80,6 +80,7 @@ def test_a_busy_port_is_one_line_and_no_serving_line(root: Path) -> None:
     assert "plm serve:" not in res.stdout
 
 
+@pytest.mark.slow
 def test_a_client_started_with_the_server_waits_for_it(root: Path) -> None:
     """The README's service block pasted at once: `plm serve ... &` then `plm query --wait`."""
     assert plm("ingest", str(root / "docs"), "--config", str(root / "job.toml"), root=root).returncode == 0
@@ -107,6 +108,7 @@ def test_wait_gives_up_with_one_line(root: Path) -> None:
     assert res.returncode == 2 and "not ready within 1s" in res.stderr and res.stderr.count("\n") == 1, res.stderr
 
 
+@pytest.mark.slow
 def test_status_reports_a_plm_watch_process_syncing_the_same_index(root: Path) -> None:
     pytest.importorskip("watchfiles")
     env = env_for(root)

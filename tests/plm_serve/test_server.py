@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from plm_needs import needs
 
 httpx = pytest.importorskip("httpx")
-pytest.importorskip("fastapi")
-pytest.importorskip("bm25s")
+pytestmark = needs("fastapi", "bm25s")
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = """
@@ -209,6 +209,7 @@ def test_bad_input_is_a_4xx_with_one_error_line(
         assert message in response.json()["error"]
 
 
+@pytest.mark.slow
 def test_concurrent_writes_each_return_once_their_write_is_served(server: Server) -> None:
     # Each write waits until a version at least as new as its own is served; waiting for its
     # exact version hung for the full 60 s whenever another write moved the reloader past it
@@ -280,6 +281,7 @@ def test_metrics_count_requests_and_show_the_version(server: Server) -> None:
     assert "plm_request_seconds_bucket" in text and "plm_corpus_version" in text
 
 
+@pytest.mark.slow
 def test_another_process_syncing_is_picked_up_without_blocking_queries(server: Server) -> None:
     (server.root / "docs" / "epsilon.md").write_text("# Epsilon\n\n## Quotas\n\nEpsilon quotas cap the kiwi uploads.\n")
     results: list[int] = []
@@ -379,6 +381,7 @@ def test_every_response_carries_the_security_headers_and_no_third_party_script(s
     assert httpx.get(server.url + "/openapi.json").json()["info"]["title"] == "plm"
 
 
+@pytest.mark.slow
 def test_client_errors_are_one_line(server: Server, tmp_path: Path) -> None:
     down = f"http://127.0.0.1:{free_port()}"
     res = plm("query", "x", "--server", down, env=server.env)
@@ -398,6 +401,7 @@ def test_client_errors_are_one_line(server: Server, tmp_path: Path) -> None:
         silent.close()
 
 
+@pytest.mark.slow
 def test_the_client_never_echoes_a_password_nor_sends_the_key_to_another_origin(tmp_path: Path) -> None:
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -438,6 +442,7 @@ def test_the_client_never_echoes_a_password_nor_sends_the_key_to_another_origin(
             srv.server_close()
 
 
+@pytest.mark.slow
 def test_an_api_key_guards_everything_but_health(tmp_path: Path) -> None:
     root = make_root(tmp_path)
     srv = Server(root, {"PLM_API_KEY": "k3y"}, args=("--readers", "2", "--allow-host", "plm.test"))
@@ -462,6 +467,7 @@ def test_an_api_key_guards_everything_but_health(tmp_path: Path) -> None:
         assert srv.stop() == 0
 
 
+@pytest.mark.slow
 def test_an_empty_index_is_not_ready_until_documents_arrive(tmp_path: Path) -> None:
     root = make_root(tmp_path)
     srv = Server(root, args=("--create",)).start()  # without it, a config with no index is refused
@@ -476,6 +482,7 @@ def test_an_empty_index_is_not_ready_until_documents_arrive(tmp_path: Path) -> N
         assert srv.stop() == 0
 
 
+@pytest.mark.slow
 def test_serve_watch_catches_up_then_follows_the_folder(tmp_path: Path) -> None:
     root = make_root(tmp_path)
     srv = Server(root, args=("--watch", str(root / "docs"))).start()
@@ -499,6 +506,7 @@ def test_serve_watch_catches_up_then_follows_the_folder(tmp_path: Path) -> None:
         assert srv.stop() == 0
 
 
+@pytest.mark.slow
 def test_no_input_yields_a_500_and_responses_match_the_schema(server: Server) -> None:
     """schemathesis generates requests from /openapi.json for every operation; each response
     must not be a 5xx and must match the documented status codes and bodies."""

@@ -10,10 +10,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from plm_needs import needs
 
 httpx = pytest.importorskip("httpx")
-pytest.importorskip("fastapi")
-pytest.importorskip("bm25s")
+pytestmark = needs("fastapi", "bm25s")
 
 _spec = importlib.util.spec_from_file_location("plm_serve_test_server", Path(__file__).with_name("test_server.py"))
 assert _spec is not None and _spec.loader is not None
@@ -101,6 +101,7 @@ def test_bad_client_settings_are_one_line(tmp_path: Path, env: dict[str, str], u
     assert res.stderr.count("\n") == 1
 
 
+@pytest.mark.slow
 def test_a_damaged_build_is_not_ready_and_queries_say_why(tmp_path: Path) -> None:
     import os
 
@@ -130,6 +131,8 @@ def test_a_damaged_build_is_not_ready_and_queries_say_why(tmp_path: Path) -> Non
     assert "Traceback" not in srv.log.read_text()
 
 
+@pytest.mark.postgres
+@pytest.mark.slow
 def test_serve_reconnects_after_a_postgres_restart_and_ready_tells_the_truth(tmp_path: Path) -> None:
     import shutil
     import tempfile

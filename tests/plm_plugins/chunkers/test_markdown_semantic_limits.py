@@ -61,6 +61,7 @@ def _chunk(text: str, strict: bool = False) -> tuple[float, list[Chunk]]:
     return time.perf_counter() - start, chunks
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(SHAPES))
 def test_time_and_output_grow_linearly(name: str) -> None:
     make = SHAPES[name].make
@@ -100,6 +101,7 @@ def test_strict_cuts_one_huge_code_block_at_line_ends() -> None:
     assert all(f"line_{i} = compute({i})" in joined for i in (0, 50_000, 99_999))
 
 
+@pytest.mark.slow
 def test_four_megabytes_of_headings_finish_quickly() -> None:
     seconds, chunks = _chunk("# a\n" * 1_000_000)
     assert seconds < 10, seconds  # over 100 s before; 4-5 s on a slow shared 2-core machine

@@ -17,8 +17,12 @@ from plm_index.cache import CachedEmbedder, open_cache
 from plm_plugins.embedders import onnx_backend
 from plm_plugins.embedders.sentence_transformers import SentenceTransformerEmbedder
 
-pytest.importorskip("sentence_transformers")
-pytest.importorskip("onnxruntime")
+# find_spec, not importorskip: importing sentence-transformers at collection costs every
+# run of the suite seconds of torch import, selected tests or not.
+pytestmark = pytest.mark.skipif(
+    not all(importlib.util.find_spec(m) for m in ("sentence_transformers", "onnxruntime")),
+    reason="needs sentence-transformers and onnxruntime: pip install 'plm[onnx]'",
+)
 
 WORDS = "the a pod node deploy scale cluster service volume secret gold cat dog runs fast slow".split()
 TEXTS = ["the pod runs", "scale the cluster fast " * 30, "gold", "a dog and a cat", "secret volume service node"]
@@ -173,6 +177,7 @@ def _ingested_onnx_job(tiny_model: str, tmp_path: Path) -> tuple[Path, dict[str,
     return config, env
 
 
+@pytest.mark.slow
 def test_a_cold_hybrid_query_imports_no_torch(tiny_model: str, tmp_path: Path) -> None:
     import subprocess
     import sys
@@ -188,6 +193,7 @@ def test_a_cold_hybrid_query_imports_no_torch(tiny_model: str, tmp_path: Path) -
     assert res.stdout.split() == ["d2", "False", "False"]
 
 
+@pytest.mark.slow
 def test_a_server_over_an_exported_model_is_ready_without_torch_and_loads_it_to_write(
     tiny_model: str, tmp_path: Path
 ) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pydantic
 import pytest
+from plm_needs import needs
 
 from plm_core.errors import ModelNotFoundError
 from plm_core.records import Chunk
@@ -11,7 +12,7 @@ from plm_core.registry import Registry
 from plm_plugins.entities import spacy_entities
 from plm_plugins.entities.spacy_entities import POC_LABELS, SpacyEntityExtractor
 
-pytest.importorskip("spacy")
+pytestmark = needs("spacy", extra="spacy")
 
 TEXT = (
     "Google and Microsoft opened offices in Paris and London. "

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import pydantic
 import pytest
+from plm_needs import needs
 
 from plm_core.records import Chunk
 from plm_core.registry import Registry
 from plm_plugins.keywords import yake as yake_keywords
 from plm_plugins.keywords.yake import YakeKeywordExtractor
 
-pytest.importorskip("yake")
+pytestmark = needs("yake", extra="keywords")
 
 TEXT = (
     "A Pod is the smallest deployable unit of computing that you can create and manage in "

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from plm_needs import needs
 
 from plm_core.config import load_job
 from plm_core.errors import ConfigError
@@ -16,7 +17,7 @@ from plm_core.settings import Settings
 from plm_index.job import Job
 from plm_plugins.rankers.collapse import DocCollapse
 
-pytest.importorskip("bm25s")
+pytestmark = needs("bm25s", extra="bm25")
 from plm_plugins.retrievers.bm25s import BM25Retriever  # noqa: E402
 from plm_plugins.stores.sqlite import SQLiteStore  # noqa: E402
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from plm_needs import needs
 from typer.testing import CliRunner
 
 from plm_core.config import load_job
@@ -23,8 +24,7 @@ from plm_core.settings import Settings
 from plm_index.job import Job
 from plm_plugins.rerankers.cross_encoder import BEFORE, MAX_CANDIDATES, CrossEncoderReranker
 
-pytest.importorskip("bm25s")
-pytest.importorskip("sentence_transformers")
+pytestmark = needs("bm25s", "sentence_transformers")
 from plm_plugins.retrievers.bm25s import BM25Retriever  # noqa: E402
 from plm_plugins.stores.sqlite import SQLiteStore  # noqa: E402
 

@@ -5,13 +5,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from plm_needs import needs
 
 from plm_core.errors import StaleIndexError, StoreError
 from plm_core.records import Chunk, CorpusVersion, ExpandedQuery
 from plm_index.corpus import CorpusSnapshot
 from plm_index.segments import manifest_name
 
-pytest.importorskip("bm25s")
+pytestmark = needs("bm25s", extra="bm25")
 from plm_plugins.retrievers.bm25s import BM25Retriever  # noqa: E402
 
 TEXTS = [

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from plm_needs import needs
 from plm_toys import bag_of_words
 
 from plm_core.config import load_job
@@ -22,7 +23,7 @@ from plm_index.corpus import CorpusSnapshot
 from plm_index.job import Job
 from plm_plugins.retrievers.dense import DenseRetriever
 
-pytest.importorskip("faiss")
+pytestmark = needs("faiss", extra="ann")
 from plm_plugins.retrievers.faiss import INDEX_FILE, FaissRetriever  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[3]
@@ -179,7 +180,11 @@ def test_small_corpus_and_k_beyond_it_are_exact() -> None:
 
 
 # ---------------------------------------------------------------------- filters
-@pytest.mark.parametrize("kind", KINDS, ids=lambda k: "+".join(k.values()))
+@pytest.mark.parametrize(  # HNSW builds take seconds: in the full suite only
+    "kind",
+    [pytest.param(k, marks=pytest.mark.slow) if k["index"] == "hnsw" else k for k in KINDS],
+    ids=lambda k: "+".join(k.values()),
+)
 def test_tight_filter_returns_exactly_the_allowed_rows(kind: dict[str, Any]) -> None:
     snap = _snap(_random(2000))
     allowed = np.zeros(2000, dtype=bool)

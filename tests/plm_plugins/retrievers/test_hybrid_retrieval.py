@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from plm_needs import needs
 from plm_toys import bag_of_words
 
 from plm_core.config import load_job
@@ -15,7 +16,7 @@ from plm_core.registry import Registry
 from plm_core.settings import Settings
 from plm_index.job import Job
 
-pytest.importorskip("bm25s")
+pytestmark = needs("bm25s", extra="bm25")
 from plm_plugins.embedders.embed_query import QueryEmbedder  # noqa: E402
 from plm_plugins.expanders.dictionary import DictionaryExpander  # noqa: E402
 from plm_plugins.fusers.rrf import RRFFuser  # noqa: E402

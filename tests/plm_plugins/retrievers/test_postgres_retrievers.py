@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from plm_needs import needs
 
 from plm_core.component import ComponentConfig
 from plm_core.config import load_job
@@ -19,7 +20,7 @@ from plm_core.registry import Registry
 from plm_core.settings import Settings
 from plm_index.job import Job
 
-pytest.importorskip("psycopg")
+pytestmark = needs("psycopg", extra="postgres")
 from plm_plugins.chunkers.markdown_semantic import MarkdownSemanticChunker  # noqa: E402
 from plm_plugins.embedders.embed_query import QueryEmbedder  # noqa: E402
 from plm_plugins.retrievers.dense import DenseRetriever  # noqa: E402

@@ -14,11 +14,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from plm_needs import needs
 
 from plm_core.errors import StoreError
 from plm_core.records import Chunk, Document, StoreProblem
 
-pytest.importorskip("psycopg")
+pytestmark = needs("psycopg", extra="postgres")
 from plm_plugins.stores.postgres import PostgresStore, redact  # noqa: E402
 
 
@@ -190,6 +191,8 @@ def test_filter_mask_is_computed_in_sql(pg_dsn: str) -> None:
     assert s.filter_mask({"tags": "b", "when": {"lte": "2024-05-01"}}).all()
 
 
+@pytest.mark.postgres
+@pytest.mark.slow
 def test_plm_pg_start_status_stop(tmp_path: Path) -> None:
     pytest.importorskip("pgserver")
     data = Path(os.environ.get("TMPDIR", "/tmp")) / f"plm-pg-cli-{os.getpid()}"

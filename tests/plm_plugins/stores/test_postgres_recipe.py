@@ -7,12 +7,12 @@ import json
 from pathlib import Path
 
 import pytest
+from plm_needs import needs
 
 from plm_core.settings import Settings
 from plm_index.job import Job
 
-pytest.importorskip("psycopg")
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, needs("psycopg", extra="postgres")]
 
 REPO = Path(__file__).resolve().parents[3]
 TOPICS = ["protein folding", "gene expression", "vaccine trials", "sleep apnea", "gut microbiome"]

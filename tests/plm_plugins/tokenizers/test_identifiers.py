@@ -5,12 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from plm_needs import needs
 
 from plm_core.records import Chunk, CorpusVersion, ExpandedQuery
 from plm_index.corpus import CorpusSnapshot
 
-pytest.importorskip("Stemmer")
-pytest.importorskip("bm25s")
+pytestmark = needs("Stemmer", "bm25s", extra="bm25")
 from plm_plugins.retrievers.bm25s import BM25Retriever  # noqa: E402
 from plm_plugins.tokenizers.identifiers import IdentifierTokenizer  # noqa: E402
 

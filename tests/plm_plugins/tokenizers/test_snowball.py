@@ -5,12 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from plm_needs import needs
 
 from plm_core.records import Chunk, CorpusVersion, ExpandedQuery
 from plm_index.corpus import CorpusSnapshot
 
 Stemmer = pytest.importorskip("Stemmer")
-pytest.importorskip("bm25s")
+pytestmark = needs("bm25s", extra="bm25")
 from plm_plugins.retrievers.bm25s import BM25Retriever  # noqa: E402
 from plm_plugins.tokenizers.bm25s_stem import BM25sStemTokenizer  # noqa: E402
 from plm_plugins.tokenizers.snowball import Language, SnowballTokenizer  # noqa: E402

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from plm_needs import needs
 
 from plm_core.errors import StaleIndexError
 from plm_core.records import Chunk, CorpusVersion
@@ -17,8 +18,7 @@ from plm_core.settings import Settings
 from plm_index.corpus import CorpusSnapshot
 from plm_index.job import Job
 
-pytest.importorskip("bm25s")
-pytest.importorskip("Stemmer")
+pytestmark = needs("bm25s", "Stemmer", extra="bm25")
 from plm_plugins.retrievers.bm25s import BM25Retriever  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[3]
