@@ -40,7 +40,7 @@ from plm_index.segments import Rows, SegmentedIndex, State
 if TYPE_CHECKING:
     from plm_core.registry import Registry
 
-FORMAT = 3
+FORMAT = 4  # 4: first positions (the word order of rank_bm25_okapi's mean IDF)
 
 
 class BM25Retriever(Retriever, SegmentedIndex):
@@ -196,13 +196,14 @@ class BM25Retriever(Retriever, SegmentedIndex):
 
 class Postings:
     """One segment's BM25 data: the vocabulary (word -> id, first-occurrence order), each
-    word's rows and term frequencies (CSC: rows[indptr[w]:indptr[w + 1]], ascending), and
-    each row's length in tokens."""
+    word's rows, term frequencies and first positions in the row (CSC: rows[indptr[w]:
+    indptr[w + 1]], ascending; the positions order the words as rank_bm25 first met them),
+    and each row's length in tokens."""
 
-    FILES = ("indptr.npy", "rows.npy", "tf.npy", "dl.npy")
+    FILES = ("indptr.npy", "rows.npy", "tf.npy", "dl.npy", "first.npy")
 
-    def __init__(self, vocab: dict[str, int], indptr: Any, rows: Any, tf: Any, dl: Any) -> None:
-        self.vocab, self.indptr, self.rows, self.tf, self.dl = vocab, indptr, rows, tf, dl
+    def __init__(self, vocab: dict[str, int], indptr: Any, rows: Any, tf: Any, dl: Any, first: Any) -> None:
+        self.vocab, self.indptr, self.rows, self.tf, self.dl, self.first = vocab, indptr, rows, tf, dl, first
         self.tokens = int(dl.sum())
 
     @classmethod
@@ -215,18 +216,21 @@ class Postings:
         dl = np.array([len(r) for r in ids], dtype=np.int32)
         term = np.fromiter((t for r in ids for t in r), dtype=np.int64, count=int(dl.sum()))
         doc = np.repeat(np.arange(n_docs, dtype=np.int64), dl)
-        pairs, tf = np.unique(term * max(n_docs, 1) + doc, return_counts=True)  # sorted by (word, row)
+        # Sorted by (word, row); `at`: each pair's first token (unique returns first indices).
+        pairs, at, tf = np.unique(term * max(n_docs, 1) + doc, return_index=True, return_counts=True)
         term = pairs // max(n_docs, 1)
         indptr = np.zeros(n_vocab + 1, dtype=np.int64)
         np.cumsum(np.bincount(term, minlength=n_vocab), out=indptr[1:])
         rows = (pairs % max(n_docs, 1)).astype(np.int32)
-        return cls(vocab, indptr, rows, tf.astype(np.int32), dl)
+        starts = np.cumsum(dl, dtype=np.int64) - dl  # each row's first token in `term`
+        first = (at - starts[rows]).astype(np.int32)
+        return cls(vocab, indptr, rows, tf.astype(np.int32), dl, first)
 
     def save(self, folder: Path) -> None:
         import numpy as np
 
         (folder / "vocab.json").write_text(json.dumps(list(self.vocab), ensure_ascii=False))
-        for name, array in zip(self.FILES, (self.indptr, self.rows, self.tf, self.dl), strict=True):
+        for name, array in zip(self.FILES, (self.indptr, self.rows, self.tf, self.dl, self.first), strict=True):
             np.save(folder / name, array, allow_pickle=False)
 
     @classmethod
@@ -236,10 +240,16 @@ class Postings:
         words = json.loads((folder / "vocab.json").read_text())
         # Memory-mapped, as plain array views of the maps: slicing an np.memmap costs a few
         # microseconds more per slice, paid for every query word in every segment.
-        indptr, rows, tf, dl = (load_npy(folder / name).view(np.ndarray) for name in cls.FILES)
-        if len(indptr) != len(words) + 1 or len(rows) != len(tf) or len(dl) != n_rows or int(indptr[-1]) != len(rows):
+        indptr, rows, tf, dl, first = (load_npy(folder / name).view(np.ndarray) for name in cls.FILES)
+        if (
+            len(indptr) != len(words) + 1
+            or len(rows) != len(tf)
+            or len(first) != len(rows)
+            or len(dl) != n_rows
+            or int(indptr[-1]) != len(rows)
+        ):
             raise ValueError(f"postings of {len(words)} words, {len(rows)} entries, {len(dl)} lengths, {n_rows} rows")
-        return cls({w: i for i, w in enumerate(words)}, indptr, rows, tf, dl)
+        return cls({w: i for i, w in enumerate(words)}, indptr, rows, tf, dl, first)
 
     @classmethod
     def merge(cls, parts: list[Postings], keep: list[Any]) -> Postings:
@@ -247,7 +257,7 @@ class Postings:
         import numpy as np
 
         vocab: dict[str, int] = {}
-        terms, rows, tfs, dls = [], [], [], []
+        terms, rows, tfs, dls, firsts = [], [], [], [], []
         offset = 0
         for part, kept in zip(parts, keep, strict=True):
             new_row = np.cumsum(kept) - 1 + offset  # old row -> merged row (where kept)
@@ -261,6 +271,7 @@ class Postings:
             terms.append(remap[term[alive]])
             rows.append(new_row[np.asarray(part.rows)[alive]])
             tfs.append(np.asarray(part.tf)[alive])
+            firsts.append(np.asarray(part.first)[alive])
             dls.append(np.asarray(part.dl)[kept])
             offset += int(kept.sum())
         term, row = np.concatenate(terms), np.concatenate(rows)
@@ -268,7 +279,8 @@ class Postings:
         indptr = np.zeros(len(vocab) + 1, dtype=np.int64)
         np.cumsum(np.bincount(term, minlength=len(vocab)), out=indptr[1:])
         dl = np.concatenate(dls).astype(np.int32)
-        return cls(vocab, indptr, row[by].astype(np.int32), np.concatenate(tfs)[by].astype(np.int32), dl)
+        tf, first = (np.concatenate(x)[by].astype(np.int32) for x in (tfs, firsts))
+        return cls(vocab, indptr, row[by].astype(np.int32), tf, dl, first)
 
 
 def _segment_arrays(state: State) -> list[tuple[Any, ...]]:
@@ -295,25 +307,41 @@ def _live_tokens(state: State) -> int:
 
 def _okapi_idf(state: State, epsilon: float) -> Any:
     """rank_bm25.BM25Okapi's IDF over the live rows: log((N - df + 0.5) / (df + 0.5)), and
-    for negative ones epsilon x the mean IDF, summed in first-occurrence order as rank_bm25
-    sums it (segments in order, each in its own first-occurrence order)."""
+    for negative ones epsilon x the mean IDF. The mean is summed one word at a time in the
+    order rank_bm25 first met the words (chunks in the store's index order, each chunk's
+    words in order of appearance): another order can round the floor one ulp apart, and
+    with it every stop word's score (a sync's new segment, or an edited chunk, holds words
+    out of that order)."""
     import numpy as np
 
     def floor_of() -> float:
         df: dict[str, int] = {}
+        firsts: dict[str, tuple[int, int]] = {}  # word -> (order key, position) where first met
         for i, seg in enumerate(state.segments):
             postings: Postings = seg.data
             counts = np.diff(np.asarray(postings.indptr))
+            term = np.repeat(np.arange(len(counts)), counts)
+            rows, first = np.asarray(postings.rows), np.asarray(postings.first)
             dead = state.dead(i)
             if dead is not None:
-                term = np.repeat(np.arange(len(counts)), counts)
-                counts = np.bincount(term[~dead[np.asarray(postings.rows)]], minlength=len(counts))
-            for word, n in zip(postings.vocab, counts.tolist(), strict=True):
-                if n:
-                    df[word] = df.get(word, 0) + n
+                alive = ~dead[rows]
+                term, rows, first = term[alive], rows[alive], first[alive]
+            if not len(term):
+                continue
+            order = np.asarray(seg.order)[rows]
+            at = np.lexsort((first, order, term))  # by word, then where in the corpus
+            starts = at[np.r_[True, term[at][1:] != term[at][:-1]]]  # each word's first posting
+            n_of = np.bincount(term, minlength=len(counts))
+            words = list(postings.vocab)
+            for t, key, pos in zip(term[starts].tolist(), order[starts].tolist(), first[starts].tolist(), strict=True):
+                word = words[t]
+                df[word] = df.get(word, 0) + int(n_of[t])
+                if word not in firsts or (key, pos) < firsts[word]:
+                    firsts[word] = (key, pos)
         n_docs = state.n_live
         idf_sum = 0.0
-        for f in df.values():  # sequential, not sum(): Python 3.12+ sum() compensates rounding
+        for word in sorted(df, key=firsts.__getitem__):  # sequential: Python 3.12+ sum() compensates rounding
+            f = df[word]
             idf_sum += math.log(n_docs - f + 0.5) - math.log(f + 0.5)
         return epsilon * (idf_sum / len(df)) if df else 0.0
 
