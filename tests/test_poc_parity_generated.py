@@ -47,6 +47,7 @@ def _compare(job: Job, n_queries: int, seed: int) -> dict[str, list[str]]:
 
     queries = ref.generate_queries(texts, n_queries, seed=seed)
     expanded = [ref.expand(q) for q in queries]
+    assert job.embedder is not None and model is not None
     query_vectors = np.asarray(job.embedder.embed([text for text, _ in expanded]), dtype=np.float32)
     bm25_rows, dense_rows = bm25.state.rows_in_index_order(), dense.state.rows_in_index_order()
     problems: dict[str, list[str]] = {"expansion": [], "bm25": [], "dense": [], "fused": []}
