@@ -35,10 +35,10 @@ RUN pip install '/app[serve,bm25,embed,keywords,spacy]' \
 # A non-root user owns the data folder. The folders the two compose volumes mount on exist
 # in the image with this owner, so Docker initialises new named volumes writable by it:
 # /data holds every index folder (<job>/plm.sqlite) and the content cache (cache.sqlite);
-# /data/poc_parity/bm25s-5b51e34a145a holds the BM25 segments of configs/poc_parity.toml's retriever
+# /data/poc_parity/bm25s-287211e3449c holds the BM25 segments of configs/poc_parity.toml's retriever
 # `bm25` (index folder PLM_DATA_DIR/<job name>, segments in bm25s-<hash of its settings>/).
 RUN useradd --system --uid 10001 --user-group --create-home --home-dir /home/plm plm \
-    && mkdir -p /data/poc_parity/bm25s-5b51e34a145a \
+    && mkdir -p /data/poc_parity/bm25s-287211e3449c \
     && chown -R plm:plm /data
 USER plm
 
