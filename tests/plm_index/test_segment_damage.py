@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # seconds each: the full suite and CI run them
+
 pytest.importorskip("bm25s")
 
 REPO = Path(__file__).resolve().parents[2]

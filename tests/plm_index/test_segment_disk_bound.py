@@ -9,11 +9,15 @@ import json
 import time
 from pathlib import Path
 
+import pytest
+
 from plm_core.records import Chunk, Document, ExpandedQuery
 from plm_index import segments
 from plm_index.corpus import CorpusSnapshot
 from plm_plugins.retrievers.bm25s import BM25Retriever
 from plm_plugins.stores.sqlite import SQLiteStore
+
+pytestmark = pytest.mark.slow  # seconds each: the full suite and CI run them
 
 WORDS = "pod node memory cpu service deploy replica scale volume claim ingress route secret token log".split()
 
