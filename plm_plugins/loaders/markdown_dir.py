@@ -266,7 +266,7 @@ class MarkdownLoader(Loader):
             return False
         if any(self._skipped_folder(Path(root), parts[:i]) for i in range(1, len(parts))):
             return False
-        return glob_match(parts, tuple(self.config.pattern.split("/"))) and not self._excluded(parts)
+        return self._matcher()(parts) and not self._excluded(parts)
 
     def _skipped_name(self, name: str) -> bool:
         return name.startswith(".") or name in _ALWAYS_SKIPPED
