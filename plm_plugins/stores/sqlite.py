@@ -551,7 +551,10 @@ class SQLiteStore(Store):
         return [r[0] for r in rows], [r[1] for r in rows]
 
     def chunk_count(self) -> int:
-        return int(self.db.execute(f"SELECT count(*) FROM {CHUNKS_JOIN}").fetchone()[0])
+        # The chunks table alone (a chunk's document exists: foreign keys are on): SQLite
+        # counts a small index then, 0.02 ms at 100k where the join took 24 ms, which every
+        # write paid twice before its change was searchable.
+        return int(self.db.execute("SELECT count(*) FROM chunks").fetchone()[0])
 
     def chunks_needing_vectors(self, model: str) -> list[Chunk]:
         """Chunks whose vector is missing, damaged (wrong size) or from another model."""
