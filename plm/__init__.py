@@ -36,6 +36,9 @@ What is here:
   reorder-and-renumber), `compile_filters` (the metadata filter spec as a predicate),
   `stage_folder`/`save_build`/`open_build`/`build_matches`/`build_path` (build folders).
 
+`plm.testing` (imported by tests only) checks that a store, tokenizer, retriever, fuser or
+segmented index keeps its family's contract, one call each.
+
 Importing `plm` loads the kernel (`plm_core`) only; the helpers load their part of the
 index runtime (`plm_index`) when first used.
 """
@@ -111,10 +114,12 @@ _LAZY = {
 
 
 def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        import importlib
+    import importlib
 
+    if name in _LAZY:
         return getattr(importlib.import_module(_LAZY[name]), name)
+    if name == "testing":  # the conformance kit (plm/testing.py), for a plugin's own tests
+        return importlib.import_module("plm.testing")
     raise AttributeError(f"module 'plm' has no attribute {name!r}")
 
 

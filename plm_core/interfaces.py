@@ -176,6 +176,9 @@ class Tokenizer(BaseComponent[list[str], list[list[str]]]):
         """What the tokens depend on: name and settings (override to add e.g. a data version)."""
         return {"name": getattr(self, "name", type(self).__name__), **self.config.model_dump(mode="json")}
 
+    def run(self, data: list[str]) -> list[list[str]]:
+        return self.tokenize(data)
+
 
 class QueryExpander(BaseComponent[Query, ExpandedQuery]):
     """A query -> the text retrieval searches for. An expander may name the fusion profile
