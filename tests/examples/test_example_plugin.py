@@ -75,3 +75,11 @@ def test_a_third_party_tokenizer_from_toml(tmp_path: Path) -> None:
         found[tokenizer] = [h.doc_id for h in job.search("autoscalr", k=2)[0].hits]
         job.close()
     assert found == {"char_ngrams": ["hpa"], "bm25s_stem": []}  # the misspelling only matches as n-grams
+
+
+def test_the_example_tokenizer_keeps_the_tokenizer_contract() -> None:
+    from plm_example_plugin.char_ngrams import CharNgramTokenizer
+
+    import plm.testing
+
+    plm.testing.check_tokenizer(CharNgramTokenizer(), different=CharNgramTokenizer(n=4))
