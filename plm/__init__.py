@@ -26,8 +26,8 @@ What is here:
   part of the stage that tokenizes, e.g. `tokenizer = "snowball"` in a bm25s table), and `Index`
   for a stage that keeps an index derived from the store (`SavedIndex`: the same with a
   plain index/save/open_saved path; the runtime versions, checksums and swaps builds;
-  `SegmentedIndex`: kept as segments a sync adds to, with `build_data(rows: Rows)`,
-  `save_data`, `open_data`, `merge_data`);
+  `SegmentedIndex`: kept as segments a sync adds to, with `segment_settings`,
+  `build_data(rows: Rows)`, `save_data`, `open_data`, `merge_data`);
 - records: `Document`, `Chunk`, `Query`, `ExpandedQuery`, `EmbeddedQuery`, `ScoredChunk`,
   `FusionConfig`, `Hit` (`SourceScore`: an entry of `hit.sources`), `Ranking`, `LoadFailure`,
   `Snapshot` (what an index reads), `CorpusVersion`;
