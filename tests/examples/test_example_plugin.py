@@ -77,9 +77,14 @@ def test_a_third_party_tokenizer_from_toml(tmp_path: Path) -> None:
     assert found == {"char_ngrams": ["hpa"], "bm25s_stem": []}  # the misspelling only matches as n-grams
 
 
-def test_the_example_tokenizer_keeps_the_tokenizer_contract() -> None:
-    from plm_example_plugin.char_ngrams import CharNgramTokenizer
-
-    import plm.testing
-
-    plm.testing.check_tokenizer(CharNgramTokenizer(), different=CharNgramTokenizer(n=4))
+def test_the_package_passes_its_own_contract_tests() -> None:
+    """Its tests/ (one call of plm.testing per stage), as its author would run them."""
+    tests = REPO / "examples" / "plm-example-plugin" / "tests"
+    res = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tests)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=300,
+    )
+    assert res.returncode == 0 and "1 passed" in res.stdout, res.stdout + res.stderr
