@@ -62,7 +62,7 @@ def test_every_example_is_a_class_its_base_accepts(family: str, tmp_path: Path) 
 
     space: dict[str, Any] = {}
     exec(compile(contracts.EXAMPLE_IMPORTS + contracts.EXAMPLES[family], f"<{family} example>", "exec"), space)
-    made = [v for v in space.values() if isinstance(v, type) and "name" in vars(v)]
+    made: list[Any] = [v for v in space.values() if isinstance(v, type) and "name" in vars(v)]
     if family == "stores":  # a test function, not a class
         assert callable(space["test_my_store_keeps_the_store_contract"])
         return

@@ -29,7 +29,8 @@ class DictStore(plm.Store):
         self.rows: dict[str, list[list[Any]]] = {}  # doc id -> [seq, chunk, vector, model] per chunk
         self.meta: dict[str, str] = {}
         self.places: dict[str, None] = {}  # every document ever stored, in the order first stored
-        self.counter, self.position, self.removed = 0, 0, []  # removed: (position, seq)
+        self.counter, self.position = 0, 0
+        self.removed: list[tuple[int, int]] = []  # (position removed at, seq)
 
     def close(self) -> None:
         pass
@@ -100,8 +101,8 @@ class DictStore(plm.Store):
         return [dict(row[1].metadata) for row in self._all()]
 
     def filter_mask(self, filters: Mapping[str, Any]) -> Any:
-        keep = plm.compile_filters(filters)
-        return np.array([keep(m) for m in self.chunk_metadata()], dtype=bool)
+        keep = plm.compile_filters(filters)  # None: no condition
+        return np.array([keep is None or keep(m) for m in self.chunk_metadata()], dtype=bool)
 
     def write_vectors(self, chunk_ids, matrix, model, texts=None) -> int:  # type: ignore[no-untyped-def]
         by_id = {row[1].id: row for row in self._all()}
@@ -262,6 +263,8 @@ class Words(plm.Tokenizer):
 
     class Config(plm.ComponentConfig):
         lower: bool = True
+
+    config: Config
 
     def tokenize(self, texts: Sequence[str]) -> list[list[str]]:
         return [(t.lower() if self.config.lower else t).split() for t in texts]
