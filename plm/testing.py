@@ -288,7 +288,7 @@ def check_segmented_index(make_index: Callable[[], Any], folder: Path | str) -> 
     index = make_index()
     _expect(isinstance(index, segments.SegmentedIndex), family, "make_index() returns a plm.SegmentedIndex")
     feed = _Feed()
-    edited = Chunk(id="c1", doc_id="d0", text="the node is ready and the pod has memory", metadata=META[1])
+    edited = Chunk(id="c0", doc_id="d0", text="the pod on the node has memory limits", metadata=META[0])
     steps: list[list[tuple[str, Any]]] = [
         [("add", i) for i in range(3)],
         [("add", 3), ("add", 4)],
@@ -301,8 +301,8 @@ def check_segmented_index(make_index: Callable[[], Any], folder: Path | str) -> 
         for kind, what in changes:
             if kind == "add":
                 feed.add(CHUNKS[what], what)
-            elif kind == "edit":
-                feed.add(what, 1)
+            elif kind == "edit":  # a new text: a new seq, the same place in index order
+                feed.add(what, 0)
             else:
                 feed.remove(what)
         snap = feed.snapshot()
