@@ -20,35 +20,35 @@ from typing import Any, get_args, get_origin
 REPO = Path(__file__).resolve().parents[1]
 OUT = REPO / "docs" / "contracts"
 
-# The TOML that puts a stage of the family in a config: the one thing the code cannot say.
+# By base class (a family label may change): the TOML that puts such a stage in a config,
+# the one thing the code cannot say.
 SLOTS = {
-    "loaders": '[index.load]\nuse = "markdown_dir"',
-    "chunkers": '[index.chunk]\nuse = "markdown_semantic"',
-    "enrichers": '[index.keywords]         # any [index.*] table after the chunker, run in order\nuse = "yake"',
-    "embedders": '[embedder]              # shared by indexing and querying\nuse = "sentence_transformers"',
-    "tokenizers": '[query.retrieve]\nuse = "bm25s"\ntokenizer = "snowball"  # or a table: [query.retrieve.tokenizer]',
-    "expanders": '[query.expand]\nuse = "dictionary"',
-    "retrievers": '[query.retrieve]        # the whole stage, or one of hybrid\'s:\nuse = "bm25s"            '
+    "Loader": '[index.load]\nuse = "markdown_dir"',
+    "Chunker": '[index.chunk]\nuse = "markdown_semantic"',
+    "ChunkTransform": '[index.keywords]         # any [index.*] table after the chunker, run in order\nuse = "yake"',
+    "Embedder": '[embedder]              # shared by indexing and querying\nuse = "sentence_transformers"',
+    "Tokenizer": '[query.retrieve]\nuse = "bm25s"\ntokenizer = "snowball"  # or a table: [query.retrieve.tokenizer]',
+    "QueryExpander": '[query.expand]\nuse = "dictionary"',
+    "Retriever": '[query.retrieve]        # the whole stage, or one of hybrid\'s:\nuse = "bm25s"            '
     "# [query.retrieve.retrievers.bm25]",
-    "fusers": '[query.retrieve]\nuse = "hybrid"\n[query.retrieve.fuser]\nuse = "rrf"',
-    "rankers": '[query.collapse]        # any [query.*] table after [query.retrieve]\nuse = "collapse"',
-    "stage": '[query.collapse]        # any [query.*] table after [query.retrieve]\nuse = "collapse"',
-    "rerankers": '[query.rerank]          # after [query.retrieve]\nuse = "cross_encoder"',
-    "executors": '[executor]\nuse = "local"',
-    "stores": '[store]\nuse = "sqlite"',
+    "Fuser": '[query.retrieve]\nuse = "hybrid"\n[query.retrieve.fuser]\nuse = "rrf"',
+    "RankingStage": '[query.collapse]        # any [query.*] table after [query.retrieve]\nuse = "collapse"',
+    "Reranker": '[query.rerank]          # after [query.retrieve]\nuse = "cross_encoder"',
+    "Executor": '[executor]\nuse = "local"',
+    "Store": '[store]\nuse = "sqlite"',
 }
 
 CHECKS = {
-    "stores": "plm.testing.check_store(make_store)",
-    "tokenizers": "plm.testing.check_tokenizer(tokenizer, different=None)",
-    "retrievers": "plm.testing.check_retriever(make_retriever, folder, exact=True)\n"
+    "Store": "plm.testing.check_store(make_store)",
+    "Tokenizer": "plm.testing.check_tokenizer(tokenizer, different=None)",
+    "Retriever": "plm.testing.check_retriever(make_retriever, folder, exact=True)\n"
     "plm.testing.check_segmented_index(make_index, folder)  # a plm.SegmentedIndex",
-    "fusers": 'plm.testing.check_fuser(fuser, sources=("dense", "bm25"))',
+    "Fuser": 'plm.testing.check_fuser(fuser, sources=("dense", "bm25"))',
 }
 
-# Short examples, each a whole plugin class; the test runs every one.
+# Short examples by base class, each a whole plugin class; the test runs every one.
 EXAMPLES = {
-    "loaders": """
+    "Loader": """
 class TextFiles(plm.Loader):
     name = "text_files"
 
@@ -56,7 +56,7 @@ class TextFiles(plm.Loader):
         files = sorted(Path(data).glob("*.txt"))
         return [plm.Document(id=f.stem, text=f.read_text(), path=str(f)) for f in files]
 """,
-    "chunkers": """
+    "Chunker": """
 class Paragraphs(plm.Chunker):
     name = "paragraphs"
 
@@ -67,7 +67,7 @@ class Paragraphs(plm.Chunker):
             for i, part in enumerate(p for p in doc.text.split("\\n\\n") if p.strip())
         ]
 """,
-    "enrichers": """
+    "ChunkTransform": """
 class CapitalWords(plm.ChunkTransform):
     name = "capital_words"
     cache_fields = ("keywords",)  # cached by content: only new texts reach run()
@@ -75,7 +75,7 @@ class CapitalWords(plm.ChunkTransform):
     def run(self, data: list[plm.Chunk]) -> list[plm.Chunk]:
         return [replace(c, keywords=tuple(w for w in c.text.split() if w.istitle())) for c in data]
 """,
-    "embedders": """
+    "Embedder": """
 class Shape(plm.Embedder):
     name = "shape"
 
@@ -89,7 +89,7 @@ class Shape(plm.Embedder):
         rows = np.array([[len(t), len(t.split()), 1.0] for t in texts], dtype=np.float32)
         return rows / np.linalg.norm(rows, axis=1, keepdims=True)
 """,
-    "tokenizers": """
+    "Tokenizer": """
 class Words(plm.Tokenizer):
     name = "words"
 
@@ -99,7 +99,7 @@ class Words(plm.Tokenizer):
     def tokenize(self, texts: Sequence[str]) -> list[list[str]]:
         return [(t.lower() if self.config.lower else t).split() for t in texts]
 """,
-    "expanders": """
+    "QueryExpander": """
 class Synonyms(plm.QueryExpander):
     name = "synonyms"
 
@@ -111,7 +111,7 @@ class Synonyms(plm.QueryExpander):
         query = plm.ExpandedQuery.of(data)
         return replace(query, text=" ".join([query.text, *more]), fired=tuple(more))
 """,
-    "retrievers": """
+    "Retriever": """
 class WordOverlap(plm.Retriever, plm.SavedIndex):
     name = "word_overlap"
 
@@ -133,7 +133,7 @@ class WordOverlap(plm.Retriever, plm.SavedIndex):
         scores = np.array([len(wanted & w) for w in self.words], dtype=np.float64)
         return plm.top_n(scores, n, self.ids, self.label, allowed, drop_zero=True)
 """,
-    "fusers": """
+    "Fuser": """
 class SumOfReciprocalRanks(plm.Fuser):
     name = "sum_rr"
 
@@ -148,7 +148,7 @@ class SumOfReciprocalRanks(plm.Fuser):
         best = sorted(scores.items(), key=lambda item: item[1], reverse=True)
         return [plm.ScoredChunk(c, s, "fused", rank) for rank, (c, s) in enumerate(best)]
 """,
-    "stage": """
+    "RankingStage": """
 class MinScore(plm.RankingStage):
     name = "min_score"
 
@@ -159,7 +159,7 @@ class MinScore(plm.RankingStage):
         kept = [h for h in data.hits if h.score >= self.config.at_least]
         return replace(data, hits=tuple(replace(h, rank=i + 1) for i, h in enumerate(kept)))
 """,
-    "rerankers": """
+    "Reranker": """
 class ShortFirst(plm.Reranker):
     name = "short_first"
 
@@ -169,7 +169,7 @@ class ShortFirst(plm.Reranker):
     def run(self, data: plm.Ranking) -> plm.Ranking:
         return plm.rescore(data, [h.score - 0.001 * len(h.text) for h in data.hits], self.label)
 """,
-    "executors": """
+    "Executor": """
 class InOrder(plm.Executor):
     name = "in_order"
 
@@ -177,7 +177,7 @@ class InOrder(plm.Executor):
         for batch in batches:
             yield local.process(batch, read_cache)
 """,
-    "stores": """
+    "Store": """
 # A store writes every method above (21): see DictStore in tests/plm/test_testing.py (a store
 # in a few dicts, change feed included, in about 150 lines) and plm_plugins/stores/sqlite.py.
 # Prove it in the package's own tests:
@@ -273,17 +273,16 @@ def page(base: type, also: list[type]) -> str:
     io = _in_out(base)
     if io is not None:
         lines += [f"**In:** `{io[0]}` &nbsp; **Out:** `{io[1]}` (a stage's `run(data)`)", ""]
-    lines += ["**In a config:**", "", "```toml", SLOTS.get(family, f'use = "<a {family} name>"'), "```", ""]
+    lines += ["**In a config:**", "", "```toml", SLOTS[base.__name__], "```", ""]
     lines += _section(base, f"`plm.{base.__name__}`", with_doc=False)
     for part in also:
         where = "plm_core.interfaces" if part.__module__ == "plm_core.store_contract" else "plm"
         lines += _section(part, f"`{where}.{part.__name__}`", with_doc=True)
-    if family in EXAMPLES:
-        lines += ["## Example", "", "```python", EXAMPLES[family].strip(), "```", ""]
+    lines += ["## Example", "", "```python", EXAMPLES[base.__name__].strip(), "```", ""]
     lines += ["## Prove it", ""]
-    if family in CHECKS:
+    if base.__name__ in CHECKS:
         lines += ["In the plugin's own tests (`import plm.testing`; see `plm/testing.py`):", ""]
-        lines += ["```python", CHECKS[family], "```", ""]
+        lines += ["```python", CHECKS[base.__name__], "```", ""]
     else:
         lines += ["No conformance check for this family yet: test `run` on small inputs.", ""]
     lines += ["A missing method fails when the class is defined, with its signature and this page.", ""]

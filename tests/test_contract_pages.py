@@ -56,51 +56,57 @@ def test_a_page_lists_every_abstract_method_with_its_signature() -> None:
                     assert signature(cls, name).rsplit(" (from ", 1)[0] in text, (base.family, name)
 
 
-@pytest.mark.parametrize("family", sorted(contracts.EXAMPLES))
-def test_every_example_is_a_class_its_base_accepts(family: str, tmp_path: Path) -> None:
+def test_every_base_has_a_slot_and_an_example() -> None:
+    names = {base.__name__ for base, _ in contracts.families()}
+    assert set(contracts.SLOTS) == set(contracts.EXAMPLES) == names
+    assert set(contracts.CHECKS) <= names
+
+
+@pytest.mark.parametrize("base", sorted(contracts.EXAMPLES))
+def test_every_example_is_a_class_its_base_accepts(base: str, tmp_path: Path) -> None:
     import plm.testing
 
     space: dict[str, Any] = {}
-    exec(compile(contracts.EXAMPLE_IMPORTS + contracts.EXAMPLES[family], f"<{family} example>", "exec"), space)
+    exec(compile(contracts.EXAMPLE_IMPORTS + contracts.EXAMPLES[base], f"<{base} example>", "exec"), space)
     made: list[Any] = [v for v in space.values() if isinstance(v, type) and "name" in vars(v)]
-    if family == "stores":  # a test function, not a class
+    if base == "Store":  # a test function, not a class
         assert callable(space["test_my_store_keeps_the_store_contract"])
         return
     (cls,) = made
-    assert cls.family == family
-    if family == "tokenizers":
+    assert issubclass(cls, getattr(plm, base))
+    if base == "Tokenizer":
         plm.testing.check_tokenizer(cls(), different=cls(lower=False))
-    elif family == "retrievers":
+    elif base == "Retriever":
         plm.testing.check_retriever(cls, tmp_path)
-    elif family == "fusers":
+    elif base == "Fuser":
         plm.testing.check_fuser(cls())
     else:
-        _run_example(family, cls(), tmp_path)
+        _run_example(base, cls(), tmp_path)
 
 
-def _run_example(family: str, stage: Any, tmp_path: Path) -> None:
+def _run_example(base: str, stage: Any, tmp_path: Path) -> None:
     """The examples the kit has no check for, run once on a small input."""
     ranking = plm.Ranking(
         plm.ExpandedQuery(text="q", k=2),
         (plm.Hit("a", "d", 2.0, 1, text="a long text here"), plm.Hit("b", "d", 1.995, 2, text="short")),
     )
-    if family == "loaders":
+    if base == "Loader":
         (tmp_path / "one.txt").write_text("hello")
         assert [d.id for d in stage.run(str(tmp_path))] == ["one"]
-    elif family == "chunkers":
+    elif base == "Chunker":
         chunks = stage.run([plm.Document(id="d", text="one\n\ntwo")])
         assert [(c.id, c.text) for c in chunks] == [("d#0", "one"), ("d#1", "two")]
-    elif family == "enrichers":
+    elif base == "ChunkTransform":
         assert stage.run([plm.Chunk(id="c", doc_id="d", text="Hello world")])[0].keywords == ("Hello",)
-    elif family == "embedders":
+    elif base == "Embedder":
         assert stage.embed(["a b", "c"]).shape == (2, 3) and stage.model_name == "shape-v1"
-    elif family == "expanders":
+    elif base == "QueryExpander":
         assert stage.run(plm.Query(text="k8s pods")).text == "k8s pods kubernetes"
-    elif family == "stage":
+    elif base == "RankingStage":
         assert [h.chunk_id for h in stage.run(ranking).hits] == ["a", "b"]
-    elif family == "rerankers":
+    elif base == "Reranker":
         assert [h.chunk_id for h in stage.run(ranking).hits] == ["b", "a"] and stage.depth(5) == 20
-    elif family == "executors":
+    elif base == "Executor":
 
         class Local:
             def process(self, batch: Any, read_cache: bool = True) -> Any:
@@ -108,7 +114,7 @@ def _run_example(family: str, stage: Any, tmp_path: Path) -> None:
 
         assert list(stage.process([[1, 2], [3]], Local(), None, True)) == [2, 1]
     else:
-        raise AssertionError(f"no run for the {family} example")
+        raise AssertionError(f"no run for the {base} example")
 
 
 # What each base declares abstract, wherever the docs list a plugin's methods for it.
