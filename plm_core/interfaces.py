@@ -33,30 +33,6 @@ from plm_core.store_contract import (  # noqa: F401 - re-exported
     VectorStore,
 )
 
-__all__ = [
-    "BatchProcessor",
-    "ChunkReader",
-    "ChunkTransform",
-    "Chunker",
-    "DocumentStore",
-    "Embedder",
-    "Executor",
-    "Fuser",
-    "Index",
-    "Loader",
-    "ProcessorFactory",
-    "QueryExpander",
-    "RankingStage",
-    "Reranker",
-    "Retriever",
-    "Snapshot",
-    "Store",
-    "StoreDiagnostics",
-    "Tokenizer",
-    "VectorStore",
-    "require_embedder",
-]
-
 
 class Snapshot(Protocol):
     """One committed state of a store as an `Index` reads it (plm_index.corpus.CorpusSnapshot)."""
