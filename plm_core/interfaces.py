@@ -299,4 +299,6 @@ class Executor(BaseComponent[object, object]):
     @abstractmethod
     def process(
         self, batches: Sequence[Sequence[Document]], local: BatchProcessor, recipe: ProcessorFactory, read_cache: bool
-    ) -> Iterator[BatchResult]: ...
+    ) -> Iterator[BatchResult]:
+        """Each batch's result, once, as soon as it is ready, in any order: here with
+        `local.process(batch, read_cache)`, elsewhere with `recipe.build()`'s processor."""

@@ -167,10 +167,13 @@ class Store(BaseComponent[object, object], DocumentStore, ChunkReader, VectorSto
         pass create=False and get a StoreError when nothing is there."""
 
     @abstractmethod
-    def close(self) -> None: ...
+    def close(self) -> None:
+        """Release the connection or files; `open` may be called again."""
 
     @abstractmethod
-    def get_meta(self, key: str) -> str | None: ...
+    def get_meta(self, key: str) -> str | None:
+        """The string `set_meta` stored under `key` (also after reopening), or None."""
 
     @abstractmethod
-    def set_meta(self, key: str, value: str) -> None: ...
+    def set_meta(self, key: str, value: str) -> None:
+        """Store a small string under `key` (the runtime's own bookkeeping)."""
