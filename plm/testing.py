@@ -10,12 +10,14 @@
 
 - `check_store(make_store)`: documents, chunks, vectors, filters, meta and the change feed;
   `make_store()` returns a new, open, empty store.
-- `check_tokenizer(tokenizer)`: deterministic, one token list per text, repeats kept, a
-  JSON `identity` that a fresh instance with the same config shares.
-- `check_retriever(make_retriever, folder)`: n hits best first, the `allowed` mask applied
-  before the cut, ties scored equal and ordered the same every time, an empty corpus, and
-  a saved build that opens to the same hits.
-- `check_fuser(fuser)`: one ranking, best first, from the sources' rankings; deterministic;
+- `check_tokenizer(tokenizer, different=None)`: deterministic, one token list per text,
+  repeats kept, a JSON `identity` that a fresh instance with the same config shares (and
+  `different`, the tokenizer with settings that change its tokens, does not).
+- `check_retriever(make_retriever, folder=None, exact=True)`: n hits best first, the
+  `allowed` mask applied before the cut, ties scored equal and ordered the same every time,
+  an empty corpus, and a saved build that opens to the same hits (`exact=False`: an ANN
+  search, whose n hits need not be the exact top n).
+- `check_fuser(fuser, sources=("dense", "bm25"))`: one ranking, best first, from the sources' rankings; deterministic;
   one empty source keeps the other's order; no sources, no hits.
 - `check_segmented_index(make_index, folder)`: an index kept by `refresh` (segments,
   deletions, merges) ranks as one built whole from the same corpus, at every step.
