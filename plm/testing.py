@@ -176,7 +176,7 @@ def _hits(family: str, hits: Any, n: int, ids: Sequence[str], what: str) -> list
     _expect(isinstance(hits, list), family, f"search() returns a list of ScoredChunk ({what})", f"got {hits!r}")
     got = [h.chunk_id for h in hits]
     _expect(all(isinstance(h, ScoredChunk) for h in hits), family, f"search() returns ScoredChunk items ({what})")
-    _expect(len(hits) <= n, family, f"search(q, n) returns at most n hits ({what}, n={n})", f"got {len(hits)}")
+    _expect(len(hits) <= n, family, f"search(q, n) returns at most n hits ({what})", f"n={n}, got {len(hits)}")
     _expect(len(set(got)) == len(got), family, f"a chunk appears once in a ranking ({what})", f"got {got}")
     _expect(set(got) <= set(ids), family, f"hits are chunks of the corpus ({what})", f"got {got}")
     _expect([h.rank for h in hits] == list(range(len(hits))), family, f"ranks are 0, 1, 2, ... ({what})")
