@@ -7,6 +7,8 @@
   variables, from their pydantic models (the page writes `{{ job_keys }}` and `{{ env_keys }}`).
 - `recipes.md`'s table is the README's "Choosing a recipe" table (`{{ readme_recipe_table }}`).
 - `benchmarks.md` is BENCHMARKS.md itself, with the images it shows.
+- The nav's `Contracts` entry gets every page of docs/contracts/ (written by docs/contracts.py
+  from the family bases, and kept in the repository: a test checks they are current).
 
 Built-ins only (PLM_DISABLE_PLUGIN_AUTOLOAD's view): a third-party plugin installed in the
 same environment does not change plm's site.
@@ -64,9 +66,13 @@ def on_config(config: Any) -> Any:
     by_family: list[dict[str, Any]] = []
     for family in sorted({r.family for r in stages}):
         by_family.append({family: [{r.name: stage_path(r)} for r in stages if r.family == family]})
+    contracts = sorted(p.name for p in (REPO / "docs" / "contracts").glob("*.md") if p.name != "index.md")
     for i, item in enumerate(config.nav or []):
         if isinstance(item, dict) and item.get("Stages") == "stages/index.md":
             config.nav[i] = {"Stages": ["stages/index.md", *by_family]}
+        if isinstance(item, dict) and item.get("Contracts") == "contracts/index.md":
+            pages = [{p.removesuffix(".md"): f"contracts/{p}"} for p in contracts]
+            config.nav[i] = {"Contracts": ["contracts/index.md", *pages]}
     return config
 
 

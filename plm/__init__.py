@@ -26,8 +26,8 @@ What is here:
   part of the stage that tokenizes, e.g. `tokenizer = "snowball"` in a bm25s table), and `Index`
   for a stage that keeps an index derived from the store (`SavedIndex`: the same with a
   plain index/save/open_saved path; the runtime versions, checksums and swaps builds;
-  `SegmentedIndex`: kept as segments a sync adds to, with `build_data(rows: Rows)`,
-  `save_data`, `open_data`, `merge_data`);
+  `SegmentedIndex`: kept as segments a sync adds to, with `segment_settings`,
+  `build_data(rows: Rows)`, `save_data`, `open_data`, `merge_data`);
 - records: `Document`, `Chunk`, `Query`, `ExpandedQuery`, `EmbeddedQuery`, `ScoredChunk`,
   `FusionConfig`, `Hit` (`SourceScore`: an entry of `hit.sources`), `Ranking`, `LoadFailure`,
   `Snapshot` (what an index reads), `CorpusVersion`;
@@ -35,6 +35,9 @@ What is here:
 - helpers: `top_n` (a score vector -> ranked candidates), `rescore` (a reranker's
   reorder-and-renumber), `compile_filters` (the metadata filter spec as a predicate),
   `stage_folder`/`save_build`/`open_build`/`build_matches`/`build_path` (build folders).
+
+`plm.testing` (imported by tests only) checks that a store, tokenizer, retriever, fuser or
+segmented index keeps its family's contract, one call each.
 
 Importing `plm` loads the kernel (`plm_core`) only; the helpers load their part of the
 index runtime (`plm_index`) when first used.
@@ -111,10 +114,12 @@ _LAZY = {
 
 
 def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        import importlib
+    import importlib
 
+    if name in _LAZY:
         return getattr(importlib.import_module(_LAZY[name]), name)
+    if name == "testing":  # the conformance kit (plm/testing.py), for a plugin's own tests
+        return importlib.import_module("plm.testing")
     raise AttributeError(f"module 'plm' has no attribute {name!r}")
 
 

@@ -57,7 +57,10 @@ class BaseComponent(Generic[In, Out], metaclass=ABCMeta):
                 attr for attr in dir(cls) if getattr(getattr(cls, attr, None), "__isabstractmethod__", False)
             )
             if missing:
-                raise TypeError(f"{cls.__qualname__} ({cls.__dict__['name']!r}) must implement {', '.join(missing)}")
+                raise TypeError(
+                    f"{cls.__qualname__} ({cls.__dict__['name']!r}) must implement (the {cls.family} contract: "
+                    f"{contract_page(cls)}):" + "".join(f"\n  {signature(cls, attr)}" for attr in missing)
+                )
         unknown = set(cls.needs) - RESOURCES
         if unknown:
             raise TypeError(
@@ -118,6 +121,38 @@ class BaseComponent(Generic[In, Out], metaclass=ABCMeta):
 # its shared embedder (or None), the folder of its config file (for relative paths), and
 # the live corpus view (`plm_index.search.CorpusView`: filter masks and hit lookup).
 RESOURCES = frozenset({"settings", "embedder", "config_dir", "corpus"})
+
+
+def contract_page(cls: type) -> str:
+    """Where a family's contract is written down (generated from its base: docs/contracts.py)."""
+    return f"docs/contracts/{getattr(cls, 'family', 'stage')}.md"
+
+
+def signature(cls: type, attr: str) -> str:
+    """`attr` as the base that declares it writes it: `search(self, query: ExpandedQuery, n: int,
+    allowed: Any = None) -> list[ScoredChunk]` (from Retriever)."""
+    import inspect
+
+    owner = next((k for k in cls.__mro__ if attr in vars(k)), cls)
+    member = vars(owner).get(attr)
+    func = member.fget if isinstance(member, property) else member
+    try:
+        sig = inspect.signature(func)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return f"{attr} (from {owner.__name__})"
+
+    def text(annotation: Any) -> str:
+        return annotation if isinstance(annotation, str) else type_name(annotation)
+
+    params = []
+    for p in sig.parameters.values():
+        star = "*" if p.kind is p.VAR_POSITIONAL else "**" if p.kind is p.VAR_KEYWORD else ""
+        part = star + p.name + ("" if p.annotation is p.empty else f": {text(p.annotation)}")
+        params.append(part + ("" if p.default is p.empty else f" = {p.default!r}"))
+    returns = "" if sig.return_annotation is sig.empty else f" -> {text(sig.return_annotation)}"
+    if isinstance(member, property):
+        return f"{attr} (a property){returns} (from {owner.__name__})"
+    return f"{attr}({', '.join(params)}){returns} (from {owner.__name__})"
 
 
 def _names(value: Any) -> bool:

@@ -75,3 +75,16 @@ def test_a_third_party_tokenizer_from_toml(tmp_path: Path) -> None:
         found[tokenizer] = [h.doc_id for h in job.search("autoscalr", k=2)[0].hits]
         job.close()
     assert found == {"char_ngrams": ["hpa"], "bm25s_stem": []}  # the misspelling only matches as n-grams
+
+
+def test_the_package_passes_its_own_contract_tests() -> None:
+    """Its tests/ (one call of plm.testing per stage), as its author would run them."""
+    tests = REPO / "examples" / "plm-example-plugin" / "tests"
+    res = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tests)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=300,
+    )
+    assert res.returncode == 0 and "1 passed" in res.stdout, res.stdout + res.stderr

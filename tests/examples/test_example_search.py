@@ -111,3 +111,16 @@ def test_fused_with_bm25_by_rrf_with_no_fuser_keys_then_reranked(installed: dict
     # both retrievers found it, rrf fused them (the rank before reranking), the reranker moved it
     assert {"bm25", "overlap", "fused", "rerank"} <= set(top)
     assert top["rerank"]["score"] > top["fused"]["score"]  # the title words were added
+
+
+def test_the_installed_package_passes_its_own_contract_tests(installed: dict[str, Any]) -> None:
+    """Its tests/ (one call of plm.testing per stage), run against the installed copy."""
+    res = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(PACKAGE / "tests")],
+        capture_output=True,
+        text=True,
+        env=installed["env"],
+        cwd=installed["tmp"],
+        timeout=300,
+    )
+    assert res.returncode == 0 and "1 passed" in res.stdout, res.stdout + res.stderr

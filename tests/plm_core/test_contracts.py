@@ -200,7 +200,13 @@ def test_a_reranker_from_its_own_package_gets_depth_and_the_output_is_cut_to_k(t
 
 
 def test_a_missing_abstract_method_fails_at_class_definition() -> None:
-    with pytest.raises(TypeError, match="search"):
+    # the error shows the method as the base declares it, and the family's contract page
+    want = (
+        r"Half \('half'\) must implement \(the retrievers contract: docs/contracts/retrievers.md\):\n"
+        r"  search\(self, query: ExpandedQuery, n: int, allowed: Any = None\) -> list\[ScoredChunk\] "
+        r"\(from Retriever\)$"
+    )
+    with pytest.raises(TypeError, match=want):
 
         class Half(Retriever):  # noqa: F841 - defining it is the test
             name = "half"
@@ -216,6 +222,23 @@ def test_a_missing_abstract_method_fails_at_class_definition() -> None:
 
             def load(self, snapshot, index_dir):  # type: ignore[no-untyped-def]
                 pass
+
+
+def test_a_missing_property_and_segment_method_show_their_signatures() -> None:
+    import plm
+
+    with pytest.raises(TypeError) as err:
+
+        class Vague(plm.Embedder):  # noqa: F841 - defining it is the test
+            name = "vague"
+
+    assert "model_name (a property) -> str (from Embedder)" in str(err.value)
+    assert "embed(self, texts: Sequence[str], progress: bool = False) -> Any (from Embedder)" in str(err.value)
+    assert "docs/contracts/embedders.md" in str(err.value)
+    with pytest.raises(TypeError, match=r"segment_settings\(self\) -> dict\[str, Any\] \(from SegmentedIndex\)"):
+
+        class Unsettled(plm.Retriever, plm.SegmentedIndex):  # noqa: F841
+            name = "unsettled"
 
 
 def test_a_chunk_reader_without_a_change_feed_says_so() -> None:

@@ -294,3 +294,11 @@ def test_weights_naming_other_retrievers_fail_when_the_job_is_built(job: Job, tm
     path.write_text(CONFIG.replace("weights = { dense = 1.0, bm25 = 2.0 }", "weights = { dense = 1.0, sparse = 2.0 }"))
     with pytest.raises(ConfigError, match=r"weights .* must name exactly the retrievers"):
         Job(load_job(path, job.registry), tmp_path / "i2", job.settings, job.registry)
+
+
+@pytest.mark.parametrize("normalization", ["minmax", "zscore", "dbsf"])
+def test_linear_keeps_the_fuser_contract(normalization: str) -> None:
+    import plm.testing
+
+    plm.testing.check_fuser(LinearFuser(default={"normalization": normalization}))
+    plm.testing.check_fuser(LinearFuser(), sources=("bm25", "splade"))

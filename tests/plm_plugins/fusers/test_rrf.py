@@ -124,3 +124,12 @@ def test_a_profile_given_in_part_keeps_its_other_defaults() -> None:
     assert expanded == FusionConfig(
         candidates=25, weights={"dense": 0.3, "bm25": 3.0}, profile="expanded", params={"k": 10}
     )
+
+
+@pytest.mark.parametrize("config", [{}, {"rank_base": 1}, {"order": ["bm25", "dense"]}])
+def test_rrf_keeps_the_fuser_contract(config: dict[str, object]) -> None:
+    import plm.testing
+
+    plm.testing.check_fuser(RRFFuser(**config))
+    if "order" not in config:  # other retrievers than the POC's pair (no expanded profile)
+        plm.testing.check_fuser(RRFFuser(**config), sources=("bm25", "splade"))

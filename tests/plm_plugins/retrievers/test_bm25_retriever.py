@@ -224,3 +224,15 @@ def test_leftovers_of_dead_or_stuck_writers_are_removed(tmp_path: Path) -> None:
     os.utime(stale, (hours_ago, hours_ago))
     _bm25().build(_snap(version=S1), tmp_path)
     assert not dead.exists() and not stale.exists() and live.exists()
+
+
+@pytest.mark.parametrize("tokenizer", ["bm25s_stem", "whitespace_lower"])
+@pytest.mark.parametrize("method", ["lucene", "rank_bm25_okapi"])
+def test_bm25s_keeps_the_retriever_and_segmented_index_contracts(tmp_path: Path, tokenizer: str, method: str) -> None:
+    import plm.testing
+
+    def make() -> BM25Retriever:
+        return BM25Retriever(label="bm25", tokenizer=tokenizer, method=method)
+
+    plm.testing.check_retriever(make, tmp_path / "built")
+    plm.testing.check_segmented_index(make, tmp_path / "segments")

@@ -180,3 +180,10 @@ def test_saved_vectors_are_refused_when_they_do_not_fit(tmp_path: Path) -> None:
     vectors.write_bytes(bytes(data))
     with pytest.raises(StoreError, match="damaged|corrupt|rebuild"):
         retriever.load(_opened(), tmp_path)
+
+
+def test_dense_keeps_the_retriever_and_segmented_index_contracts(tmp_path: Path) -> None:
+    import plm.testing
+
+    plm.testing.check_retriever(lambda: DenseRetriever(label="dense"), tmp_path / "built")
+    plm.testing.check_segmented_index(lambda: DenseRetriever(label="dense"), tmp_path / "segments")

@@ -397,3 +397,16 @@ def test_experiment_config_is_dense_minilm_with_faiss() -> None:
     for raw in (faiss_raw, dense_raw):
         del raw["job"]["name"], raw["job"]["description"], raw["query"]["retrieve"]["retrievers"]["dense"]
     assert faiss_raw == dense_raw  # nothing else changed
+
+
+@pytest.mark.parametrize("kind", KINDS, ids=lambda k: "+".join(k.values()))
+def test_faiss_keeps_the_retriever_and_segmented_index_contracts(kind: dict[str, Any], tmp_path: Path) -> None:
+    """Scanned exactly (a small corpus: the default) it is an exact retriever; answered by its
+    index (exact_below 0) an approximate one: n hits, exact scores, not always the exact top n
+    (at a tie on the cut, the index may return another of the equal chunks)."""
+    import plm.testing
+
+    plm.testing.check_retriever(lambda: FaissRetriever(label="ann", **kind), tmp_path / "exact")
+    approximate = {**kind, "exact_below": 0}
+    plm.testing.check_retriever(lambda: FaissRetriever(label="ann", **approximate), tmp_path / "ann", exact=False)
+    plm.testing.check_segmented_index(lambda: FaissRetriever(label="ann", **approximate), tmp_path / "segments")

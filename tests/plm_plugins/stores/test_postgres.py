@@ -231,3 +231,9 @@ def test_a_store_from_another_plm_is_upgraded_in_place_on_open(pg_dsn: str) -> N
     again.open("x", create=False)  # even a reader upgrades: the DDL is idempotent
     assert again.conn.execute("SELECT plm.rrf_score(1, 60)").fetchone()[0] == pytest.approx(1 / 61)
     assert again.version() == version and again.chunks() == chunks  # the data is untouched
+
+
+def test_the_postgres_store_keeps_the_store_contract(pg_dsn: str) -> None:
+    import plm.testing
+
+    plm.testing.check_store(lambda: store(pg_dsn))  # a new database: empty

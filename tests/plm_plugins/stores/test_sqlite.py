@@ -160,3 +160,10 @@ def test_get_document_reads_back_the_whole_document_by_id(tmp_path) -> None:
     store.db.execute("UPDATE documents SET text = 'plain' WHERE id = ?", (doc.id,))  # a store from before compression
     got = store.get_document(doc.id)
     assert got is not None and got.text == "plain"
+
+
+def test_the_sqlite_store_keeps_the_store_contract(tmp_path) -> None:
+    import plm.testing
+
+    folders = iter(range(100))
+    plm.testing.check_store(lambda: _store(tmp_path / f"store{next(folders)}"))

@@ -150,3 +150,25 @@ def test_a_job_rebuilds_its_bm25_index_when_the_tokenizer_changes(tmp_path: Path
     assert len(after - before) == 1  # a new build folder for the new tokenizer
     assert [h.doc_id for h in german.search("Speicherplatz", k=2)[0].hits] == ["a"]
     german.close()
+
+
+# Each built-in, and where it has settings, the same with settings that change its tokens.
+CONTRACT_CASES = [
+    ("whitespace_lower", {}, None),
+    ("bm25s_stem", {}, None),
+    ("snowball", {}, {"language": "german"}),
+    ("snowball", {"stopwords": False}, {"stopwords": ["pod"]}),
+    ("identifiers", {}, {"keep_whole": False}),
+    ("identifiers", {"stem": True, "stopwords": True}, {"stem": True, "stopwords": True, "min_length": 4}),
+]
+
+
+@pytest.mark.parametrize(("name", "config", "different"), CONTRACT_CASES)
+def test_the_builtin_tokenizers_keep_the_tokenizer_contract(
+    name: str, config: dict[str, object], different: dict[str, object] | None
+) -> None:
+    import plm.testing
+    from plm_core.registry import build_registry
+
+    cls = build_registry(autoload=False).get(name, "tokenizers").cls
+    plm.testing.check_tokenizer(cls(**config), different=None if different is None else cls(**different))

@@ -1,0 +1,336 @@
+"""Writes docs/contracts/: one page per family of stage, made from its base class in
+`plm_core/interfaces.py` (and the index and store bases it builds on): what goes in and
+out, each method's signature and docstring (what a plugin must write, what it may
+override), the TOML slot, a short example and the conformance check, if there is one.
+
+    python docs/contracts.py          # rewrite the pages
+    python docs/contracts.py --check  # exit 1 if a page is not what the code makes
+
+tests/test_contract_pages.py runs the check, so a page never drifts from the code, and
+runs every example, so each one is a class its base accepts.
+"""
+
+from __future__ import annotations
+
+import inspect
+import sys
+from pathlib import Path
+from typing import Any, get_args, get_origin
+
+REPO = Path(__file__).resolve().parents[1]
+OUT = REPO / "docs" / "contracts"
+
+# By base class (a family label may change): the TOML that puts such a stage in a config,
+# the one thing the code cannot say.
+SLOTS = {
+    "Loader": '[index.load]\nuse = "markdown_dir"',
+    "Chunker": '[index.chunk]\nuse = "markdown_semantic"',
+    "ChunkTransform": '[index.keywords]         # any [index.*] table after the chunker, run in order\nuse = "yake"',
+    "Embedder": '[embedder]              # shared by indexing and querying\nuse = "sentence_transformers"',
+    "Tokenizer": '[query.retrieve]\nuse = "bm25s"\ntokenizer = "snowball"  # or a table: [query.retrieve.tokenizer]',
+    "QueryExpander": '[query.expand]\nuse = "dictionary"',
+    "Retriever": '[query.retrieve]        # the whole stage, or one of hybrid\'s:\nuse = "bm25s"            '
+    "# [query.retrieve.retrievers.bm25]",
+    "Fuser": '[query.retrieve]\nuse = "hybrid"\n[query.retrieve.fuser]\nuse = "rrf"',
+    "RankingStage": '[query.collapse]        # any [query.*] table after [query.retrieve]\nuse = "collapse"',
+    "Reranker": '[query.rerank]          # after [query.retrieve]\nuse = "cross_encoder"',
+    "Executor": '[executor]\nuse = "local"',
+    "Store": '[store]\nuse = "sqlite"',
+}
+
+CHECKS = {
+    "Store": "plm.testing.check_store(make_store)",
+    "Tokenizer": "plm.testing.check_tokenizer(tokenizer, different=None)",
+    "Retriever": "plm.testing.check_retriever(make_retriever, folder, exact=True)\n"
+    "plm.testing.check_segmented_index(make_index, folder)  # a plm.SegmentedIndex",
+    "Fuser": 'plm.testing.check_fuser(fuser, sources=("dense", "bm25"))',
+}
+
+# Short examples by base class, each a whole plugin class; the test runs every one.
+EXAMPLES = {
+    "Loader": """
+class TextFiles(plm.Loader):
+    name = "text_files"
+
+    def run(self, data: str) -> list[plm.Document]:
+        files = sorted(Path(data).glob("*.txt"))
+        return [plm.Document(id=f.stem, text=f.read_text(), path=str(f)) for f in files]
+""",
+    "Chunker": """
+class Paragraphs(plm.Chunker):
+    name = "paragraphs"
+
+    def run(self, data: list[plm.Document]) -> list[plm.Chunk]:
+        return [
+            plm.Chunk(id=f"{doc.id}#{i}", doc_id=doc.id, text=part)
+            for doc in data
+            for i, part in enumerate(p for p in doc.text.split("\\n\\n") if p.strip())
+        ]
+""",
+    "ChunkTransform": """
+class CapitalWords(plm.ChunkTransform):
+    name = "capital_words"
+    cache_fields = ("keywords",)  # cached by content: only new texts reach run()
+
+    def run(self, data: list[plm.Chunk]) -> list[plm.Chunk]:
+        return [replace(c, keywords=tuple(w for w in c.text.split() if w.istitle())) for c in data]
+""",
+    "Embedder": """
+class Shape(plm.Embedder):
+    name = "shape"
+
+    @property
+    def model_name(self) -> str:
+        return "shape-v1"
+
+    def embed(self, texts: Sequence[str], progress: bool = False) -> Any:
+        import numpy as np
+
+        rows = np.array([[len(t), len(t.split()), 1.0] for t in texts], dtype=np.float32)
+        return rows / np.linalg.norm(rows, axis=1, keepdims=True)
+""",
+    "Tokenizer": """
+class Words(plm.Tokenizer):
+    name = "words"
+
+    class Config(plm.ComponentConfig):
+        lower: bool = True
+
+    def tokenize(self, texts: Sequence[str]) -> list[list[str]]:
+        return [(t.lower() if self.config.lower else t).split() for t in texts]
+""",
+    "QueryExpander": """
+class Synonyms(plm.QueryExpander):
+    name = "synonyms"
+
+    class Config(plm.ComponentConfig):
+        words: dict[str, str] = {"k8s": "kubernetes"}
+
+    def run(self, data: plm.Query) -> plm.ExpandedQuery:
+        more = [self.config.words[w] for w in data.text.split() if w in self.config.words]
+        query = plm.ExpandedQuery.of(data)
+        return replace(query, text=" ".join([query.text, *more]), fired=tuple(more))
+""",
+    "Retriever": """
+class WordOverlap(plm.Retriever, plm.SavedIndex):
+    name = "word_overlap"
+
+    def index(self, snapshot: plm.Snapshot) -> None:
+        self.ids = list(snapshot.chunk_ids)
+        self.words = [set(t.lower().split()) for t in snapshot.index_texts]
+
+    def save(self, folder: Path) -> None:
+        (folder / "words.json").write_text(json.dumps([self.ids, [sorted(w) for w in self.words]]))
+
+    def open_saved(self, folder: Path, snapshot: plm.Snapshot) -> None:
+        ids, words = json.loads((folder / "words.json").read_text())
+        self.ids, self.words = ids, [set(w) for w in words]
+
+    def search(self, query: plm.ExpandedQuery, n: int, allowed: Any = None) -> list[plm.ScoredChunk]:
+        import numpy as np
+
+        wanted = set(query.text.lower().split())
+        scores = np.array([len(wanted & w) for w in self.words], dtype=np.float64)
+        return plm.top_n(scores, n, self.ids, self.label, allowed, drop_zero=True)
+""",
+    "Fuser": """
+class SumOfReciprocalRanks(plm.Fuser):
+    name = "sum_rr"
+
+    def settings_for(self, query: plm.ExpandedQuery, n_chunks: int) -> plm.FusionConfig:
+        return plm.FusionConfig(candidates=min(n_chunks, 10 * query.depth))
+
+    def fuse(self, rankings: Mapping[str, list[plm.ScoredChunk]], settings: plm.FusionConfig) -> list[plm.ScoredChunk]:
+        scores: dict[str, float] = {}
+        for hits in rankings.values():
+            for hit in hits:
+                scores[hit.chunk_id] = scores.get(hit.chunk_id, 0.0) + 1.0 / (60 + hit.rank)
+        best = sorted(scores.items(), key=lambda item: item[1], reverse=True)
+        return [plm.ScoredChunk(c, s, "fused", rank) for rank, (c, s) in enumerate(best)]
+""",
+    "RankingStage": """
+class MinScore(plm.RankingStage):
+    name = "min_score"
+
+    class Config(plm.ComponentConfig):
+        at_least: float = 0.0
+
+    def run(self, data: plm.Ranking) -> plm.Ranking:
+        kept = [h for h in data.hits if h.score >= self.config.at_least]
+        return replace(data, hits=tuple(replace(h, rank=i + 1) for i, h in enumerate(kept)))
+""",
+    "Reranker": """
+class ShortFirst(plm.Reranker):
+    name = "short_first"
+
+    def depth(self, k: int) -> int:
+        return max(k, 20)  # rescore the top 20, whatever k is
+
+    def run(self, data: plm.Ranking) -> plm.Ranking:
+        return plm.rescore(data, [h.score - 0.001 * len(h.text) for h in data.hits], self.label)
+""",
+    "Executor": """
+class InOrder(plm.Executor):
+    name = "in_order"
+
+    def process(self, batches, local, recipe, read_cache):  # type: ignore[no-untyped-def]
+        for batch in batches:
+            yield local.process(batch, read_cache)
+""",
+    "Store": """
+# A store writes every method above (21): see DictStore in tests/plm/test_testing.py (a store
+# in a few dicts, change feed included, in about 150 lines) and plm_plugins/stores/sqlite.py.
+# Prove it in the package's own tests:
+def test_my_store_keeps_the_store_contract(tmp_path):
+    folders = iter(range(100))
+
+    def make_store():
+        store = MyStore()
+        store.open(str(tmp_path / f"store{next(folders)}"))
+        return store
+
+    plm.testing.check_store(make_store)
+""",
+}
+GENERATED = "<!-- made by docs/contracts.py from the family bases: edit the code, then rerun it -->"
+EXAMPLE_IMPORTS = "import json\nfrom collections.abc import Mapping, Sequence\nfrom dataclasses import replace\n"
+EXAMPLE_IMPORTS += "from pathlib import Path\nfrom typing import Any\n\nimport plm\nimport plm.testing\n"
+
+
+def families() -> list[tuple[type, list[type]]]:
+    """Each family's base (`plm.<Base>`) with the bases it is written against."""
+    import plm
+    from plm_core import store_contract
+
+    parts = [store_contract.DocumentStore, store_contract.ChunkReader, store_contract.VectorStore]
+    return [
+        (plm.Loader, []),
+        (plm.Chunker, []),
+        (plm.ChunkTransform, []),
+        (plm.Embedder, []),
+        (plm.Tokenizer, []),
+        (plm.QueryExpander, []),
+        (plm.Retriever, [plm.Index, plm.SavedIndex, plm.SegmentedIndex]),
+        (plm.Fuser, []),
+        (plm.RankingStage, []),
+        (plm.Reranker, []),
+        (plm.Executor, []),
+        (plm.Store, [*parts, store_contract.StoreDiagnostics]),
+    ]
+
+
+def _in_out(base: type) -> tuple[str, str] | None:
+    from plm_core.component import BaseComponent, type_name
+
+    for cls in base.__mro__:
+        for orig in getattr(cls, "__orig_bases__", ()):
+            if get_origin(orig) is BaseComponent:
+                a, b = get_args(orig)
+                return type_name(a), type_name(b)
+    return None
+
+
+def _members(cls: type) -> list[tuple[str, Any]]:
+    return [
+        (name, value)
+        for name, value in vars(cls).items()
+        if not name.startswith("_") and (inspect.isfunction(value) or isinstance(value, property))
+    ]
+
+
+def _doc(value: Any) -> str:
+    func = value.fget if isinstance(value, property) else value
+    return inspect.cleandoc(func.__doc__ or "").replace("\n", " ")
+
+
+def _section(cls: type, heading: str, with_doc: bool) -> list[str]:
+    from plm_core.component import signature
+
+    lines = [f"## {heading}", ""]
+    if cls.__doc__ and with_doc:
+        lines += [inspect.cleandoc(cls.__doc__), ""]
+    attrs = [
+        f"`{k} = {v!r}`"
+        for k, v in vars(cls).items()
+        if not k.startswith("_") and k not in ("input_type", "output_type") and isinstance(v, str | bool | tuple)
+    ]
+    if attrs:
+        lines += ["Class attributes: " + ", ".join(attrs) + ".", ""]
+    for kind, abstract in (("Must write", True), ("Provided (override to change it)", False)):
+        found = [(n, v) for n, v in _members(cls) if bool(getattr(v, "__isabstractmethod__", False)) == abstract]
+        if found:
+            lines += [f"**{kind}:**", ""]
+            for name, value in found:
+                sig = signature(cls, name).rsplit(" (from ", 1)[0]
+                lines.append(f"- `{sig}`" + (f": {_doc(value)}" if _doc(value) else ""))
+            lines.append("")
+    return lines
+
+
+def page(base: type, also: list[type]) -> str:
+    family = str(base.family)  # type: ignore[attr-defined]
+    lines = [f"# {family}: `plm.{base.__name__}`", "", inspect.cleandoc(base.__doc__ or ""), ""]
+    lines += [GENERATED, ""]
+    io = _in_out(base)
+    if io is not None and io != ("object", "object"):
+        lines += [f"**In:** `{io[0]}` &nbsp; **Out:** `{io[1]}` (a stage's `run(data)`)", ""]
+    lines += ["**In a config:**", "", "```toml", SLOTS[base.__name__], "```", ""]
+    lines += _section(base, f"`plm.{base.__name__}`", with_doc=False)
+    for part in also:
+        where = "plm_core.interfaces" if part.__module__ == "plm_core.store_contract" else "plm"
+        lines += _section(part, f"`{where}.{part.__name__}`", with_doc=True)
+    lines += ["## Example", "", "```python", EXAMPLES[base.__name__].strip(), "```", ""]
+    lines += ["## Prove it", ""]
+    if base.__name__ in CHECKS:
+        lines += ["In the plugin's own tests (`import plm.testing`; see `plm/testing.py`):", ""]
+        lines += ["```python", CHECKS[base.__name__], "```", ""]
+    else:
+        lines += ["No conformance check for this family yet: test `run` on small inputs.", ""]
+    lines += ["A missing method fails when the class is defined, with its signature and this page.", ""]
+    return "\n".join(lines)
+
+
+def index(pages: dict[str, str]) -> str:
+    lines = [
+        "# Contracts",
+        "",
+        "One page per family of stage: the base class a plugin subclasses (all from `import plm`),",
+        "what goes in and out, each method to write or override, the TOML slot, an example and",
+        "the conformance check. Generated from `plm_core/interfaces.py` by `docs/contracts.py`;",
+        "[Writing a plugin](../plugins.md) walks through one.",
+        "",
+        "| family | base | what it does |",
+        "|---|---|---|",
+    ]
+    for base, _ in families():
+        first = inspect.cleandoc(base.__doc__ or "").replace("\n", " ").split(". ")[0].split(": ")[0]
+        lines.append(f"| [{base.family}]({base.family}.md) | `plm.{base.__name__}` | {first.rstrip('.')} |")  # type: ignore[attr-defined]
+    return "\n".join(lines) + "\n"
+
+
+def pages() -> dict[str, str]:
+    made = {f"{base.family}.md": page(base, also) for base, also in families()}  # type: ignore[attr-defined]
+    return {"index.md": index(made), **made}
+
+
+def main(argv: list[str]) -> int:
+    made = pages()
+    if "--check" in argv:
+        stale = [n for n, text in made.items() if not (OUT / n).is_file() or (OUT / n).read_text() != text]
+        extra = [p.name for p in OUT.glob("*.md") if p.name not in made]
+        if stale or extra:
+            print(f"docs/contracts/ is out of date ({stale + extra}): run python docs/contracts.py")
+            return 1
+        return 0
+    OUT.mkdir(exist_ok=True)
+    for p in OUT.glob("*.md"):
+        if p.name not in made:
+            p.unlink()
+    for name, text in made.items():
+        (OUT / name).write_text(text)
+    print(f"wrote {len(made)} pages under {OUT.relative_to(REPO)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
