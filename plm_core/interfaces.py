@@ -8,10 +8,11 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar
 
 from plm_core.component import BaseComponent
 from plm_core.errors import ConfigError, PlmUserError
+from plm_core.protocols import BatchProcessor, ProcessorFactory, Snapshot
 from plm_core.records import (
     BatchResult,
     Chunk,
@@ -25,41 +26,6 @@ from plm_core.records import (
     ScoredChunk,
     StoreProblem,
 )
-
-
-class Snapshot(Protocol):
-    """One committed state of a store as an `Index` reads it (plm_index.corpus.CorpusSnapshot)."""
-
-    version: CorpusVersion
-    chunk_ids: Sequence[str]  # row -> chunk id, index order
-    chunks: list[Chunk]
-    index_texts: list[str]  # each chunk's `index_text`, row i for chunk_ids[i]
-    metadata: list[dict[str, Any]]
-    n_chunks: int
-    vectors: Any  # float32 (n_chunks, dim), checked against the job's model
-    vectors_model: str | None  # the model the store records for its vectors
-    model: str | None  # the model the job loads (vectors of another are refused)
-    position: int  # the change feed (see ChunkReader): what changed since a position
-
-    def rows_since(self, position: int) -> tuple[list[int], list[str], list[int], list[str]]: ...
-    def removed_since(self, position: int) -> list[int] | None: ...
-    def vectors_since(self, position: int) -> tuple[list[int], Any, str | None]: ...
-    @property
-    def empty(self) -> bool: ...
-
-
-class BatchProcessor(Protocol):
-    """Documents -> chunks and vectors, the store untouched (the runtime's `plm_index.sync.Processor`)."""
-
-    def process(self, batch: Sequence[Document], read_cache: bool = True) -> BatchResult: ...
-
-    def process_all(self, batches: Any, read_cache: bool = True) -> Iterator[BatchResult]: ...
-
-
-class ProcessorFactory(Protocol):
-    """A picklable recipe a worker elsewhere builds its own `BatchProcessor` from."""
-
-    def build(self) -> BatchProcessor: ...
 
 
 class Loader(BaseComponent[str, list[Document]]):

@@ -8,13 +8,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from plm_core.component import BaseComponent, ComponentConfig
-from plm_core.hookspecs import hookimpl
-from plm_core.interfaces import Embedder, require_embedder
-from plm_core.records import EmbeddedQuery, ExpandedQuery
+from plm import BaseComponent, ComponentConfig, EmbeddedQuery, Embedder, ExpandedQuery, hookimpl, require_embedder
 
 if TYPE_CHECKING:
-    from plm_core.registry import Registry
+    from plm import Registry
 
 
 class QueryEmbedder(BaseComponent[ExpandedQuery, EmbeddedQuery]):

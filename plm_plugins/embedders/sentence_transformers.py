@@ -19,17 +19,13 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from plm_core.component import ComponentConfig
-from plm_core.errors import MissingDependencyError
-from plm_core.hookspecs import hookimpl
-from plm_core.interfaces import Embedder
-from plm_core.settings import Settings, load_settings
+from plm import ComponentConfig, Embedder, MissingDependencyError, Settings, hookimpl, load_settings
 from plm_plugins import models
 from plm_plugins.embedders import onnx_backend
 from plm_plugins.embedders.tokenizer_check import check_hf_tokenizer
 
 if TYPE_CHECKING:
-    from plm_core.registry import Registry
+    from plm import Registry
 
 logger = logging.getLogger(__name__)
 

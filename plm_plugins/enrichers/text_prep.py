@@ -15,9 +15,7 @@ from collections.abc import Iterable, Sequence
 
 from pydantic import Field
 
-from plm_core.component import ComponentConfig
-from plm_core.interfaces import ChunkTransform
-from plm_core.records import Chunk
+from plm import Chunk, ChunkTransform, ComponentConfig
 
 # A code span as the chunker counts it (POC_SPEC section 2): a fenced block from one
 # ``` to the next, across lines, or an inline `...` on a single line. Fences come first

@@ -18,11 +18,11 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
-from plm_core.errors import MissingDependencyError, ModelNotFoundError
+from plm import MissingDependencyError, ModelNotFoundError
 from plm_plugins.enrichers.text_prep import EntityConfig, EntityExtractor
 
 if TYPE_CHECKING:
-    from plm_core.registry import Registry
+    from plm import Registry
 
 # The POC's spaCy labels (ORG, PRODUCT, GPE, PERSON, WORK_OF_ART, LAW, EVENT, FAC, NORP)
 # in words GLiNER understands.
@@ -138,7 +138,7 @@ class GlinerEntityExtractor(EntityExtractor):
         ]
 
 
-from plm_core.hookspecs import hookimpl  # noqa: E402 - registration lives at the end by convention
+from plm import hookimpl  # noqa: E402 - registration lives at the end by convention
 
 
 @hookimpl

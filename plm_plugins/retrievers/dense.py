@@ -13,16 +13,28 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from plm_core.component import ComponentConfig
-from plm_core.errors import StaleIndexError, StoreError
-from plm_core.hookspecs import hookimpl
-from plm_core.interfaces import Embedder, Retriever, Snapshot, require_embedder
-from plm_core.records import EmbeddedQuery, ExpandedQuery, ScoredChunk
-from plm_index.segments import Picked, Rows, SegmentedIndex
-from plm_plugins.retrievers.columns import VECTORS_FILE, load_vectors, save_vectors
+from plm import (
+    VECTORS_FILE,
+    ComponentConfig,
+    EmbeddedQuery,
+    Embedder,
+    ExpandedQuery,
+    Picked,
+    Retriever,
+    Rows,
+    ScoredChunk,
+    SegmentedIndex,
+    Snapshot,
+    StaleIndexError,
+    StoreError,
+    hookimpl,
+    load_vectors,
+    require_embedder,
+    save_vectors,
+)
 
 if TYPE_CHECKING:
-    from plm_core.registry import Registry
+    from plm import Registry
 
 VECTORS_FORMAT = 2
 

@@ -23,14 +23,21 @@ import dataclasses
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from plm_core.component import BaseComponent, ComponentConfig
-from plm_core.hookspecs import hookimpl
-from plm_core.interfaces import Fuser, Retriever
-from plm_core.records import ExpandedQuery, FusionConfig, Ranking, ScoredChunk
-from plm_index.search import CorpusView
+from plm import (
+    BaseComponent,
+    ComponentConfig,
+    Corpus,
+    ExpandedQuery,
+    Fuser,
+    FusionConfig,
+    Ranking,
+    Retriever,
+    ScoredChunk,
+    hookimpl,
+)
 
 if TYPE_CHECKING:
-    from plm_core.registry import Registry
+    from plm import Registry
 
 
 class HybridRetrieval(BaseComponent[ExpandedQuery, Ranking]):
@@ -42,7 +49,7 @@ class HybridRetrieval(BaseComponent[ExpandedQuery, Ranking]):
     output_type = Ranking
     needs = ("corpus",)
     parts = {"retrievers": Retriever, "fuser": Fuser}
-    corpus: CorpusView
+    corpus: Corpus
     retrievers: dict[str, Retriever]
     fuser: Fuser
 
