@@ -23,13 +23,15 @@ plus an entry point in the package's pyproject (`[project.entry-points.plm] shou
 What is here (every built-in stage in `plm_plugins` imports plm's names from here only,
 as a third party must: a test holds them to it):
 - families: `Loader`, `Chunker`, `ChunkTransform`, `Embedder`, `QueryExpander`,
-  `Retriever`, `Fuser`, `RankingStage`, `Reranker`, `Store`, `Executor`, `Tokenizer` (a
-  part of the stage that tokenizes, e.g. `tokenizer = "snowball"` in a bm25s table), and `Index`
+  `Retrieval` (the `[query.retrieve]` stage), `Retriever`, `Fuser`, `RankingStage`,
+  `Reranker`, `Store`, `Executor`, `Tokenizer` (a part of the stage that tokenizes, e.g.
+  `tokenizer = "snowball"` in a bm25s table), and `Index`
   for a stage that keeps an index derived from the store (`SavedIndex`: the same with a
   plain index/save/open_saved path; the runtime versions, checksums and swaps builds;
   `SegmentedIndex`: kept as segments a sync adds to, with `build_data(rows: Rows)`,
   `save_data`, `open_data`, `merge_data`; `State` the segments a search reads, `Picked`
-  their rows' chunk ids);
+  their rows' chunk ids). A stage's family is its base's: `plm plugins` lists it where a
+  slot of that family takes it;
 - records: `Document`, `Chunk`, `Query`, `ExpandedQuery`, `EmbeddedQuery`, `ScoredChunk`,
   `FusionConfig`, `Hit` (`SourceScore`: an entry of `hit.sources`), `Ranking`, `LoadFailure`,
   `CorpusVersion`, `BatchResult` and `StoreProblem` (what executors and stores report);
@@ -89,6 +91,7 @@ from plm_core.interfaces import (
     QueryExpander,
     RankingStage,
     Reranker,
+    Retrieval,
     Retriever,
     Store,
     Tokenizer,
@@ -203,6 +206,7 @@ __all__ = [
     "RankingStage",
     "Registry",
     "Reranker",
+    "Retrieval",
     "Retriever",
     "ScoredChunk",
     "Settings",

@@ -144,8 +144,9 @@ class Tokenizer(BaseComponent[list[str], list[list[str]]]):
 
 
 class QueryExpander(BaseComponent[Query, ExpandedQuery]):
-    """A query -> the text retrieval searches for. An expander may name the fusion profile
-    the query should get (`ExpandedQuery.profile`); the fuser's config maps names to settings."""
+    """A query -> what retrieval searches for: its text and alternatives, the fusion profile
+    it should get (`ExpandedQuery.profile`; the fuser's config maps names to settings), or
+    its vector (`embed_query`). A query stage before the `[query.retrieve]` stage."""
 
     family = "expanders"
     input_type = Query
@@ -215,11 +216,22 @@ class Fuser(BaseComponent[Mapping[str, list[ScoredChunk]], list[ScoredChunk]]):
         return self.fuse(data, self.settings_for(ExpandedQuery(text="", k=max(1, n)), n))
 
 
+class Retrieval(BaseComponent[ExpandedQuery, Ranking]):
+    """The `[query.retrieve]` stage: a query -> a ranking of hits, from one or more
+    retrievers (`hybrid` fans out and fuses; a bare retriever there is wrapped by the core).
+    Not a `Retriever`: a slot that takes a retriever (hybrid's `retrievers`) refuses it."""
+
+    family = "retrieval"
+    input_type = ExpandedQuery
+    output_type = Ranking
+
+
 class RankingStage(BaseComponent[Ranking, Ranking]):
     """A stage after retrieval (reranking, deduplication, filtering). It may want more
     candidates than the final k: the core asks every ranking stage for its `depth(k)`,
     retrieval returns the deepest, and the cut to k happens once, at the end."""
 
+    family = "rankers"
     input_type = Ranking
     output_type = Ranking
 
@@ -229,6 +241,9 @@ class RankingStage(BaseComponent[Ranking, Ranking]):
 
 
 class Reranker(RankingStage):
+    """A ranking stage that rescores the hits (a cross-encoder): the one kernel family
+    inside another, so `plm plugins` lists rerankers apart from other ranking stages."""
+
     family = "rerankers"
 
 

@@ -46,9 +46,17 @@ class Registry:
         self._current: tuple[str, str, str] = ("<direct>", "", "<direct>")
 
     def add(self, cls: type, name: str | None = None, family: str | None = None) -> None:
-        """Register `cls` as `name` in `family` (defaults: cls.name, cls.family)."""
+        """Register `cls` as `name` (default: cls.name) in its family, which is its base
+        class's (`cls.family`): listed where the slots that take that base look. `family`, if
+        given, must say the same."""
         name = str(name or getattr(cls, "name", None) or cls.__name__)
-        family = str(family or getattr(cls, "family", "stage"))
+        own = str(getattr(cls, "family", "stage"))
+        if family is not None and family != own:
+            raise PluginError(
+                f"{name!r}: registered as family {family!r}, but {cls.__name__} is a {own!r} component; "
+                "a family is its base class: leave `family` out"
+            )
+        family = own
         package, version, plugin = self._current
         key = (family, name)
         if key in self._items:

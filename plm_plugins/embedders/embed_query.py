@@ -8,17 +8,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from plm import BaseComponent, ComponentConfig, EmbeddedQuery, Embedder, ExpandedQuery, hookimpl, require_embedder
+from plm import ComponentConfig, EmbeddedQuery, Embedder, ExpandedQuery, QueryExpander, hookimpl, require_embedder
 
 if TYPE_CHECKING:
     from plm import Registry
 
 
-class QueryEmbedder(BaseComponent[ExpandedQuery, EmbeddedQuery]):
-    """Embeds the (expanded) query text with the job's embedder."""
+class QueryEmbedder(QueryExpander):
+    """Embeds the (expanded) query text with the job's embedder: a query stage before
+    retrieval (family `expanders`), not an `[embedder]` (which embeds chunks and queries)."""
 
     name = "embed_query"
-    family = "embedders"
     input_type = ExpandedQuery
     output_type = EmbeddedQuery
     needs = ("embedder",)

@@ -94,7 +94,6 @@ class EntityExtractor(ChunkTransform):
     """The shared flow of entity extractors: prepare texts, run the model once per distinct
     text, group (label, text) pairs the POC's way. Subclasses implement `find`."""
 
-    family = "entities"
     # Entities depend only on the chunk text and the settings: cached by content hash.
     cache_fields = ("entities",)
     config: EntityConfig

@@ -23,7 +23,6 @@ class YakeKeywordExtractor(ChunkTransform):
 
     name = "yake"
     # Keywords depend only on the chunk text and these settings: cached by content hash.
-    family = "keywords"
     cache_fields = ("keywords",)
 
     class Config(TextPrepConfig):

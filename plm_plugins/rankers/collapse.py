@@ -31,7 +31,6 @@ class DocCollapse(RankingStage):
     """Keeps each document's best `per_doc` hits; the rest of the order is unchanged."""
 
     name = "collapse"
-    family = "rankers"
 
     class Config(ComponentConfig):
         per_doc: int = Field(1, ge=1, le=MAX_DEPTH)

@@ -24,13 +24,13 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from plm import (
-    BaseComponent,
     ComponentConfig,
     Corpus,
     ExpandedQuery,
     Fuser,
     FusionConfig,
     Ranking,
+    Retrieval,
     Retriever,
     ScoredChunk,
     hookimpl,
@@ -40,13 +40,10 @@ if TYPE_CHECKING:
     from plm import Registry
 
 
-class HybridRetrieval(BaseComponent[ExpandedQuery, Ranking]):
+class HybridRetrieval(Retrieval):
     """Runs every retriever for the fuser's candidate count, fuses, returns the top hits."""
 
     name = "hybrid"
-    family = "retrievers"
-    input_type = ExpandedQuery
-    output_type = Ranking
     needs = ("corpus",)
     parts = {"retrievers": Retriever, "fuser": Fuser}
     corpus: Corpus
