@@ -306,3 +306,14 @@ class Searcher:
             ranking = Ranking(query=ranking.query, hits=ranking.hits[: query.k], fusion=ranking.fusion)
         return ranking, dict(result.timings)
 
+
+def query_payload(text: str, ranking: Any, timings: dict[str, float], filters: Any) -> dict[str, Any]:
+    """A query's result as JSON data: what `plm query --json` prints and `plm serve` returns."""
+    return {
+        "query": text,
+        "expanded": ranking.query.text,
+        "fired": list(ranking.query.fired),
+        "filters": filters,
+        "hits": [h.as_dict() for h in ranking.hits],
+        "timings_ms": {s: round(1000 * t, 3) for s, t in timings.items()},
+    }

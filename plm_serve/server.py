@@ -135,7 +135,7 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 
 
 def query_payload(text: str, ranking: Any, timings: dict[str, float], filters: Any, version: str) -> dict[str, Any]:
-    from plm_index.commands import query_payload as local_payload
+    from plm_index.search import query_payload as local_payload
 
     return {**local_payload(text, ranking, timings, filters), "corpus_version": version}
 
@@ -477,7 +477,7 @@ def serve_command(
     import uvicorn
 
     from plm_core.errors import StoreError
-    from plm_index.commands import open_job
+    from plm_index.cli_kit import open_job
 
     allowlist = HostAllowlist(host, allow_host or ())  # a bad name is refused before any work
     writer = open_job(config, set_, None, index)
