@@ -49,7 +49,8 @@ class SentenceTransformerEmbedder(Embedder):
         """A model name, a local folder, or a preference list of them: the first that loads is
         used (a folder, the packaged all-MiniLM-L6-v2, the HF cache, then the hub when online)."""
         batch_size: int = Field(32, ge=1)
-        """Texts per encode batch (the POC's 32; it changes padding, hence the last bits of the vectors)."""
+        """Texts per encode batch (32, as poc_parity's vectors were made; it changes padding, hence the
+        last bits of the vectors)."""
         device: str | None = None
         """The torch device, e.g. "cpu", "cuda" or "mps"; unset: the PLM_DEVICE setting (default cpu)."""
         normalize: bool = True

@@ -1,6 +1,6 @@
 """Exact dense retrieval: dot product of the query vector with every chunk vector.
 
-Every query is scored against all rows, which is what the POC did (brute force is exact,
+Every query is scored against all rows (brute force is exact,
 and fast enough for tens of thousands of chunks). The store holds the vectors; after an
 ingest they are also saved as segments of float32 rows (plm_index.segments: a sync adds
 one for what changed), which a new process memory-maps instead of reading every row from
@@ -171,7 +171,7 @@ class DenseRetriever(Retriever, SegmentedIndex):
         return np.concatenate([similarities(self.vectors_of(seg.data), vector) for seg in state.segments])
 
     def search(self, query: ExpandedQuery, n: int, allowed: Any = None) -> list[ScoredChunk]:
-        # Exact scores for every chunk, then the POC's tie order (see ranking.top_n).
+        # Exact scores for every chunk, then top_n's tie order (equal scores: the later row first).
         scores = self.scores(query)
         if self.config.score == "unit":
             scores = (1.0 + scores.astype("float64")) / 2.0  # float64: close scores stay distinct
