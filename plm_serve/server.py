@@ -375,7 +375,7 @@ def create_app(
         from plm_core.registry import default_registry
 
         # as the json_records loader reads a file; reached by its registered name, as a config would
-        loader = default_registry().get("json_records", "loaders").cls
+        loader: Any = default_registry().get("json_records", "loaders").cls
         docs, failed = loader.from_records(body.records)
         if failed:
             # All or nothing: a 200 with the problem inside `failed` read as success to

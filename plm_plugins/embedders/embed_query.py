@@ -8,7 +8,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from plm import ComponentConfig, EmbeddedQuery, Embedder, ExpandedQuery, QueryExpander, hookimpl, require_embedder
+from plm import (
+    ComponentConfig,
+    EmbeddedQuery,
+    Embedder,
+    ExpandedQuery,
+    Query,
+    QueryExpander,
+    hookimpl,
+    require_embedder,
+)
 
 if TYPE_CHECKING:
     from plm import Registry
@@ -30,7 +39,7 @@ class QueryEmbedder(QueryExpander):
     def check(self) -> None:
         require_embedder(self, "needs the job's embedder to embed queries")
 
-    def run(self, data: ExpandedQuery) -> EmbeddedQuery:
+    def run(self, data: Query) -> EmbeddedQuery:  # a plain query too, as every expander
         embedder = require_embedder(self, "needs the job's embedder to embed queries")
         return EmbeddedQuery.with_vector(data, embedder.embed_query(data.text), embedder.model_name)
 
