@@ -76,11 +76,18 @@ class Registry:
 
     def get(self, name: str, family: str | None = None, *, where: str = "") -> Registration:
         """Find a registration by name (optionally 'family:name'); unknown names get hints."""
-        if ":" in name and family is None:
+        qualified = ":" in name and family is None
+        if qualified:
             family, name = name.split(":", 1)
         found = [r for r in self._items.values() if r.name == name and family in (None, r.family)]
         if len(found) == 1:
             return found[0]
+        if qualified and not found:
+            # `family:name` only tells same-named stages apart, so a unique name still resolves
+            # under a family label written before a family was its base class (keywords:yake).
+            anywhere = [r for r in self._items.values() if r.name == name]
+            if len(anywhere) == 1:
+                return anywhere[0]
         loc = f"{where}: " if where else ""
         if len(found) > 1:
             fams = ", ".join(f"{r.family}:{r.name}" for r in found)

@@ -95,3 +95,12 @@ def test_hybrid_is_retrieval_and_no_retriever_slot_takes_it() -> None:
     table = {"use": "hybrid", "retrievers": {"inner": {"use": "hybrid"}}, "fuser": {"use": "rrf"}}
     with pytest.raises(ConfigError, match=r"'hybrid' is a retrieval component, not a retriever; use one of: .*bm25s"):
         build_spec(table, "query.retrieve", registry, Path("x.toml"))
+
+
+@pytest.mark.parametrize(
+    "old", ["keywords:yake", "entities:spacy_entities", "retrievers:hybrid", "embedders:embed_query"]
+)
+def test_a_former_family_label_still_finds_the_stage(old: str) -> None:
+    family, name = old.split(":")
+    reg = build_registry(autoload=False).get(old)
+    assert reg.name == name and reg.family != family
