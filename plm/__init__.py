@@ -55,7 +55,7 @@ as a third party must: a test holds them to it):
   `NO_REDIRECTS` and `RedirectRefused` (a credential never follows a redirect).
 
 For library users, `plm.Job` is the runtime's facade: `plm.Job.from_config(path)`, then
-`ingest`, `retrieve`, `query`.
+`ingest`, `retrieve`, `search`, `sync`, `close`.
 
 Layers: `import plm` loads the kernel (`plm_core`) only; the helpers and `Job` load their part
 of the index runtime (`plm_index`) when first used. So `plm` sits above both: plm_core <
