@@ -168,7 +168,9 @@ def __getattr__(name: str) -> Any:
     if name in _LAZY:
         import importlib
 
-        return getattr(importlib.import_module(_LAZY[name]), name)
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value  # found directly from now on: `plm.top_n` in a query path costs nothing
+        return value
     raise AttributeError(f"module 'plm' has no attribute {name!r}")
 
 
