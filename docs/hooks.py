@@ -44,7 +44,7 @@ def stages_index(stages: list[Registration]) -> str:
     lines = [
         "# Stages",
         "",
-        "Every stage plm ships, by family (the folder its module lives in under `plm_plugins/`).",
+        "Every stage plm ships, by family (its base class: what `plm plugins` lists and a slot of that family takes).",
         'A config names a stage by its name (`use = "bm25s"`) and sets its keys in the same table.',
         "These pages are generated from the plugin registry when the site is built: each shows what",
         "`plm plugins show NAME` prints, so they always match the installed code. `plm plugins`",

@@ -20,27 +20,49 @@ A plugin is one module with one component class and a hook that registers it::
 plus an entry point in the package's pyproject (`[project.entry-points.plm] shout =
 "my_package.shout"`). Then `use = "shout"` works in any config.
 
-What is here:
+What is here (every built-in stage in `plm_plugins` imports plm's names from here only,
+as a third party must: a test holds them to it):
 - families: `Loader`, `Chunker`, `ChunkTransform`, `Embedder`, `QueryExpander`,
-  `Retriever`, `Fuser`, `RankingStage`, `Reranker`, `Store`, `Executor`, `Tokenizer` (a
-  part of the stage that tokenizes, e.g. `tokenizer = "snowball"` in a bm25s table), and `Index`
+  `Retrieval` (the `[query.retrieve]` stage), `Retriever`, `Fuser`, `RankingStage`,
+  `Reranker`, `Store`, `Executor`, `Tokenizer` (a part of the stage that tokenizes, e.g.
+  `tokenizer = "snowball"` in a bm25s table), and `Index`
   for a stage that keeps an index derived from the store (`SavedIndex`: the same with a
   plain index/save/open_saved path; the runtime versions, checksums and swaps builds;
   `SegmentedIndex`: kept as segments a sync adds to, with `segment_settings`,
-  `build_data(rows: Rows)`, `save_data`, `open_data`, `merge_data`);
+  `build_data(rows: Rows)`, `save_data`, `open_data`, `merge_data`; `State` the segments a search reads, `Picked`
+  their rows' chunk ids). A stage's family is its base's: `plm plugins` lists it where a
+  slot of that family takes it;
 - records: `Document`, `Chunk`, `Query`, `ExpandedQuery`, `EmbeddedQuery`, `ScoredChunk`,
   `FusionConfig`, `Hit` (`SourceScore`: an entry of `hit.sources`), `Ranking`, `LoadFailure`,
-  `Snapshot` (what an index reads), `CorpusVersion`;
-- `ComponentConfig` (a stage's settings), `hookimpl`, `Registry`, the errors;
+  `CorpusVersion`, `BatchResult` and `StoreProblem` (what executors and stores report);
+- what the runtime hands a stage (protocols): `Snapshot` (what an index reads), `Corpus`
+  (`needs = ("corpus",)`: filter masks and hits for a retrieval stage), `Settings` (`needs =
+  ("settings",)`; `load_settings` reads them), `BatchProcessor` and `ProcessorFactory` (an
+  executor's work);
+- `ComponentConfig` (a stage's settings), `hookimpl`, `Registry` (`default_registry()`:
+  every installed plugin's, to resolve a part given by name), the errors;
 - helpers: `top_n` (a score vector -> ranked candidates), `rescore` (a reranker's
-  reorder-and-renumber), `compile_filters` (the metadata filter spec as a predicate),
-  `stage_folder`/`save_build`/`open_build`/`build_matches`/`build_path` (build folders).
+  reorder-and-renumber; `BEFORE`: the `hit.sources` key of the rank it had before),
+  `compile_filters` (the metadata filter spec as a predicate; `normalize_filters`,
+  `RANGE_OPS`, `as_date` for a store that translates the spec to its own query language),
+  `stage_folder`/`save_build`/`open_build`/`build_matches`/`build_path` (build folders),
+  `load_npy`, `save_ids`/`load_ids`, `save_vectors`/`load_vectors`, `IDS_FILE`,
+  `VECTORS_FILE` (memory-mapped columns beside an index's files);
+- for loaders: `document_from_record` (a record -> a checked document), `check_document`,
+  `check_id`, `record_id`, `merge_metadata_field`, `MissingFieldError`, `MAX_METADATA_INT`,
+  and `inside` (whether a path, links resolved, stays inside a folder);
+- for stages that call a service: `bearer_key` (an API key from the environment),
+  `NO_REDIRECTS` and `RedirectRefused` (a credential never follows a redirect).
 
 `plm.testing` (imported by tests only) checks that a store, tokenizer, retriever, fuser or
 segmented index keeps its family's contract, one call each.
 
-Importing `plm` loads the kernel (`plm_core`) only; the helpers load their part of the
-index runtime (`plm_index`) when first used.
+For library users, `plm.Job` is the runtime's facade: `plm.Job.from_config(path)`, then
+`ingest`, `retrieve`, `search`, `sync`, `close`.
+
+Layers: `import plm` loads the kernel (`plm_core`) only; the helpers and `Job` load their part
+of the index runtime (`plm_index`) when first used. So `plm` sits above both: plm_core <
+plm_index < plm < plm_plugins (and plm_index, plm_eval, plm_serve never import `plm_plugins`).
 """
 
 from __future__ import annotations
@@ -60,6 +82,7 @@ from plm_core.errors import (
 )
 from plm_core.hookspecs import hookimpl
 from plm_core.interfaces import (
+    BatchProcessor,
     Chunker,
     ChunkTransform,
     Embedder,
@@ -67,16 +90,19 @@ from plm_core.interfaces import (
     Fuser,
     Index,
     Loader,
+    ProcessorFactory,
     QueryExpander,
     RankingStage,
     Reranker,
+    Retrieval,
     Retriever,
-    Snapshot,
     Store,
     Tokenizer,
     require_embedder,
 )
+from plm_core.protocols import Corpus, Snapshot
 from plm_core.records import (
+    BatchResult,
     Chunk,
     CorpusVersion,
     Document,
@@ -89,35 +115,65 @@ from plm_core.records import (
     Ranking,
     ScoredChunk,
     SourceScore,
+    StoreProblem,
 )
-from plm_core.registry import Registry
+from plm_core.registry import Registry, default_registry
+from plm_core.settings import Settings, load_settings
 
 if TYPE_CHECKING:
-    from plm_index.builds import SavedIndex, build_matches, build_path, open_build, save_build, stage_folder
-    from plm_index.filters import compile_filters
-    from plm_index.ranking import rescore, top_n
+    from plm_index.builds import (
+        SavedIndex,
+        build_matches,
+        build_path,
+        load_npy,
+        open_build,
+        save_build,
+        stage_folder,
+    )
+    from plm_index.columns import IDS_FILE, VECTORS_FILE, load_ids, load_vectors, save_ids, save_vectors
+    from plm_index.documents import (
+        MAX_METADATA_INT,
+        MissingFieldError,
+        check_document,
+        check_id,
+        document_from_record,
+        merge_metadata_field,
+        record_id,
+    )
+    from plm_index.filters import RANGE_OPS, as_date, compile_filters, normalize_filters
+    from plm_index.job import Job
+    from plm_index.ranking import BEFORE, rescore, top_n
+    from plm_index.remote import NO_REDIRECTS, RedirectRefused, bearer_key
+    from plm_index.segments import Picked, Rows, SegmentedIndex, State
+    from plm_index.sources import inside
 
-# name -> the runtime module it lives in, imported on first use
-_LAZY = {
-    "SavedIndex": "plm_index.builds",
-    "SegmentedIndex": "plm_index.segments",
-    "Rows": "plm_index.segments",
-    "stage_folder": "plm_index.builds",
-    "save_build": "plm_index.builds",
-    "open_build": "plm_index.builds",
-    "build_matches": "plm_index.builds",
-    "build_path": "plm_index.builds",
-    "compile_filters": "plm_index.filters",
-    "rescore": "plm_index.ranking",
-    "top_n": "plm_index.ranking",
-}
+# runtime module -> the names it gives the face, each imported on first use
+_RUNTIME = {
+    "plm_index.builds": (
+        "SavedIndex", "build_matches", "build_path", "load_npy", "open_build", "save_build", "stage_folder",
+    ),
+    "plm_index.columns": ("IDS_FILE", "VECTORS_FILE", "load_ids", "load_vectors", "save_ids", "save_vectors"),
+    "plm_index.documents": (
+        "MAX_METADATA_INT", "MissingFieldError", "check_document", "check_id", "document_from_record",
+        "merge_metadata_field", "record_id",
+    ),
+    "plm_index.filters": ("RANGE_OPS", "as_date", "compile_filters", "normalize_filters"),
+    "plm_index.job": ("Job",),
+    "plm_index.ranking": ("BEFORE", "rescore", "top_n"),
+    "plm_index.remote": ("NO_REDIRECTS", "RedirectRefused", "bearer_key"),
+    "plm_index.segments": ("Picked", "Rows", "SegmentedIndex", "State"),
+    "plm_index.sources": ("inside",),
+}  # fmt: skip
+_LAZY = {name: module for module, names in _RUNTIME.items() for name in names}
 
 
 def __getattr__(name: str) -> Any:
     import importlib
 
     if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value  # found directly from now on: `plm.top_n` in a query path costs nothing
+        return value
     if name == "testing":  # the conformance kit (plm/testing.py), for a plugin's own tests
         return importlib.import_module("plm.testing")
     raise AttributeError(f"module 'plm' has no attribute {name!r}")
@@ -125,11 +181,14 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "BaseComponent",
+    "BatchProcessor",
+    "BatchResult",
     "Chunk",
     "ChunkTransform",
     "Chunker",
     "ComponentConfig",
     "ConfigError",
+    "Corpus",
     "CorpusVersion",
     "Document",
     "EmbeddedQuery",
@@ -147,32 +206,63 @@ __all__ = [
     "ModelNotFoundError",
     "PlmUserError",
     "PluginError",
+    "ProcessorFactory",
     "Query",
     "QueryExpander",
     "Ranking",
     "RankingStage",
     "Registry",
     "Reranker",
+    "Retrieval",
     "Retriever",
     "ScoredChunk",
+    "Settings",
     "Snapshot",
     "SourceScore",
     "StaleIndexError",
     "Store",
     "StoreError",
+    "StoreProblem",
     "Tokenizer",
+    "default_registry",
     "hookimpl",
+    "load_settings",
     "require_embedder",
     # loaded on first use (_LAZY)
-    "Rows",
-    "SavedIndex",
-    "SegmentedIndex",
+    "as_date",
+    "bearer_key",
+    "BEFORE",
     "build_matches",
     "build_path",
+    "check_document",
+    "check_id",
     "compile_filters",
+    "document_from_record",
+    "IDS_FILE",
+    "inside",
+    "Job",
+    "load_ids",
+    "load_npy",
+    "load_vectors",
+    "MAX_METADATA_INT",
+    "merge_metadata_field",
+    "MissingFieldError",
+    "NO_REDIRECTS",
+    "normalize_filters",
     "open_build",
+    "Picked",
+    "RANGE_OPS",
+    "record_id",
+    "RedirectRefused",
     "rescore",
+    "Rows",
     "save_build",
+    "save_ids",
+    "save_vectors",
+    "SavedIndex",
+    "SegmentedIndex",
     "stage_folder",
+    "State",
     "top_n",
+    "VECTORS_FILE",
 ]

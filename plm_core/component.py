@@ -50,6 +50,16 @@ class BaseComponent(Generic[In, Out], metaclass=ABCMeta):
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
+        # A family is its base class: what `plm plugins` lists under a family is what a slot
+        # of that family takes. A new family is a new base (a direct subclass of this one);
+        # only the kernel nests one family in another (`Reranker` in `RankingStage`).
+        own = cls.__dict__.get("family")
+        bases = [(b, b.__dict__["family"]) for b in cls.__mro__[1:] if b.__dict__.get("family", "stage") != "stage"]
+        if own is not None and bases and own != bases[0][1] and not cls.__module__.startswith("plm_core."):
+            raise TypeError(
+                f"{cls.__qualname__}: family {own!r}, but it is a {bases[0][0].__name__} (family "
+                f"{bases[0][1]!r}); a family is its base class: drop `family = {own!r}`"
+            )
         # A registrable class (one that sets `name`) must write every abstract method of its
         # family's base: fail here, when the plugin is imported, not mid-ingest.
         if "name" in cls.__dict__:

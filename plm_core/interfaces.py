@@ -7,10 +7,11 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar
 
 from plm_core.component import BaseComponent
-from plm_core.errors import ConfigError
+from plm_core.errors import ConfigError, PlmUserError
+from plm_core.protocols import BatchProcessor, ProcessorFactory, Snapshot
 from plm_core.records import (
     BatchResult,
     Chunk,
@@ -32,41 +33,6 @@ from plm_core.store_contract import (  # noqa: F401 - re-exported
     StoreDiagnostics,
     VectorStore,
 )
-
-
-class Snapshot(Protocol):
-    """One committed state of a store as an `Index` reads it (plm_index.corpus.CorpusSnapshot)."""
-
-    version: CorpusVersion
-    chunk_ids: Sequence[str]  # row -> chunk id, index order
-    chunks: list[Chunk]
-    index_texts: list[str]  # each chunk's `index_text`, row i for chunk_ids[i]
-    metadata: list[dict[str, Any]]
-    n_chunks: int
-    vectors: Any  # float32 (n_chunks, dim), checked against the job's model
-    vectors_model: str | None  # the model the store records for its vectors
-    model: str | None  # the model the job loads (vectors of another are refused)
-    position: int  # the change feed (see ChunkReader): what changed since a position
-
-    def rows_since(self, position: int) -> tuple[list[int], list[str], list[int], list[str]]: ...
-    def removed_since(self, position: int) -> list[int] | None: ...
-    def vectors_since(self, position: int) -> tuple[list[int], Any, str | None]: ...
-    @property
-    def empty(self) -> bool: ...
-
-
-class BatchProcessor(Protocol):
-    """Documents -> chunks and vectors, the store untouched (the runtime's `plm_index.sync.Processor`)."""
-
-    def process(self, batch: Sequence[Document], read_cache: bool = True) -> BatchResult: ...
-
-    def process_all(self, batches: Any, read_cache: bool = True) -> Iterator[BatchResult]: ...
-
-
-class ProcessorFactory(Protocol):
-    """A picklable recipe a worker elsewhere builds its own `BatchProcessor` from."""
-
-    def build(self) -> BatchProcessor: ...
 
 
 class Loader(BaseComponent[str, list[Document]]):
@@ -192,8 +158,9 @@ class Tokenizer(BaseComponent[list[str], list[list[str]]]):
 
 
 class QueryExpander(BaseComponent[Query, ExpandedQuery]):
-    """A query -> the text retrieval searches for. An expander may name the fusion profile
-    the query should get (`ExpandedQuery.profile`); the fuser's config maps names to settings."""
+    """A query -> what retrieval searches for: its text and alternatives, the fusion profile
+    it should get (`ExpandedQuery.profile`; the fuser's config maps names to settings), or
+    its vector (`embed_query`). A query stage before the `[query.retrieve]` stage."""
 
     family = "expanders"
     input_type = Query
@@ -267,11 +234,22 @@ class Fuser(BaseComponent[Mapping[str, list[ScoredChunk]], list[ScoredChunk]]):
         return self.fuse(data, self.settings_for(ExpandedQuery(text="", k=max(1, n)), n))
 
 
+class Retrieval(BaseComponent[ExpandedQuery, Ranking]):
+    """The `[query.retrieve]` stage: a query -> a ranking of hits, from one or more
+    retrievers (`hybrid` fans out and fuses; a bare retriever there is wrapped by the core).
+    Not a `Retriever`: a slot that takes a retriever (hybrid's `retrievers`) refuses it."""
+
+    family = "retrieval"
+    input_type = ExpandedQuery
+    output_type = Ranking
+
+
 class RankingStage(BaseComponent[Ranking, Ranking]):
     """A stage after retrieval (reranking, deduplication, filtering). It may want more
     candidates than the final k: the core asks every ranking stage for its `depth(k)`,
     retrieval returns the deepest, and the cut to k happens once, at the end."""
 
+    family = "rankers"
     input_type = Ranking
     output_type = Ranking
 

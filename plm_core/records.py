@@ -98,8 +98,9 @@ class ExpandedQuery(Query):
 
     original: str = ""
     fired: tuple[str, ...] = ()
-    # The fusion profile the expander asks for ("" = the fuser's default), e.g. the POC's
-    # "expanded" when a dictionary trigger fired; the fuser's config maps names to settings.
+    # The fusion profile the expander asks for ("" = the fuser's default), e.g. "expanded",
+    # which the dictionary expander asks for when a trigger fired; the fuser's config maps
+    # names to settings.
     profile: str = ""
     # More texts to retrieve for besides `text` (an LLM rewriter's alternative queries): the
     # hybrid stage retrieves and fuses for each, then combines the lists by RRF. () = just `text`.

@@ -46,9 +46,17 @@ class Registry:
         self._current: tuple[str, str, str] = ("<direct>", "", "<direct>")
 
     def add(self, cls: type, name: str | None = None, family: str | None = None) -> None:
-        """Register `cls` as `name` in `family` (defaults: cls.name, cls.family)."""
+        """Register `cls` as `name` (default: cls.name) in its family, which is its base
+        class's (`cls.family`): listed where the slots that take that base look. `family`, if
+        given, must say the same."""
         name = str(name or getattr(cls, "name", None) or cls.__name__)
-        family = str(family or getattr(cls, "family", "stage"))
+        own = str(getattr(cls, "family", "stage"))
+        if family is not None and family != own:
+            raise PluginError(
+                f"{name!r}: registered as family {family!r}, but {cls.__name__} is a {own!r} component; "
+                "a family is its base class: leave `family` out"
+            )
+        family = own
         package, version, plugin = self._current
         key = (family, name)
         if key in self._items:
@@ -68,11 +76,18 @@ class Registry:
 
     def get(self, name: str, family: str | None = None, *, where: str = "") -> Registration:
         """Find a registration by name (optionally 'family:name'); unknown names get hints."""
-        if ":" in name and family is None:
+        qualified = ":" in name and family is None
+        if qualified:
             family, name = name.split(":", 1)
         found = [r for r in self._items.values() if r.name == name and family in (None, r.family)]
         if len(found) == 1:
             return found[0]
+        if qualified and not found:
+            # `family:name` only tells same-named stages apart, so a unique name still resolves
+            # under a family label written before a family was its base class (keywords:yake).
+            anywhere = [r for r in self._items.values() if r.name == name]
+            if len(anywhere) == 1:
+                return anywhere[0]
         loc = f"{where}: " if where else ""
         if len(found) > 1:
             fams = ", ".join(f"{r.family}:{r.name}" for r in found)

@@ -12,7 +12,7 @@ from rich.table import Table
 from plm_core.config import load_job
 from plm_core.registry import default_registry
 from plm_eval.dataset import resolve_dataset
-from plm_index.commands import ConfigOpt, DatasetOpt, IndexOpt, SetOpt, err, open_job, out, print_table, print_timings
+from plm_index.cli_kit import ConfigOpt, DatasetOpt, IndexOpt, SetOpt, err, open_job, out, print_table, print_timings
 from plm_index.sync import summary_line
 
 

@@ -35,7 +35,7 @@ from plm_eval import tuning
 from plm_eval.dataset import resolve_dataset
 from plm_eval.eval_command import _reporter, eval_index_dirs, out, print_comparison
 from plm_eval.outputs import check_output_file
-from plm_index.commands import print_table, setup_logging
+from plm_index.cli_kit import print_table, setup_logging
 from plm_index.job import Job, settings_for
 
 

@@ -1,6 +1,6 @@
 """Ranking helpers every retriever and reranker may use (re-exported by `plm`): `top_n`
-turns a full score vector into ranked candidates, the POC's way; `rescore` reorders a
-ranking's top hits by a stage's own scores and renumbers them."""
+turns a full score vector into ranked candidates (equal scores: the later row first);
+`rescore` reorders a ranking's top hits by a stage's own scores and renumbers them."""
 
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ def top_n(
 ) -> list[ScoredChunk]:
     """The n best rows of `scores`, best first, 0-based ranks; `allowed` masks rows out.
 
-    A full `argsort(scores)[::-1]`, as the POC ranked: among exactly equal scores (duplicate
-    chunks, BM25 zeros) it puts the LAST row first, which argpartition or bm25s's own top-k
-    would not reproduce. Masked rows are removed before the cut, so they never appear and
+    A full `argsort(scores)[::-1]`, the order `poc_parity` needs: among exactly equal scores
+    (duplicate chunks, BM25 zeros) it puts the LAST row first, which argpartition or bm25s's
+    own top-k would not reproduce. Masked rows are removed before the cut, so they never appear and
     n hits come back whenever n allowed rows exist.
     """
     import numpy as np
@@ -38,7 +38,7 @@ def top_n(
     ]
 
 
-# Up to this many rows a full argsort (the POC's exact order; about 3 ms at 50k). Above
+# Up to this many rows a full argsort (that exact tie order; about 3 ms at 50k). Above
 # it, sorting a million scores per query took 35 ms of a 40 ms query (bench/bench_scale.py),
 # so `_top_rows` selects the same rows in linear time.
 FULL_SORT_UP_TO = 50_000

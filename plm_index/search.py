@@ -17,9 +17,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from plm_core.component import BaseComponent, ComponentConfig
+from plm_core.component import ComponentConfig
 from plm_core.errors import IndexDamagedError, PipelineError, PlmUserError, StaleIndexError, StoreError
-from plm_core.interfaces import Embedder, Index, RankingStage, Retriever, Store
+from plm_core.interfaces import Embedder, Index, RankingStage, Retrieval, Retriever, Store
 from plm_core.pipeline import Pipeline
 from plm_core.records import (
     CorpusVersion,
@@ -105,13 +105,10 @@ class CorpusView:
         return tuple(hits)
 
 
-class SingleRetrieval(BaseComponent[ExpandedQuery, Ranking]):
+class SingleRetrieval(Retrieval):
     """A retriever as the whole `[query.retrieve]` stage: its candidates are the hits."""
 
     name = "single_retrieval"
-    family = "retrievers"
-    input_type = ExpandedQuery
-    output_type = Ranking
     needs = ("corpus",)
     parts = {"retriever": Retriever}
     corpus: CorpusView
@@ -308,3 +305,15 @@ class Searcher:
         if len(ranking.hits) > query.k:
             ranking = Ranking(query=ranking.query, hits=ranking.hits[: query.k], fusion=ranking.fusion)
         return ranking, dict(result.timings)
+
+
+def query_payload(text: str, ranking: Any, timings: dict[str, float], filters: Any) -> dict[str, Any]:
+    """A query's result as JSON data: what `plm query --json` prints and `plm serve` returns."""
+    return {
+        "query": text,
+        "expanded": ranking.query.text,
+        "fired": list(ranking.query.fired),
+        "filters": filters,
+        "hits": [h.as_dict() for h in ranking.hits],
+        "timings_ms": {s: round(1000 * t, 3) for s, t in timings.items()},
+    }

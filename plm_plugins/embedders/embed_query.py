@@ -8,20 +8,26 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from plm_core.component import BaseComponent, ComponentConfig
-from plm_core.hookspecs import hookimpl
-from plm_core.interfaces import Embedder, require_embedder
-from plm_core.records import EmbeddedQuery, ExpandedQuery
+from plm import (
+    ComponentConfig,
+    EmbeddedQuery,
+    Embedder,
+    ExpandedQuery,
+    Query,
+    QueryExpander,
+    hookimpl,
+    require_embedder,
+)
 
 if TYPE_CHECKING:
-    from plm_core.registry import Registry
+    from plm import Registry
 
 
-class QueryEmbedder(BaseComponent[ExpandedQuery, EmbeddedQuery]):
-    """Embeds the (expanded) query text with the job's embedder."""
+class QueryEmbedder(QueryExpander):
+    """Embeds the (expanded) query text with the job's embedder: a query stage before
+    retrieval (family `expanders`), not an `[embedder]` (which embeds chunks and queries)."""
 
     name = "embed_query"
-    family = "embedders"
     input_type = ExpandedQuery
     output_type = EmbeddedQuery
     needs = ("embedder",)
@@ -33,7 +39,7 @@ class QueryEmbedder(BaseComponent[ExpandedQuery, EmbeddedQuery]):
     def check(self) -> None:
         require_embedder(self, "needs the job's embedder to embed queries")
 
-    def run(self, data: ExpandedQuery) -> EmbeddedQuery:
+    def run(self, data: Query) -> EmbeddedQuery:  # a plain query too, as every expander
         embedder = require_embedder(self, "needs the job's embedder to embed queries")
         return EmbeddedQuery.with_vector(data, embedder.embed_query(data.text), embedder.model_name)
 

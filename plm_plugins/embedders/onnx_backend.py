@@ -21,7 +21,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from plm_core.errors import MissingDependencyError, PlmUserError
+from plm import MissingDependencyError, PlmUserError
 
 logger = logging.getLogger(__name__)
 

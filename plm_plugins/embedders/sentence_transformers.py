@@ -19,17 +19,13 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from plm_core.component import ComponentConfig
-from plm_core.errors import MissingDependencyError
-from plm_core.hookspecs import hookimpl
-from plm_core.interfaces import Embedder
-from plm_core.settings import Settings, load_settings
+from plm import ComponentConfig, Embedder, MissingDependencyError, Settings, hookimpl, load_settings
 from plm_plugins import models
 from plm_plugins.embedders import onnx_backend
 from plm_plugins.embedders.tokenizer_check import check_hf_tokenizer
 
 if TYPE_CHECKING:
-    from plm_core.registry import Registry
+    from plm import Registry
 
 logger = logging.getLogger(__name__)
 
@@ -53,7 +49,8 @@ class SentenceTransformerEmbedder(Embedder):
         """A model name, a local folder, or a preference list of them: the first that loads is
         used (a folder, the packaged all-MiniLM-L6-v2, the HF cache, then the hub when online)."""
         batch_size: int = Field(32, ge=1)
-        """Texts per encode batch (the POC's 32; it changes padding, hence the last bits of the vectors)."""
+        """Texts per encode batch (32, as poc_parity's vectors were made; it changes padding, hence the
+        last bits of the vectors)."""
         device: str | None = None
         """The torch device, e.g. "cpu", "cuda" or "mps"; unset: the PLM_DEVICE setting (default cpu)."""
         normalize: bool = True

@@ -18,13 +18,10 @@ from typing import TYPE_CHECKING
 
 from pydantic import Field
 
-from plm_core.component import ComponentConfig
-from plm_core.hookspecs import hookimpl
-from plm_core.interfaces import ChunkTransform
-from plm_core.records import Chunk
+from plm import Chunk, ChunkTransform, ComponentConfig, hookimpl
 
 if TYPE_CHECKING:
-    from plm_core.registry import Registry
+    from plm import Registry
 
 
 def context_prefix(title: str, heading_path: tuple[str, ...], separator: str, max_chars: int) -> str:

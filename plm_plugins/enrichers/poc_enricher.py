@@ -12,12 +12,10 @@ from typing import TYPE_CHECKING
 
 from pydantic import Field
 
-from plm_core.component import ComponentConfig
-from plm_core.interfaces import ChunkTransform
-from plm_core.records import Chunk
+from plm import Chunk, ChunkTransform, ComponentConfig
 
 if TYPE_CHECKING:
-    from plm_core.registry import Registry
+    from plm import Registry
 
 
 def enrichment_prefix(
@@ -82,7 +80,7 @@ class PocEnricher(ChunkTransform):
         ]
 
 
-from plm_core.hookspecs import hookimpl  # noqa: E402 - registration lives at the end by convention
+from plm import hookimpl  # noqa: E402 - registration lives at the end by convention
 
 
 @hookimpl

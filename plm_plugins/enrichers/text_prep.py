@@ -15,9 +15,7 @@ from collections.abc import Iterable, Sequence
 
 from pydantic import Field
 
-from plm_core.component import ComponentConfig
-from plm_core.interfaces import ChunkTransform
-from plm_core.records import Chunk
+from plm import Chunk, ChunkTransform, ComponentConfig
 
 # A code span as the chunker counts it (POC_SPEC section 2): a fenced block from one
 # ``` to the next, across lines, or an inline `...` on a single line. Fences come first
@@ -96,7 +94,6 @@ class EntityExtractor(ChunkTransform):
     """The shared flow of entity extractors: prepare texts, run the model once per distinct
     text, group (label, text) pairs the POC's way. Subclasses implement `find`."""
 
-    family = "entities"
     # Entities depend only on the chunk text and the settings: cached by content hash.
     cache_fields = ("entities",)
     config: EntityConfig

@@ -1,7 +1,7 @@
 """GLiNER zero-shot named entities per chunk: the port plan's replacement for spaCy.
 
 Same text preparation and output shape as `spacy_entities` (label -> values, labels in
-first-seen order), so the POC enricher and the store treat both alike. Labels are plain
+first-seen order), so `poc_enricher` and the store treat both alike. Labels are plain
 words GLiNER matches against, not spaCy's codes.
 
 Loading never waits on the network when it cannot succeed: a local folder is tried
@@ -18,13 +18,13 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
-from plm_core.errors import MissingDependencyError, ModelNotFoundError
+from plm import MissingDependencyError, ModelNotFoundError
 from plm_plugins.enrichers.text_prep import EntityConfig, EntityExtractor
 
 if TYPE_CHECKING:
-    from plm_core.registry import Registry
+    from plm import Registry
 
-# The POC's spaCy labels (ORG, PRODUCT, GPE, PERSON, WORK_OF_ART, LAW, EVENT, FAC, NORP)
+# spacy_entities' default labels (ORG, PRODUCT, GPE, PERSON, WORK_OF_ART, LAW, EVENT, FAC, NORP)
 # in words GLiNER understands.
 DEFAULT_LABELS = [
     "organization",
@@ -52,7 +52,7 @@ class GlinerEntityExtractor(EntityExtractor):
         first as a folder, then in the HF cache, then on the hub unless offline)."""
         labels: list[str] = Field(default_factory=lambda: list(DEFAULT_LABELS), min_length=1)
         """Entity labels GLiNER looks for, in plain words (at least one); the default is the
-        POC's nine spaCy labels in words."""
+        nine labels spacy_entities keeps by default, in words."""
         threshold: float = Field(0.5, ge=0.0, le=1.0)
         """Minimum span score (0 to 1) for an entity to be kept."""
         batch_size: int = Field(8, ge=1)
@@ -138,7 +138,7 @@ class GlinerEntityExtractor(EntityExtractor):
         ]
 
 
-from plm_core.hookspecs import hookimpl  # noqa: E402 - registration lives at the end by convention
+from plm import hookimpl  # noqa: E402 - registration lives at the end by convention
 
 
 @hookimpl

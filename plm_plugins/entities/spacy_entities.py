@@ -18,11 +18,11 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
-from plm_core.errors import MissingDependencyError, ModelNotFoundError
+from plm import MissingDependencyError, ModelNotFoundError
 from plm_plugins.enrichers.text_prep import EntityConfig, EntityExtractor
 
 if TYPE_CHECKING:
-    from plm_core.registry import Registry
+    from plm import Registry
 
 POC_LABELS = ["ORG", "PRODUCT", "GPE", "PERSON", "WORK_OF_ART", "LAW", "EVENT", "FAC", "NORP"]
 
@@ -111,7 +111,7 @@ class SpacyEntityExtractor(EntityExtractor):
         return [[(ent.label_, ent.text) for ent in doc.ents] for doc in docs]
 
 
-from plm_core.hookspecs import hookimpl  # noqa: E402 - registration lives at the end by convention
+from plm import hookimpl  # noqa: E402 - registration lives at the end by convention
 
 
 @hookimpl

@@ -5,10 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-from plm_core.hookspecs import hookimpl
-from plm_core.interfaces import BatchProcessor, Executor, ProcessorFactory
-from plm_core.records import BatchResult, Document
-from plm_core.registry import Registry
+from plm import BatchProcessor, BatchResult, Document, Executor, ProcessorFactory, Registry, hookimpl
 
 
 class LocalExecutor(Executor):

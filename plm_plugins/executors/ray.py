@@ -20,12 +20,17 @@ from typing import Any
 
 from pydantic import Field
 
-from plm_core.component import ComponentConfig
-from plm_core.errors import PlmUserError
-from plm_core.hookspecs import hookimpl
-from plm_core.interfaces import BatchProcessor, Executor, ProcessorFactory
-from plm_core.records import BatchResult, Document
-from plm_core.registry import Registry
+from plm import (
+    BatchProcessor,
+    BatchResult,
+    ComponentConfig,
+    Document,
+    Executor,
+    PlmUserError,
+    ProcessorFactory,
+    Registry,
+    hookimpl,
+)
 
 
 class RayExecutor(Executor):

@@ -14,14 +14,10 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from plm_core.component import ComponentConfig
-from plm_core.errors import ConfigError
-from plm_core.hookspecs import hookimpl
-from plm_core.interfaces import QueryExpander
-from plm_core.records import ExpandedQuery, Query
+from plm import ComponentConfig, ConfigError, ExpandedQuery, Query, QueryExpander, hookimpl
 
 if TYPE_CHECKING:
-    from plm_core.registry import Registry
+    from plm import Registry
 
 if sys.version_info >= (3, 11):
     import tomllib

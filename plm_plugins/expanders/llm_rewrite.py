@@ -26,15 +26,21 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import Field, field_validator
 
-from plm_core.component import ComponentConfig
-from plm_core.errors import ConfigError, PlmUserError
-from plm_core.hookspecs import hookimpl
-from plm_core.interfaces import QueryExpander
-from plm_core.records import ExpandedQuery, Query
-from plm_index.remote import NO_REDIRECTS, RedirectRefused, bearer_key
+from plm import (
+    NO_REDIRECTS,
+    ComponentConfig,
+    ConfigError,
+    ExpandedQuery,
+    PlmUserError,
+    Query,
+    QueryExpander,
+    RedirectRefused,
+    bearer_key,
+    hookimpl,
+)
 
 if TYPE_CHECKING:
-    from plm_core.registry import Registry
+    from plm import Registry
 
 log = logging.getLogger(__name__)
 

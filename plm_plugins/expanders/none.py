@@ -4,13 +4,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from plm_core.component import ComponentConfig
-from plm_core.hookspecs import hookimpl
-from plm_core.interfaces import QueryExpander
-from plm_core.records import ExpandedQuery, Query
+from plm import ComponentConfig, ExpandedQuery, Query, QueryExpander, hookimpl
 
 if TYPE_CHECKING:
-    from plm_core.registry import Registry
+    from plm import Registry
 
 
 class IdentityExpander(QueryExpander):

@@ -27,13 +27,11 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field
 
-from plm_core.component import ComponentConfig
-from plm_core.hookspecs import hookimpl
-from plm_core.records import FusionConfig, ScoredChunk
+from plm import ComponentConfig, FusionConfig, ScoredChunk, hookimpl
 from plm_plugins.fusers.profiles import ProfiledFuser, Weight, equal_weights
 
 if TYPE_CHECKING:
-    from plm_core.registry import Registry
+    from plm import Registry
 
 Normalization = Literal["minmax", "zscore", "dbsf"]
 

@@ -21,9 +21,7 @@ from typing import Annotated, Any, Protocol, cast
 
 from pydantic import Field
 
-from plm_core.errors import ConfigError, PlmUserError
-from plm_core.interfaces import Fuser
-from plm_core.records import ExpandedQuery, FusionConfig, ScoredChunk
+from plm import ConfigError, ExpandedQuery, Fuser, FusionConfig, PlmUserError, ScoredChunk
 
 Weight = Annotated[float, Field(ge=0, le=1e9, allow_inf_nan=False)]
 """A source's weight: finite, >= 0."""

@@ -14,13 +14,11 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import Field, field_validator
 
-from plm_core.component import ComponentConfig
-from plm_core.hookspecs import hookimpl
-from plm_core.records import FusionConfig, ScoredChunk
+from plm import ComponentConfig, FusionConfig, ScoredChunk, hookimpl
 from plm_plugins.fusers.profiles import ProfiledFuser, Weight, equal_weights
 
 if TYPE_CHECKING:
-    from plm_core.registry import Registry
+    from plm import Registry
 
 
 class Profile(ComponentConfig):

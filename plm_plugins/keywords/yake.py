@@ -11,20 +11,17 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field
 
-from plm_core.errors import MissingDependencyError
-from plm_core.interfaces import ChunkTransform
-from plm_core.records import Chunk
+from plm import Chunk, ChunkTransform, MissingDependencyError
 from plm_plugins.enrichers.text_prep import TextPrepConfig, text_to_analyse
 
 if TYPE_CHECKING:
-    from plm_core.registry import Registry
+    from plm import Registry
 
 
 class YakeKeywordExtractor(ChunkTransform):
     """Sets `chunk.keywords` to YAKE's top keywords, best first, in YAKE's own casing."""
 
     name = "yake"
-    family = "keywords"
     # Keywords depend only on the chunk text and these settings: cached by content hash.
     cache_fields = ("keywords",)
 
@@ -83,7 +80,7 @@ class YakeKeywordExtractor(ChunkTransform):
         return [dataclasses.replace(chunk, keywords=found[chunk.text]) for chunk in data]
 
 
-from plm_core.hookspecs import hookimpl  # noqa: E402 - registration lives at the end by convention
+from plm import hookimpl  # noqa: E402 - registration lives at the end by convention
 
 
 @hookimpl

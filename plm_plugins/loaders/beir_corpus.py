@@ -13,12 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
-from plm_core.component import ComponentConfig
-from plm_core.errors import PlmUserError
-from plm_core.hookspecs import hookimpl
-from plm_core.interfaces import Loader
-from plm_core.records import Document, LoadFailure
-from plm_index.documents import document_from_record
+from plm import ComponentConfig, Document, Loader, LoadFailure, PlmUserError, document_from_record, hookimpl
 from plm_plugins.loaders.files import (
     BadInput,
     collect_records,
@@ -31,7 +26,7 @@ from plm_plugins.loaders.files import (
 )
 
 if TYPE_CHECKING:
-    from plm_core.registry import Registry
+    from plm import Registry
 
 CORPUS_FILE = "corpus.jsonl"
 

@@ -14,9 +14,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from plm_core.errors import PlmUserError
-from plm_core.records import Document, LoadFailure
-from plm_index.documents import check_id, record_id
+from plm import Document, LoadFailure, PlmUserError, check_id, record_id
 
 # A NUL byte this early means binary (git and grep sniff the same way): UTF-8 text never
 # holds one, and decoding a large binary file would only fail later with a vaguer error.

@@ -19,12 +19,17 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
-from plm_core.component import ComponentConfig
-from plm_core.errors import PlmUserError
-from plm_core.hookspecs import hookimpl
-from plm_core.interfaces import Loader
-from plm_core.records import Document, LoadFailure
-from plm_index.documents import MissingFieldError, document_from_record, merge_metadata_field
+from plm import (
+    ComponentConfig,
+    Document,
+    Loader,
+    LoadFailure,
+    MissingFieldError,
+    PlmUserError,
+    document_from_record,
+    hookimpl,
+    merge_metadata_field,
+)
 from plm_plugins.loaders.files import (
     BadInput,
     Record,
@@ -39,7 +44,7 @@ from plm_plugins.loaders.files import (
 )
 
 if TYPE_CHECKING:
-    from plm_core.registry import Registry
+    from plm import Registry
 
 JSONL_SUFFIXES = (".jsonl", ".ndjson")
 
@@ -80,6 +85,11 @@ class JsonRecordsLoader(Loader):
             return [], [failure(path, str(err))]
         return with_path(collect_records(records, self.config.id_field, self.record_document), path)
 
+    @classmethod
+    def from_records(cls, records: Sequence[Any]) -> tuple[list[Document], list[LoadFailure]]:
+        """Records given as values, checked as a file's records are (`documents_from_records`)."""
+        return documents_from_records(records)
+
     def record_document(self, record: Mapping[str, Any]) -> Document:
         cfg = self.config
         if cfg.metadata_fields is None:
@@ -108,7 +118,9 @@ def documents_from_records(
     records: Sequence[Any], config: JsonRecordsLoader.Config | None = None
 ) -> tuple[list[Document], list[LoadFailure]]:
     """Records given as values (an HTTP body, not a file) taken exactly as `load` takes a
-    file's: the same keys, metadata and checks; each bad record is one failure, `record N`."""
+    file's: the same keys, metadata and checks; each bad record is one failure, `record N`.
+    The server reaches it by the registered name (`JsonRecordsLoader.from_records`), never
+    by importing this module."""
     loader = JsonRecordsLoader(config or JsonRecordsLoader.Config.model_validate({}))
     items = (
         (

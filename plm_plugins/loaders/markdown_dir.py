@@ -20,17 +20,21 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, field_validator
 
-from plm_core.component import ComponentConfig
-from plm_core.errors import PlmUserError
-from plm_core.hookspecs import hookimpl
-from plm_core.interfaces import Loader
-from plm_core.records import Document, LoadFailure
-from plm_index.documents import MAX_METADATA_INT, check_document
-from plm_index.sources import inside
+from plm import (
+    MAX_METADATA_INT,
+    ComponentConfig,
+    Document,
+    Loader,
+    LoadFailure,
+    PlmUserError,
+    check_document,
+    hookimpl,
+    inside,
+)
 from plm_plugins.loaders.files import BadInput, docs_or_raise, failure, read_text_file, shown
 
 if TYPE_CHECKING:
-    from plm_core.registry import Registry
+    from plm import Registry
 
 # A top-level `key: value` line; the value may be empty (a nested map, a list follows).
 _KEY_LINE = re.compile(r"^([A-Za-z_][\w.-]*)\s*:(?:[ \t]+(.*?))?\s*$")

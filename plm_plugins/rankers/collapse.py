@@ -19,13 +19,10 @@ from typing import TYPE_CHECKING
 
 from pydantic import Field
 
-from plm_core.component import ComponentConfig
-from plm_core.hookspecs import hookimpl
-from plm_core.interfaces import RankingStage
-from plm_core.records import Hit, Ranking
+from plm import ComponentConfig, Hit, Ranking, RankingStage, hookimpl
 
 if TYPE_CHECKING:
-    from plm_core.registry import Registry
+    from plm import Registry
 
 MAX_DEPTH = 10_000
 
@@ -34,7 +31,6 @@ class DocCollapse(RankingStage):
     """Keeps each document's best `per_doc` hits; the rest of the order is unchanged."""
 
     name = "collapse"
-    family = "rankers"
 
     class Config(ComponentConfig):
         per_doc: int = Field(1, ge=1, le=MAX_DEPTH)

@@ -38,17 +38,22 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import Field, field_validator
 
-from plm_core.component import ComponentConfig
-from plm_core.errors import ConfigError, MissingDependencyError
-from plm_core.hookspecs import hookimpl
-from plm_core.interfaces import Reranker
-from plm_core.records import Ranking
-from plm_core.settings import Settings, load_settings
-from plm_index.ranking import BEFORE, rescore
+from plm import (
+    BEFORE,
+    ComponentConfig,
+    ConfigError,
+    MissingDependencyError,
+    Ranking,
+    Reranker,
+    Settings,
+    hookimpl,
+    load_settings,
+    rescore,
+)
 from plm_plugins import models
 
 if TYPE_CHECKING:
-    from plm_core.registry import Registry
+    from plm import Registry
 
 logger = logging.getLogger(__name__)
 

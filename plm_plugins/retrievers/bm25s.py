@@ -28,17 +28,24 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, field_validator
 
-from plm_core.component import ComponentConfig
-from plm_core.errors import PlmUserError, StaleIndexError
-from plm_core.hookspecs import hookimpl
-from plm_core.interfaces import Retriever, Tokenizer
-from plm_core.records import ExpandedQuery, ScoredChunk
-from plm_core.registry import default_registry
-from plm_index.builds import load_npy
-from plm_index.segments import Rows, SegmentedIndex, State
+from plm import (
+    ComponentConfig,
+    ExpandedQuery,
+    PlmUserError,
+    Retriever,
+    Rows,
+    ScoredChunk,
+    SegmentedIndex,
+    StaleIndexError,
+    State,
+    Tokenizer,
+    default_registry,
+    hookimpl,
+    load_npy,
+)
 
 if TYPE_CHECKING:
-    from plm_core.registry import Registry
+    from plm import Registry
 
 FORMAT = 4  # 4: first positions (the word order of rank_bm25_okapi's mean IDF)
 

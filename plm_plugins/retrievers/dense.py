@@ -1,6 +1,6 @@
 """Exact dense retrieval: dot product of the query vector with every chunk vector.
 
-Every query is scored against all rows, which is what the POC did (brute force is exact,
+Every query is scored against all rows (brute force is exact,
 and fast enough for tens of thousands of chunks). The store holds the vectors; after an
 ingest they are also saved as segments of float32 rows (plm_index.segments: a sync adds
 one for what changed), which a new process memory-maps instead of reading every row from
@@ -13,16 +13,28 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from plm_core.component import ComponentConfig
-from plm_core.errors import StaleIndexError, StoreError
-from plm_core.hookspecs import hookimpl
-from plm_core.interfaces import Embedder, Retriever, Snapshot, require_embedder
-from plm_core.records import EmbeddedQuery, ExpandedQuery, ScoredChunk
-from plm_index.segments import Picked, Rows, SegmentedIndex
-from plm_plugins.retrievers.columns import VECTORS_FILE, load_vectors, save_vectors
+from plm import (
+    VECTORS_FILE,
+    ComponentConfig,
+    EmbeddedQuery,
+    Embedder,
+    ExpandedQuery,
+    Picked,
+    Retriever,
+    Rows,
+    ScoredChunk,
+    SegmentedIndex,
+    Snapshot,
+    StaleIndexError,
+    StoreError,
+    hookimpl,
+    load_vectors,
+    require_embedder,
+    save_vectors,
+)
 
 if TYPE_CHECKING:
-    from plm_core.registry import Registry
+    from plm import Registry
 
 VECTORS_FORMAT = 2
 
@@ -159,7 +171,7 @@ class DenseRetriever(Retriever, SegmentedIndex):
         return np.concatenate([similarities(self.vectors_of(seg.data), vector) for seg in state.segments])
 
     def search(self, query: ExpandedQuery, n: int, allowed: Any = None) -> list[ScoredChunk]:
-        # Exact scores for every chunk, then the POC's tie order (see ranking.top_n).
+        # Exact scores for every chunk, then top_n's tie order (equal scores: the later row first).
         scores = self.scores(query)
         if self.config.score == "unit":
             scores = (1.0 + scores.astype("float64")) / 2.0  # float64: close scores stay distinct

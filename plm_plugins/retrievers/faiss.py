@@ -28,14 +28,11 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field
 
-from plm_core.errors import MissingDependencyError, StaleIndexError
-from plm_core.hookspecs import hookimpl
-from plm_core.records import ExpandedQuery, ScoredChunk
-from plm_index.segments import Rows
+from plm import ExpandedQuery, MissingDependencyError, Rows, ScoredChunk, StaleIndexError, hookimpl
 from plm_plugins.retrievers.dense import DenseRetriever, similarities
 
 if TYPE_CHECKING:
-    from plm_core.registry import Registry
+    from plm import Registry
 
 INDEX_FILE = "index.faiss"
 FORMAT = 2

@@ -23,26 +23,30 @@ import dataclasses
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from plm_core.component import BaseComponent, ComponentConfig
-from plm_core.hookspecs import hookimpl
-from plm_core.interfaces import Fuser, Retriever
-from plm_core.records import ExpandedQuery, FusionConfig, Ranking, ScoredChunk
-from plm_index.search import CorpusView
+from plm import (
+    ComponentConfig,
+    Corpus,
+    ExpandedQuery,
+    Fuser,
+    FusionConfig,
+    Ranking,
+    Retrieval,
+    Retriever,
+    ScoredChunk,
+    hookimpl,
+)
 
 if TYPE_CHECKING:
-    from plm_core.registry import Registry
+    from plm import Registry
 
 
-class HybridRetrieval(BaseComponent[ExpandedQuery, Ranking]):
+class HybridRetrieval(Retrieval):
     """Runs every retriever for the fuser's candidate count, fuses, returns the top hits."""
 
     name = "hybrid"
-    family = "retrievers"
-    input_type = ExpandedQuery
-    output_type = Ranking
     needs = ("corpus",)
     parts = {"retrievers": Retriever, "fuser": Fuser}
-    corpus: CorpusView
+    corpus: Corpus
     retrievers: dict[str, Retriever]
     fuser: Fuser
 

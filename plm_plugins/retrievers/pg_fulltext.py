@@ -15,12 +15,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from plm_core.hookspecs import hookimpl
-from plm_core.records import ExpandedQuery, ScoredChunk
+from plm import ExpandedQuery, ScoredChunk, hookimpl
 from plm_plugins.retrievers.pg_search import KeywordOptions, PostgresRetriever, filter_sql, keyword_sql, tsquery_sql
 
 if TYPE_CHECKING:
-    from plm_core.registry import Registry
+    from plm import Registry
 
 
 class PgFulltextRetriever(PostgresRetriever):

@@ -21,8 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import Field, field_validator
 
-from plm_core.hookspecs import hookimpl
-from plm_core.records import ExpandedQuery, ScoredChunk
+from plm import ExpandedQuery, ScoredChunk, hookimpl
 from plm_plugins.retrievers.pg_search import (
     DenseOptions,
     KeywordOptions,
@@ -36,7 +35,7 @@ from plm_plugins.retrievers.pg_search import (
 )
 
 if TYPE_CHECKING:
-    from plm_core.registry import Registry
+    from plm import Registry
 
 
 class PgHybridRetriever(PostgresRetriever):

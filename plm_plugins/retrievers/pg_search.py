@@ -16,11 +16,20 @@ from typing import Any
 
 from pydantic import Field
 
-from plm_core.component import ComponentConfig
-from plm_core.errors import ConfigError, StoreError
-from plm_core.interfaces import Embedder, Retriever, Snapshot, require_embedder
-from plm_core.records import CorpusVersion, EmbeddedQuery, ExpandedQuery, ScoredChunk
-from plm_index.search import CorpusView
+from plm import (
+    ComponentConfig,
+    ConfigError,
+    Corpus,
+    CorpusVersion,
+    EmbeddedQuery,
+    Embedder,
+    ExpandedQuery,
+    Retriever,
+    ScoredChunk,
+    Snapshot,
+    StoreError,
+    require_embedder,
+)
 
 MAX_WORDS = 256  # distinct query words a keyword search ORs together
 EF_SEARCH_MAX = 1000  # pgvector's upper bound for hnsw.ef_search
@@ -49,7 +58,7 @@ class PostgresRetriever(Retriever):
     """A retriever whose index is the Postgres store itself: nothing to build or save."""
 
     needs = ("corpus", "embedder")
-    corpus: CorpusView
+    corpus: Corpus
     embedder: Embedder | None
     uses_vectors = False
 

@@ -17,8 +17,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from plm_core.hookspecs import hookimpl
-from plm_core.records import ExpandedQuery, ScoredChunk
+from plm import ExpandedQuery, ScoredChunk, hookimpl
 from plm_plugins.retrievers.pg_search import (
     DenseOptions,
     PostgresRetriever,
@@ -29,7 +28,7 @@ from plm_plugins.retrievers.pg_search import (
 )
 
 if TYPE_CHECKING:
-    from plm_core.registry import Registry
+    from plm import Registry
 
 
 class PgvectorRetriever(PostgresRetriever):

@@ -15,7 +15,7 @@ from typing import Annotated, Any
 
 import typer
 
-from plm_core.errors import MissingDependencyError, PlmUserError
+from plm import MissingDependencyError, PlmUserError
 
 pg_app = typer.Typer(help="Run a local Postgres (with pgvector) for the postgres store.", no_args_is_help=True)
 DataOption = Annotated[Path, typer.Option("--data", help="The server's data folder (created on first start).")]

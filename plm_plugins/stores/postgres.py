@@ -41,11 +41,17 @@ from typing import Any
 
 from pydantic import ConfigDict, Field, field_serializer
 
-from plm_core.component import ComponentConfig
-from plm_core.errors import MissingDependencyError, StoreError
-from plm_core.hookspecs import hookimpl
-from plm_core.interfaces import Store
-from plm_core.records import Chunk, CorpusVersion, Document, StoreProblem
+from plm import (
+    Chunk,
+    ComponentConfig,
+    CorpusVersion,
+    Document,
+    MissingDependencyError,
+    Store,
+    StoreError,
+    StoreProblem,
+    hookimpl,
+)
 
 log = logging.getLogger(__name__)
 

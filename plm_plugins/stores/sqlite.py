@@ -31,12 +31,17 @@ from typing import Any
 
 from pydantic import Field
 
-from plm_core.component import ComponentConfig
-from plm_core.errors import StoreError
-from plm_core.hookspecs import hookimpl
-from plm_core.interfaces import Store
-from plm_core.records import Chunk, CorpusVersion, Document, StoreProblem
-from plm_index.filters import compile_filters
+from plm import (
+    Chunk,
+    ComponentConfig,
+    CorpusVersion,
+    Document,
+    Store,
+    StoreError,
+    StoreProblem,
+    compile_filters,
+    hookimpl,
+)
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);

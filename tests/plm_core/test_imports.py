@@ -97,11 +97,63 @@ def _circles(graph: dict[str, set[str]]) -> list[set[str]]:
     return found
 
 
+# package -> the first-party packages its modules may import (besides its own). The face
+# `plm` re-exports the kernel and, lazily, the runtime's helpers and `Job`, so it sits above
+# both; plugins see plm through its face only; eval and serve are applications of the runtime.
+LAYERS = {
+    "plm_core": set(),
+    "plm_index": {"plm_core"},
+    "plm": {"plm_core", "plm_index"},
+    "plm_plugins": {"plm"},
+    "plm_eval": {"plm_core", "plm_index", "plm"},
+    "plm_serve": {"plm_core", "plm_index", "plm"},
+}
+
+
 def test_no_import_circle_and_layers_point_down() -> None:
     graph = _import_graph()
+    assert set(LAYERS) == set(FIRST_PARTY)
     assert _circles(graph) == [{"plm_core.hookspecs", "plm_core.registry"}]  # pluggy's pair, type-only
-    kernel = [m for m in graph if m.startswith("plm_core") and m != "plm_core"]
-    for module in kernel:  # `plm_core.Job` is a lazy convenience of the package, not of a module
-        assert not {t for t in graph[module] if not t.startswith("plm_core")}, module
-    for module in (m for m in graph if m.startswith("plm_plugins")):
-        assert not {t for t in graph[module] if t.startswith("plm_eval")}, module
+    wrong = sorted(
+        f"{module} -> {target}"
+        for module, targets in graph.items()
+        for target in targets
+        if target.split(".")[0] != module.split(".")[0] and target.split(".")[0] not in LAYERS[module.split(".")[0]]
+    )
+    assert wrong == []
+
+
+def test_the_layers_are_an_order() -> None:
+    """Every allowed arrow points down a single order (no two packages may import each other)."""
+    order = ["plm_core", "plm_index", "plm", "plm_plugins", "plm_eval", "plm_serve"]
+    for package, below in LAYERS.items():
+        assert all(order.index(b) < order.index(package) for b in below), package
+
+
+def test_built_in_plugins_import_plm_names_from_the_face_only() -> None:
+    """A built-in stage imports what a third party can: `plm` (and its own package's helpers),
+    never the kernel or the runtime behind it."""
+    graph = _import_graph()
+    wrong = sorted(
+        f"{module} -> {target}"
+        for module, targets in graph.items()
+        if module.startswith("plm_plugins")
+        for target in targets
+        if not (target == "plm" or target.startswith(("plm.", "plm_plugins")))
+    )
+    assert wrong == []
+
+
+def test_library_users_find_job_on_the_face() -> None:
+    import plm
+    import plm_core
+    from plm_index.job import Job
+
+    assert plm.Job is Job
+    assert not hasattr(plm_core, "Job")  # the kernel names nothing above it
+
+
+def test_every_name_the_face_lists_is_there() -> None:
+    import plm
+
+    assert sorted(n for n in plm.__all__ if not hasattr(plm, n)) == []

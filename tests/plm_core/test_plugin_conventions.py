@@ -1,6 +1,7 @@
-"""One name per stage: entry point = module stem = registered name, family = folder, and no
-plugin module without an entry point (it would silently never load). Reads only the repo's
-files (pyproject.toml, plm_plugins/) and the installed entry points, never the network."""
+"""One name per stage: entry point = module stem = registered name, family = folder (or a
+folder that groups part of one family), and no plugin module without an entry point (it
+would silently never load). Reads only the repo's files (pyproject.toml, plm_plugins/) and
+the installed entry points, never the network."""
 
 from __future__ import annotations
 
@@ -22,6 +23,16 @@ PACKAGE = "plm_plugins"
 # Entry point modules that register more than one component: module -> how many. None do
 # today; a module that adds a second class must be listed here (and explain why).
 MULTI: dict[str, int] = {}
+# Modules whose folder is not their family's name: a family is its base class (what a slot
+# takes), and these folders predate that rule. Moving a module changes its entry point, so
+# `pip install -e .` must run again: module -> family.
+OTHER_FOLDER = {
+    "plm_plugins.keywords.yake": "enrichers",
+    "plm_plugins.entities.spacy_entities": "enrichers",
+    "plm_plugins.entities.gliner_entities": "enrichers",
+    "plm_plugins.embedders.embed_query": "expanders",
+    "plm_plugins.retrievers.hybrid": "retrieval",
+}
 
 
 def pyproject_entry_points(root: Path = REPO) -> dict[str, str]:
@@ -100,7 +111,8 @@ def test_names_modules_entry_points_and_families_agree() -> None:
         assert len(parts) == 3, f"{module}: plugins live in {PACKAGE}/<family>/<name>.py"
         folder, stem = parts[1], parts[2]
         assert reg.plugin == stem == reg.name, f"entry point {reg.plugin!r}, module {module}, name {reg.name!r}"
-        assert reg.family == folder, f"{reg.name}: family {reg.family!r} but it lives in {PACKAGE}/{folder}/"
+        family = OTHER_FOLDER.get(module, folder)
+        assert reg.family == family, f"{reg.name}: family {reg.family!r} but it lives in {PACKAGE}/{folder}/"
 
     per_entry_point = Counter(r.plugin for r in builtins)
     for name, module in entry_points.items():

@@ -13,7 +13,7 @@ import pytest
 import typer
 
 from plm_core.cli import loaded_app
-from plm_index.commands import plain_help
+from plm_index.cli_kit import plain_help
 
 
 def command_paths(command: Any, prefix: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]:

@@ -40,7 +40,7 @@ def test_embeds_expanded_text_and_keeps_fields() -> None:
 
 def test_types_and_missing_embedder() -> None:
     assert (QueryEmbedder.family, QueryEmbedder.input_type, QueryEmbedder.output_type) == (
-        "embedders",
+        "expanders",  # a query stage before retrieval, not an [embedder]
         ExpandedQuery,
         EmbeddedQuery,
     )
