@@ -32,6 +32,8 @@ SLOTS = {
     "Retriever": '[query.retrieve]        # the whole stage, or one of hybrid\'s:\nuse = "bm25s"            '
     "# [query.retrieve.retrievers.bm25]",
     "Fuser": '[query.retrieve]\nuse = "hybrid"\n[query.retrieve.fuser]\nuse = "rrf"',
+    "Retrieval": '[query.retrieve]        # the stage itself (a bare retriever here is wrapped by the core)\nuse = "hybrid"\n'
+    '[query.retrieve.retrievers.bm25]\nuse = "bm25s"',
     "RankingStage": '[query.collapse]        # any [query.*] table after [query.retrieve]\nuse = "collapse"',
     "Reranker": '[query.rerank]          # after [query.retrieve]\nuse = "cross_encoder"',
     "Executor": '[executor]\nuse = "local"',
@@ -148,6 +150,29 @@ class SumOfReciprocalRanks(plm.Fuser):
         best = sorted(scores.items(), key=lambda item: item[1], reverse=True)
         return [plm.ScoredChunk(c, s, "fused", rank) for rank, (c, s) in enumerate(best)]
 """,
+    "Retrieval": """
+class BestOfEach(plm.Retrieval):
+    \"\"\"Each retriever's best hits in turn (a parts table names the retrievers, as hybrid's).\"\"\"
+
+    name = "best_of_each"
+    needs = ("corpus",)  # the runtime sets `corpus`: filter masks, and hits from chunk ids
+    parts = {"retrievers": plm.Retriever}
+    corpus: plm.Corpus
+    retrievers: dict[str, plm.Retriever]
+
+    class Config(plm.ComponentConfig):
+        retrievers: dict[str, dict] = {}  # the runtime builds each table into `retrievers`
+
+    def run(self, data: plm.ExpandedQuery) -> plm.Ranking:
+        allowed, n_rows = self.corpus.allowed(data.filters)
+        rankings = {label: r.search(data, min(data.depth, n_rows), allowed) for label, r in self.retrievers.items()}
+        seen: dict[str, plm.ScoredChunk] = {}
+        for hits in zip(*rankings.values()):
+            for hit in hits:
+                seen.setdefault(hit.chunk_id, replace(hit, rank=len(seen)))
+        found = list(seen.values())[: data.depth]
+        return plm.Ranking(query=data, hits=self.corpus.hits(found, rankings))
+""",
     "RankingStage": """
 class MinScore(plm.RankingStage):
     name = "min_score"
@@ -212,6 +237,7 @@ def families() -> list[tuple[type, list[type]]]:
         (plm.QueryExpander, []),
         (plm.Retriever, [plm.Index, plm.SavedIndex, plm.SegmentedIndex]),
         (plm.Fuser, []),
+        (plm.Retrieval, []),
         (plm.RankingStage, []),
         (plm.Reranker, []),
         (plm.Executor, []),

@@ -106,6 +106,25 @@ def _run_example(base: str, stage: Any, tmp_path: Path) -> None:
         assert [h.chunk_id for h in stage.run(ranking).hits] == ["a", "b"]
     elif base == "Reranker":
         assert [h.chunk_id for h in stage.run(ranking).hits] == ["b", "a"] and stage.depth(5) == 20
+    elif base == "Retrieval":
+
+        class Fixed:  # a retriever's search: these chunk ids, best first
+            def __init__(self, *ids: str) -> None:
+                self.ids = ids
+
+            def search(self, query: Any, n: int, allowed: Any = None) -> list[plm.ScoredChunk]:
+                return [plm.ScoredChunk(c, 1.0 / (r + 1), "x", r) for r, c in enumerate(self.ids[:n])]
+
+        class Rows:  # the Corpus the runtime hands the stage: every row allowed, hits by id
+            def allowed(self, filters: Any) -> tuple[Any, int]:
+                return None, 4
+
+            def hits(self, ranked: Any, sources: Any) -> tuple[plm.Hit, ...]:
+                return tuple(plm.Hit(s.chunk_id, "d", s.score, s.rank + 1) for s in ranked)
+
+        stage.retrievers, stage.corpus = {"a": Fixed("p", "q", "r"), "b": Fixed("q", "s")}, Rows()
+        ranking = stage.run(plm.ExpandedQuery(text="q", k=3, depth=3))
+        assert [h.chunk_id for h in ranking.hits] == ["p", "q", "s"]
     elif base == "Executor":
 
         class Local:
