@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import math
 import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -167,44 +168,66 @@ class BM25Retriever(Retriever, SegmentedIndex):
         none = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
         if not state.n_live:
             return (*none, None)
+        c = self.config
+        impacts = state.cached(f"bm25_impacts {c.method} {c.k1!r} {c.b!r} {c.delta!r} {c.epsilon!r}", Impacts)
+        words = impacts.get(tokens)
+        if len(words) < len(set(tokens)):  # words not met since this version opened
+            words.update(impacts.add(self._impacts(state, [t for t in dict.fromkeys(tokens) if t not in words])))
+        rows, parts, skips = [], [], []
+        for term in tokens:  # query order, a repeated word once per occurrence
+            if (hit := words.get(term)) is not None:
+                rows.append(hit[0])
+                parts.append(hit[1])
+                if hit[2] is not None:
+                    skips.append(hit[2])
+        constant = float(np.array(skips, dtype=np.float64).sum()) if skips else None
+        if not rows:
+            return (*none, constant)
+        if len(rows) == 1:
+            return rows[0], parts[0], constant  # 0.0 + part: part
+        return (*_sum_by_row(state, np.concatenate(rows), np.concatenate(parts)), constant)
+
+    def _impacts(self, state: State, terms: list[str]) -> dict[str, Any]:
+        """Each word's impacts under this version's statistics: (its live rows as intp, idf x
+        tfc(tf, dl) of each, the bm25l/bm25+ constant or None); None for a word no live row
+        holds. Computed for all the words at once, element for element what one word at a
+        time gives: bm25s's expressions under the corpus-wide IDF and average length."""
+        import numpy as np
+
         c, n_docs = self.config, state.n_live
         avgdl = _live_tokens(state) / n_docs
         idf_of = _okapi_idf(state, c.epsilon) if c.method == "rank_bm25_okapi" else _IDF[c.method]
         formula = "atire" if c.method == "rank_bm25_okapi" else c.method  # rank_bm25's is ATIRE's
         tfc, k1, delta = _TFC[formula], c.k1, c.delta
         segments = state.cached("bm25_segments", lambda: _segment_arrays(state))
-        skipping = c.method in ("bm25l", "bm25+")  # bm25s: a constant for chunks without the word
-        found: dict[str, Any] = {}
-        rows, tfs, idfs, skips = [], [], [], []
-        for term in tokens:
-            hit = found[term] if term in found else found.setdefault(term, _postings(segments, term))
-            if hit is None:
-                continue  # not in the corpus: no part (rank_bm25 adds 0, bm25s skips it)
-            rows.append(hit[0])
-            tfs.append(hit[1])
-            idfs.append(idf_of(len(hit[0]), n_docs))
-            if skipping:
-                skips.append(idfs[-1] * tfc(0.0, _NORM[formula](avgdl, avgdl, k1, c.b), k1, delta))
-        constant = float(np.array(skips, dtype=np.float64).sum()) if skips else None
-        if not rows:
-            return (*none, constant)
+        out: dict[str, Any] = {}
+        found, rows, tfs, idfs, skips = [], [], [], [], []
+        for term in terms:
+            hit = _postings(segments, term)
+            out[term] = None  # not in the corpus: no part (rank_bm25 adds 0, bm25s skips it)
+            if hit is not None:
+                found.append(term)
+                rows.append(hit[0])
+                tfs.append(hit[1])
+                idfs.append(idf_of(len(hit[0]), n_docs))
+                if c.method in ("bm25l", "bm25+"):  # bm25s: a constant for chunks without the word
+                    skips.append(idfs[-1] * tfc(0.0, _NORM[formula](avgdl, avgdl, k1, c.b), k1, delta))
+        if not found:
+            return out
         # Rows as intp: numpy gathers and scatters by int32 indices at a third of the speed.
-        if len(rows) > 1:
-            at, tf = np.concatenate(rows, dtype=np.intp), np.concatenate(tfs)
-        else:
-            at, tf = rows[0].astype(np.intp), tfs[0]
+        at, tf = np.concatenate(rows, dtype=np.intp), np.concatenate(tfs)
         norms = state.cached(
             f"bm25_norms {formula} {k1!r} {c.b!r}", lambda: _NORM[formula](_lengths(state), avgdl, k1, c.b)
         )
-        # Element for element what one word at a time gives: idf * tfc(tf, dl) (- its constant).
         counts = [len(r) for r in rows]
-        idf = np.repeat(np.array(idfs), counts) if len(rows) > 1 else idfs[0]
-        part = idf * tfc(tf.astype(np.float64), norms[at], k1, delta)
+        part = np.repeat(np.array(idfs), counts) * tfc(tf.astype(np.float64), norms[at], k1, delta)
         if skips:
             part -= np.repeat(np.array(skips), counts)
-        if len(rows) == 1:
-            return at, part, constant  # 0.0 + part: part
-        return (*_sum_by_row(state, at, part), constant)
+        ends = np.cumsum(counts).tolist()
+        for i, term in enumerate(found):
+            lo = ends[i - 1] if i else 0
+            out[term] = (at[lo : ends[i]].copy(), part[lo : ends[i]].copy(), skips[i] if skips else None)
+        return out
 
     def _dense(self, rows: Any, values: Any, constant: float | None) -> Any:
         import numpy as np
@@ -311,6 +334,43 @@ class Postings:
         dl = np.concatenate(dls).astype(np.int32)
         tf, first = (np.concatenate(x)[by].astype(np.int32) for x in (tfs, firsts))
         return cls(vocab, indptr, row[by].astype(np.int32), tf, dl, first)
+
+
+class Impacts:
+    """A version's word impacts (`BM25Retriever._impacts`), kept with its state as its queries
+    meet the words, most recently used first, up to MAX_IMPACTS postings: a word is scored
+    once per version, as Lucene and PISA keep impacts per segment, not once per query. Its
+    arrays are read-only, shared by every query."""
+
+    MAX_IMPACTS = 1 << 22  # postings (16 bytes each: 64 MiB)
+    MAX_WORDS = 1 << 16  # words, those in no live row included
+
+    def __init__(self) -> None:
+        self._words: OrderedDict[str, Any] = OrderedDict()
+        self._size = 0
+        self._lock = threading.Lock()
+
+    def get(self, terms: list[str]) -> dict[str, Any]:
+        with self._lock:
+            out = {}
+            for term in terms:
+                if term in self._words:
+                    self._words.move_to_end(term)
+                    out[term] = self._words[term]
+            return out
+
+    def add(self, words: dict[str, Any]) -> dict[str, Any]:
+        with self._lock:
+            for term, hit in words.items():
+                if hit is not None:
+                    hit[0].flags.writeable = hit[1].flags.writeable = False
+                    self._size += len(hit[0]) - (len(old[0]) if (old := self._words.get(term)) else 0)
+                self._words[term] = hit
+                self._words.move_to_end(term)
+            while (self._size > self.MAX_IMPACTS or len(self._words) > self.MAX_WORDS) and len(self._words) > 1:
+                _, hit = self._words.popitem(last=False)
+                self._size -= len(hit[0]) if hit is not None else 0
+            return words
 
 
 def _segment_arrays(state: State) -> list[tuple[Any, ...]]:

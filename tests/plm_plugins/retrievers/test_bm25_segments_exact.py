@@ -6,7 +6,7 @@ the very floats (==, not within a tolerance) of a plain reference that adds each
 word's part to a full score vector, word by word (the computation before segments, and
 rank_bm25 itself for rank_bm25_okapi); `search` must return the whole build's hits, and
 the hits the full score vector gives (`State.top`), whether it ranked among the matching
-rows alone or fell back to the full vector.
+rows alone or fell back to the full vector, and whether a word's impacts were cached.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from plm_index import ranking, segments
 from plm_index.corpus import CorpusSnapshot
 
 pytestmark = needs("bm25s", extra="bm25")
-from plm_plugins.retrievers.bm25s import _IDF, BM25Retriever  # noqa: E402
+from plm_plugins.retrievers.bm25s import _IDF, BM25Retriever, Impacts  # noqa: E402
 
 VOCAB = [f"w{i}" for i in range(300)]
 WEIGHTS = [1 / (i + 1) for i in range(len(VOCAB))]  # Zipf: a few words in most chunks
@@ -135,6 +135,7 @@ def test_segments_deletions_and_merges_score_as_the_whole_build(
 
     monkeypatch.setattr(segments, "MERGE_FACTOR", 3)
     monkeypatch.setattr(segments, "FLOOR_ROWS", 4)
+    monkeypatch.setattr(Impacts, "MAX_IMPACTS", 400)  # words' impacts evicted and scored again, often
     calls: Counter = Counter()
     sparse = ranking.top_n_sparse
 
