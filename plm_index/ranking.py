@@ -96,12 +96,14 @@ def top_n_sparse(
         if not drop_zero:
             return None
         k = len(top)
-    top = top[np.lexsort((-positions[top], -values[top]))]  # best first, equal scores last row first
-    if n_rows <= FULL_SORT_UP_TO and (len(top) > k or bool(np.any(values[top[1:]] == values[top[:-1]]))):
+    tied = len(top) > k  # more rows than k at the k-th best score
+    top = top[np.lexsort((-positions[top], -values[top]))][:k]  # best first, equal scores last row first
+    scores = values[top].tolist()
+    if n_rows <= FULL_SORT_UP_TO and (tied or any(a == b for a, b in zip(scores, scores[1:], strict=False))):
         return None
     return [
         ScoredChunk(chunk_id=chunk_ids[p], score=s, source=source, rank=r)
-        for r, (p, s) in enumerate(zip(positions[top[:k]].tolist(), values[top[:k]].tolist(), strict=True))
+        for r, (p, s) in enumerate(zip(positions[top].tolist(), scores, strict=True))
     ]
 
 
