@@ -57,10 +57,11 @@ def main() -> None:
             code, argv, path = sides[name]
             lat = run(code, argv, path)["lat"]
             rounds[name].append({"p50": pct(lat, 0.5), "p95": pct(lat, 0.95)})
-            print(f"round {i} {name:<10} p50 {rounds[name][-1]['p50']:.2f} ms  p95 {rounds[name][-1]['p95']:.2f} ms", flush=True)
-    summary = {
-        name: {q: statistics.median(r[q] for r in rs) for q in ("p50", "p95")} for name, rs in rounds.items()
-    }
+            print(
+                f"round {i} {name:<10} p50 {rounds[name][-1]['p50']:.2f} ms  p95 {rounds[name][-1]['p95']:.2f} ms",
+                flush=True,
+            )
+    summary = {name: {q: statistics.median(r[q] for r in rs) for q in ("p50", "p95")} for name, rs in rounds.items()}
     for name, s in summary.items():
         print(f"median {name:<10} p50 {s['p50']:.2f} ms  p95 {s['p95']:.2f} ms")
     if args.out:
