@@ -416,22 +416,21 @@ def _lengths(state: State) -> Any:
 def _sum_by_row(state: State, at: Any, part: Any) -> tuple[Any, Any]:
     """The rows in `at` whose parts do not sum to 0 (ascending) and their sums, each row's
     parts added in the order given (np.add.at adds one at a time, in order), into a buffer
-    of the state's size per thread, zeroed again where used: no array of the corpus's size
-    is made per query. A row left out scores 0, as a row no query word reaches."""
+    of the state's size, zeroed again where used and kept for the next query (one per query
+    running at once): no array of the corpus's size is made per query. A row left out
+    scores 0, as a row no query word reaches."""
     import numpy as np
 
-    local = state.cached("bm25_scratch", threading.local)
-    sums = getattr(local, "sums", None)
-    if sums is None:
-        sums = local.sums = np.zeros(state.total, dtype=np.float64)
+    free = state.cached("bm25_buffers", list)
     try:
-        np.add.at(sums, at, part)
-        rows = np.flatnonzero(sums != 0)
-        values = sums[rows]
-        sums[rows] = 0.0  # (a -0.0 left behind adds as 0.0 does)
-    except BaseException:
-        local.sums = None  # never reused half written
-        raise
+        sums = free.pop()  # list.pop and append are atomic: a buffer is one query's at a time
+    except IndexError:
+        sums = np.zeros(state.total, dtype=np.float64)
+    np.add.at(sums, at, part)
+    rows = np.flatnonzero(sums != 0)
+    values = sums[rows]
+    sums[rows] = 0.0  # (a -0.0 left behind adds as 0.0 does)
+    free.append(sums)  # not reached (the buffer dropped) if anything above raised
     return rows, values
 
 

@@ -178,3 +178,19 @@ def test_segments_deletions_and_merges_score_as_the_whole_build(
                 merged += sum("-m" in s.name for s in reader.state.segments)
     assert deleted and merged and len(every["lucene"].state.segments) > 1
     assert calls["sparse"] > calls["full"] > 0  # both paths ranked, mostly the matching rows alone
+
+
+def test_queries_at_once_on_one_index_rank_as_one_at_a_time(tmp_path: Path) -> None:
+    """Threads share the version's impacts and sum buffers: each query still gets its own sums."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    rng = random.Random(3)
+    chunks = [Chunk(id=f"c{i}", doc_id=f"d{i}", text=_text(rng)) for i in range(400)]
+    retriever = _retriever("lucene")
+    retriever.build(CorpusSnapshot.of(chunks), tmp_path)
+    queries = [" ".join(rng.choices(VOCAB, WEIGHTS, k=rng.randint(2, 6))) for _ in range(60)] * 4
+    alone = [retriever.search(ExpandedQuery(text=q, k=10), 10) for q in queries]
+    retriever.load(CorpusSnapshot.of(chunks), tmp_path)  # a new state: nothing kept yet
+    with ThreadPoolExecutor(8) as pool:
+        together = list(pool.map(lambda q: retriever.search(ExpandedQuery(text=q, k=10), 10), queries))
+    assert together == alone
