@@ -64,6 +64,49 @@ def _top_rows(np: Any, scores: Any, n: int, allowed: Any, drop_zero: bool) -> An
     return top[np.lexsort((-top, -scores[top]))]
 
 
+def top_n_sparse(
+    positions: Any,
+    values: Any,
+    n_rows: int,
+    n: int,
+    chunk_ids: Sequence[str],
+    source: str,
+    allowed: Any = None,
+    drop_zero: bool = False,
+) -> list[ScoredChunk] | None:
+    """`top_n` of a score vector of `n_rows` rows that is zero except at `positions`
+    (distinct) where it holds `values`: the same hits in the same order, found among those
+    rows alone (a BM25 query's matching rows, not the whole corpus). None where the answer
+    needs the full vector: fewer than n positive scores with zeros kept, or equal scores
+    among the hits of a vector small enough for the full sort, whose order among equals is
+    its own."""
+    import numpy as np
+
+    n = max(0, n)
+    if allowed is not None:
+        keep = np.asarray(allowed, dtype=bool)[positions]
+        positions, values = positions[keep], values[keep]
+    m = len(values)
+    k = min(n, m)
+    if k == 0:
+        return [] if n == 0 or drop_zero else None
+    top = np.flatnonzero(values >= np.partition(values, m - k)[m - k]) if m > k else np.arange(m)
+    top = top[values[top] > 0]  # zeros and negatives rank below every positive score
+    if len(top) < n:  # fewer than n positive scores, all of them in `top`
+        if not drop_zero:
+            return None
+        k = len(top)
+    tied = len(top) > k  # more rows than k at the k-th best score
+    top = top[np.lexsort((-positions[top], -values[top]))][:k]  # best first, equal scores last row first
+    scores = values[top].tolist()
+    if n_rows <= FULL_SORT_UP_TO and (tied or any(a == b for a, b in zip(scores, scores[1:], strict=False))):
+        return None
+    return [
+        ScoredChunk(chunk_id=chunk_ids[p], score=s, source=source, rank=r)
+        for r, (p, s) in enumerate(zip(positions[top].tolist(), scores, strict=True))
+    ]
+
+
 BEFORE = "fused"  # the `Hit.sources` key for a hit's rank and score before a stage rescored it
 
 

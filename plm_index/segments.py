@@ -29,6 +29,7 @@ This module does the rest:
 
 from __future__ import annotations
 
+import bisect
 import fcntl
 import hashlib
 import json
@@ -51,7 +52,7 @@ from plm_core.errors import IndexDamagedError, StaleIndexError, StoreError
 from plm_core.interfaces import Index, Snapshot
 from plm_core.records import CorpusVersion
 from plm_index import builds
-from plm_index.ranking import top_n
+from plm_index.ranking import top_n, top_n_sparse
 
 log = logging.getLogger(__name__)
 
@@ -226,6 +227,26 @@ class State:
             return top_n(scores, n, self.ids, source, allowed, drop_zero)
         return top_n(scores[rows], n, Picked(self.ids, rows), source, allowed, drop_zero)
 
+    def top_of(
+        self, rows: Any, values: Any, n: int, source: str, allowed: Any = None, drop_zero: bool = False
+    ) -> list[Any] | None:
+        """`top` of scores that are zero except at `rows` (live, distinct), found among those
+        rows alone (`top_n_sparse`); None where only `top` over every row can tell."""
+        index = self.rows_in_index_order()
+        if index is None:
+            return top_n_sparse(rows, values, self.n_live, n, self.ids, source, allowed, drop_zero)
+        positions = self.cached("index_positions", lambda: _inverse(index, self.total))[rows]
+        return top_n_sparse(positions, values, self.n_live, n, Picked(self.ids, index), source, allowed, drop_zero)
+
+
+def _inverse(rows: Any, total: int) -> Any:
+    """Each row's place in `rows` (-1 where absent)."""
+    import numpy as np
+
+    where = np.full(total, -1, dtype=np.int64)
+    where[rows] = np.arange(len(rows), dtype=np.int64)
+    return where
+
 
 class Picked(Sequence[str]):
     """ids[rows[i]] for each i, looked up when needed."""
@@ -247,18 +268,20 @@ class RowIds(Sequence[str]):
 
     def __init__(self, state: State) -> None:
         self._state = state
+        self._starts = state.offsets[:-1].tolist()  # each segment's first row
+        self._ids = [s.ids for s in state.segments]
 
     def __len__(self) -> int:
         return self._state.total
 
     def __getitem__(self, row: Any) -> Any:
-        import numpy as np
-
         if isinstance(row, slice):
             return [self[i] for i in range(*row.indices(len(self)))]
-        row = int(row)
-        seg = int(np.searchsorted(self._state.offsets, row, side="right")) - 1
-        return self._state.segments[seg].ids[row - int(self._state.offsets[seg])]
+        row = int(row) + (self._state.total if row < 0 else 0)
+        if not 0 <= row < self._state.total:
+            raise IndexError(f"row {row} of {self._state.total}")
+        seg = bisect.bisect_right(self._starts, row) - 1
+        return self._ids[seg][row - self._starts[seg]]
 
 
 # ---------------------------------------------------------------------- files

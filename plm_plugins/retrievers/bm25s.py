@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import json
 import math
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -141,57 +143,108 @@ class BM25Retriever(Retriever, SegmentedIndex):
     # ------------------------------------------------------------------ search
     def scores(self, text: str) -> Any:
         """The BM25 score of every row of the open segments for a query text (deleted rows
-        score too; `search` leaves them out)."""
+        score 0; `search` leaves them out)."""
+        return self._dense(*self._matches(self.tokenize([text])[0]))
+
+    def search(self, query: ExpandedQuery, n: int, allowed: Any = None) -> list[ScoredChunk]:
+        # The POC's order (equal scores, the later chunk first), found among the rows that
+        # share a word with the query; the full vector only where those cannot tell.
+        rows, values, constant = self._matches(self.tokenize([query.text])[0])
+        state = self.state
+        assert state is not None
+        drop = self.drops_zero_scores
+        if constant is None:
+            hits = state.top_of(rows, values.astype(self.config.dtype), n, self.label, allowed, drop)
+            if hits is not None:
+                return hits
+        return state.top(self._dense(rows, values, constant), n, self.label, allowed, drop_zero=drop)
+
+    def _matches(self, tokens: list[str]) -> tuple[Any, Any, float | None]:
+        """The live rows that hold a query word (ascending), their BM25 scores in float64, and
+        the score every row gets besides (bm25l and bm25+: a word's part for rows without it;
+        None for the others, where a row without a query word scores 0).
+
+        bm25s's formulas, expression for expression, over each word's postings under the
+        corpus-wide IDF and average length; each row's parts are added in query order, a
+        repeated word once per occurrence, as bm25s and rank_bm25 add them: their floats."""
         import numpy as np
 
         state = self.state
         if state is None:
             raise StaleIndexError(f"BM25 index {self.label!r} is not loaded")
-        scores = np.zeros(state.total, dtype=np.float64)
+        none = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
         if not state.n_live:
-            return scores.astype(self.config.dtype, copy=False)
+            return (*none, None)
+        c = self.config
+        impacts = state.cached(f"bm25_impacts {c.method} {c.k1!r} {c.b!r} {c.delta!r} {c.epsilon!r}", Impacts)
+        words = impacts.get(tokens)
+        if len(words) < len(set(tokens)):  # words not met since this version opened
+            words.update(impacts.add(self._impacts(state, [t for t in dict.fromkeys(tokens) if t not in words])))
+        rows, parts, skips = [], [], []
+        for term in tokens:  # query order, a repeated word once per occurrence
+            if (hit := words.get(term)) is not None:
+                rows.append(hit[0])
+                parts.append(hit[1])
+                if hit[2] is not None:
+                    skips.append(hit[2])
+        constant = float(np.array(skips, dtype=np.float64).sum()) if skips else None
+        if not rows:
+            return (*none, constant)
+        if len(rows) == 1:
+            return rows[0], parts[0], constant  # 0.0 + part: part
+        return (*_sum_by_row(state, np.concatenate(rows), np.concatenate(parts)), constant)
+
+    def _impacts(self, state: State, terms: list[str]) -> dict[str, Any]:
+        """Each word's impacts under this version's statistics: (its live rows as intp, idf x
+        tfc(tf, dl) of each, the bm25l/bm25+ constant or None); None for a word no live row
+        holds. Computed for all the words at once, element for element what one word at a
+        time gives: bm25s's expressions under the corpus-wide IDF and average length."""
+        import numpy as np
+
         c, n_docs = self.config, state.n_live
         avgdl = _live_tokens(state) / n_docs
         idf_of = _okapi_idf(state, c.epsilon) if c.method == "rank_bm25_okapi" else _IDF[c.method]
-        tfc = _TFC["atire" if c.method == "rank_bm25_okapi" else c.method]
-        nonoccurrence = []
-        # Repeated query words count once per occurrence, as in rank_bm25 and bm25s, and each
-        # word's part is added in query order, as they add them: the same floats.
+        formula = "atire" if c.method == "rank_bm25_okapi" else c.method  # rank_bm25's is ATIRE's
+        tfc, k1, delta = _TFC[formula], c.k1, c.delta
         segments = state.cached("bm25_segments", lambda: _segment_arrays(state))
-        for term in self.tokenize([text])[0]:
-            rows, tfs, lengths = [], [], []  # the word's live postings in every segment
-            for vocab, indptr, posting_rows, posting_tf, dl, offset, dead in segments:
-                tid = vocab.get(term)
-                if tid is None:
-                    continue
-                lo, hi = indptr[tid], indptr[tid + 1]
-                found, tf = posting_rows[lo:hi], posting_tf[lo:hi]
-                if dead is not None:
-                    alive = ~dead[found]
-                    found, tf = found[alive], tf[alive]
-                rows.append(found + offset if offset else found)
-                tfs.append(tf)
-                lengths.append(dl[found])
-            df = sum(len(r) for r in rows)
-            if not df:
-                continue  # not in the corpus: no part (rank_bm25 adds 0, bm25s skips it)
-            idf = idf_of(df, n_docs)
-            skip = 0.0
-            if c.method in ("bm25l", "bm25+"):  # bm25s: a constant for chunks without the word
-                skip = idf * tfc(0.0, avgdl, avgdl, c.k1, c.b, c.delta)
-                nonoccurrence.append(skip)
-            at, tf, dl = (x[0] if len(x) == 1 else np.concatenate(x) for x in (rows, tfs, lengths))
-            part = idf * tfc(tf.astype(np.float64), dl.astype(np.float64), avgdl, c.k1, c.b, c.delta)
-            scores[at] += part - skip if skip else part
-        if nonoccurrence:
-            scores += np.array(nonoccurrence, dtype=np.float64).sum()
-        return scores.astype(c.dtype, copy=False)
+        out: dict[str, Any] = {}
+        found, rows, tfs, idfs, skips = [], [], [], [], []
+        for term in terms:
+            hit = _postings(segments, term)
+            out[term] = None  # not in the corpus: no part (rank_bm25 adds 0, bm25s skips it)
+            if hit is not None:
+                found.append(term)
+                rows.append(hit[0])
+                tfs.append(hit[1])
+                idfs.append(idf_of(len(hit[0]), n_docs))
+                if c.method in ("bm25l", "bm25+"):  # bm25s: a constant for chunks without the word
+                    skips.append(idfs[-1] * tfc(0.0, _NORM[formula](avgdl, avgdl, k1, c.b), k1, delta))
+        if not found:
+            return out
+        # Rows as intp: numpy gathers and scatters by int32 indices at a third of the speed.
+        at, tf = np.concatenate(rows, dtype=np.intp), np.concatenate(tfs)
+        norms = state.cached(
+            f"bm25_norms {formula} {k1!r} {c.b!r}", lambda: _NORM[formula](_lengths(state), avgdl, k1, c.b)
+        )
+        counts = [len(r) for r in rows]
+        part = np.repeat(np.array(idfs), counts) * tfc(tf.astype(np.float64), norms[at], k1, delta)
+        if skips:
+            part -= np.repeat(np.array(skips), counts)
+        ends = np.cumsum(counts).tolist()
+        for i, term in enumerate(found):
+            lo = ends[i - 1] if i else 0
+            out[term] = (at[lo : ends[i]].copy(), part[lo : ends[i]].copy(), skips[i] if skips else None)
+        return out
 
-    def search(self, query: ExpandedQuery, n: int, allowed: Any = None) -> list[ScoredChunk]:
-        # Full scores, then the POC's order: equal scores, the later chunk first.
-        scores = self.scores(query.text)
+    def _dense(self, rows: Any, values: Any, constant: float | None) -> Any:
+        import numpy as np
+
         assert self.state is not None
-        return self.state.top(scores, n, self.label, allowed, drop_zero=self.drops_zero_scores)
+        scores = np.zeros(self.state.total, dtype=np.float64)
+        scores[rows] = values
+        if constant is not None:
+            scores += constant
+        return scores.astype(self.config.dtype, copy=False)
 
     @property
     def drops_zero_scores(self) -> bool:
@@ -290,14 +343,102 @@ class Postings:
         return cls(vocab, indptr, row[by].astype(np.int32), tf, dl, first)
 
 
+class Impacts:
+    """A version's word impacts (`BM25Retriever._impacts`), kept with its state as its queries
+    meet the words, most recently used first, up to MAX_IMPACTS postings: a word is scored
+    once per version, as Lucene and PISA keep impacts per segment, not once per query. Its
+    arrays are read-only, shared by every query."""
+
+    MAX_IMPACTS = 1 << 22  # postings (16 bytes each: 64 MiB)
+    MAX_WORDS = 1 << 16  # words, those in no live row included
+
+    def __init__(self) -> None:
+        self._words: OrderedDict[str, Any] = OrderedDict()
+        self._size = 0
+        self._lock = threading.Lock()
+
+    def get(self, terms: list[str]) -> dict[str, Any]:
+        with self._lock:
+            out = {}
+            for term in terms:
+                if term in self._words:
+                    self._words.move_to_end(term)
+                    out[term] = self._words[term]
+            return out
+
+    def add(self, words: dict[str, Any]) -> dict[str, Any]:
+        with self._lock:
+            for term, hit in words.items():
+                if hit is not None:
+                    hit[0].flags.writeable = hit[1].flags.writeable = False
+                    self._size += len(hit[0]) - (len(old[0]) if (old := self._words.get(term)) else 0)
+                self._words[term] = hit
+                self._words.move_to_end(term)
+            while (self._size > self.MAX_IMPACTS or len(self._words) > self.MAX_WORDS) and len(self._words) > 1:
+                _, hit = self._words.popitem(last=False)
+                self._size -= len(hit[0]) if hit is not None else 0
+            return words
+
+
 def _segment_arrays(state: State) -> list[tuple[Any, ...]]:
     """Per segment what a query reads, looked up once per state (a query word visits every
     segment: attribute lookups there cost as much as the arithmetic)."""
     out = []
     for i, seg in enumerate(state.segments):
         p: Postings = seg.data
-        out.append((p.vocab, p.indptr, p.rows, p.tf, p.dl, int(state.offsets[i]), state.dead(i)))
+        out.append((p.vocab, p.indptr, p.rows, p.tf, int(state.offsets[i]), state.dead(i)))
     return out
+
+
+def _postings(segments: list[tuple[Any, ...]], term: str) -> tuple[Any, Any] | None:
+    """A word's live postings in every segment: global rows (ascending) and term
+    frequencies; None when no live row holds it."""
+    import numpy as np
+
+    rows, tfs = [], []
+    for vocab, indptr, posting_rows, posting_tf, offset, dead in segments:
+        tid = vocab.get(term)
+        if tid is None:
+            continue
+        lo, hi = indptr[tid], indptr[tid + 1]
+        found, tf = posting_rows[lo:hi], posting_tf[lo:hi]
+        if dead is not None:
+            alive = ~dead[found]
+            found, tf = found[alive], tf[alive]
+        if len(found):
+            rows.append(found + offset if offset else found)
+            tfs.append(tf)
+    if len(rows) < 2:
+        return (rows[0], tfs[0]) if rows else None
+    return np.concatenate(rows), np.concatenate(tfs)
+
+
+def _lengths(state: State) -> Any:
+    """Each row's length in tokens (segments concatenated), as float64: the scoring's own type."""
+    import numpy as np
+
+    return np.concatenate([np.zeros(0)] + [seg.data.dl for seg in state.segments]).astype(np.float64)
+
+
+def _sum_by_row(state: State, at: Any, part: Any) -> tuple[Any, Any]:
+    """The rows in `at` whose parts do not sum to 0 (ascending) and their sums, each row's
+    parts added in the order given (np.add.at adds one at a time, in order), into a buffer
+    of the state's size, zeroed again where used and kept for the next query (one per query
+    running at once): no array of the corpus's size is made per query. A row left out
+    scores 0, as a row no query word reaches."""
+    import numpy as np
+
+    free = state.cached("bm25_buffers", list)
+    try:
+        sums = free.pop()  # list.pop and append are atomic: a buffer is one query's at a time
+    except IndexError:
+        sums = np.zeros(state.total, dtype=np.float64)
+    np.add.at(sums, at, part)
+    rows = np.flatnonzero(sums != 0)
+    values = sums[rows]
+    sums[rows] = 0.0  # (a -0.0 left behind adds as 0.0 does)
+    free.append(sums)  # not reached (the buffer dropped) if anything above raised
+    return rows, values
 
 
 def _live_tokens(state: State) -> int:
@@ -374,14 +515,22 @@ _IDF: dict[str, Any] = {
     "bm25l": lambda df, n: math.log((n + 1) / (df + 0.5)),
     "bm25+": lambda df, n: math.log((n + 1) / df),
 }
+# bm25s's term-frequency parts, split where bm25s's expression has a part that depends on the
+# row's length alone (`_NORM`, computed once per row and version): the same expressions, in
+# the same order, so the same floats.
+_NORM: dict[str, Any] = {
+    "robertson": lambda dl, avg, k1, b: k1 * ((1 - b) + b * dl / avg),
+    "lucene": lambda dl, avg, k1, b: k1 * ((1 - b) + b * dl / avg),
+    "atire": lambda dl, avg, k1, b: k1 * (1 - b + b * dl / avg),
+    "bm25l": lambda dl, avg, k1, b: 1 - b + b * dl / avg,
+    "bm25+": lambda dl, avg, k1, b: k1 * (1 - b + b * dl / avg),
+}
 _TFC: dict[str, Any] = {
-    "robertson": lambda tf, dl, avg, k1, b, delta: tf / (k1 * ((1 - b) + b * dl / avg) + tf),
-    "lucene": lambda tf, dl, avg, k1, b, delta: tf / (k1 * ((1 - b) + b * dl / avg) + tf),
-    "atire": lambda tf, dl, avg, k1, b, delta: (tf * (k1 + 1)) / (tf + k1 * (1 - b + b * dl / avg)),
-    "bm25l": lambda tf, dl, avg, k1, b, delta: (
-        ((k1 + 1) * (tf / (1 - b + b * dl / avg) + delta)) / (k1 + tf / (1 - b + b * dl / avg) + delta)
-    ),
-    "bm25+": lambda tf, dl, avg, k1, b, delta: ((k1 + 1) * tf) / (k1 * (1 - b + b * dl / avg) + tf) + delta,
+    "robertson": lambda tf, norm, k1, delta: tf / (norm + tf),
+    "lucene": lambda tf, norm, k1, delta: tf / (norm + tf),
+    "atire": lambda tf, norm, k1, delta: (tf * (k1 + 1)) / (tf + norm),
+    "bm25l": lambda tf, norm, k1, delta: ((k1 + 1) * (tf / norm + delta)) / (k1 + tf / norm + delta),
+    "bm25+": lambda tf, norm, k1, delta: ((k1 + 1) * tf) / (norm + tf) + delta,
 }
 
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import plm
+from plm_plugins.tokenizers.snowball import WORD, stem_all, stemmer_for, stopwords_for
 
 
 class BM25sStemTokenizer(plm.Tokenizer):
@@ -15,25 +15,16 @@ class BM25sStemTokenizer(plm.Tokenizer):
 
     name = "bm25s_stem"
 
-    def tokenize(self, texts: Sequence[str]) -> list[list[str]]:
-        if not texts:
-            return []
-        try:
-            import bm25s
-        except ImportError:
-            raise plm.MissingDependencyError("bm25s", "bm25") from None
-        stemmer = self._stemmer()
-        tokens = bm25s.tokenize(list(texts), stopwords="en", stemmer=stemmer, return_ids=False, show_progress=False)
-        return [list(t) for t in tokens]
+    def warm_up(self) -> None:
+        self._stem_words = stemmer_for("english")
+        self._stop = stopwords_for("english", True)
 
-    def _stemmer(self) -> Any:
-        if getattr(self, "_stemmer_obj", None) is None:
-            try:
-                import Stemmer
-            except ImportError:
-                raise plm.MissingDependencyError("PyStemmer", "bm25") from None
-            self._stemmer_obj = Stemmer.Stemmer("english")
-        return self._stemmer_obj
+    def tokenize(self, texts: Sequence[str]) -> list[list[str]]:
+        # bm25s.tokenize's steps, written out: called per query, its progress bars and
+        # per-call vocabulary cost five times the tokens themselves (57 us of a 460 us query).
+        self.ensure_warm()
+        stop = self._stop
+        return stem_all([[w for w in WORD.findall(text.lower()) if w not in stop] for text in texts], self._stem_words)
 
 
 @plm.hookimpl

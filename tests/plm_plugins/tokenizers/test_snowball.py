@@ -62,8 +62,16 @@ def test_every_pystemmer_language_is_offered_and_tokenizes() -> None:
 
 
 def test_english_gives_bm25s_stem_tokens_on_the_sample_corpus() -> None:
+    import bm25s
+
     texts = [p.read_text() for p in sorted((REPO / "examples" / "sample_corpus" / "docs").glob("*.md"))]
+    texts += ["", "a I", "Straße ÉTÉ naïve_case x2 2x __init__ Ünïcödé 42 running's", "The Pods are running"]
     assert len(texts) >= 10
+    own = bm25s.tokenize(
+        texts, stopwords="en", stemmer=Stemmer.Stemmer("english"), return_ids=False, show_progress=False
+    )
+    assert BM25sStemTokenizer().tokenize(texts) == [list(t) for t in own]  # bm25s's steps, written out
+    assert BM25sStemTokenizer().tokenize(texts[-1:]) == [["pod", "run"]]
     assert SnowballTokenizer().tokenize(texts) == BM25sStemTokenizer().tokenize(texts)
 
 

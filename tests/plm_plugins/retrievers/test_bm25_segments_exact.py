@@ -1,0 +1,196 @@
+"""BM25 over segments scores and ranks exactly as one index built whole, for every method.
+
+A real store takes random adds, edits and deletes; BM25 indexes follow it by `refresh`
+(a segment per sync, deletions, merges), and at checkpoints every query's scores must be
+the very floats (==, not within a tolerance) of a plain reference that adds each query
+word's part to a full score vector, word by word (the computation before segments, and
+rank_bm25 itself for rank_bm25_okapi); `search` must return the whole build's hits, and
+the hits the full score vector gives (`State.top`), whether it ranked among the matching
+rows alone or fell back to the full vector, and whether a word's impacts were cached.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from plm_needs import needs
+
+from plm_core.records import Chunk, Document, ExpandedQuery
+from plm_index import ranking, segments
+from plm_index.corpus import CorpusSnapshot
+
+pytestmark = needs("bm25s", extra="bm25")
+from plm_plugins.retrievers.bm25s import _IDF, BM25Retriever, Impacts  # noqa: E402
+
+VOCAB = [f"w{i}" for i in range(300)]
+WEIGHTS = [1 / (i + 1) for i in range(len(VOCAB))]  # Zipf: a few words in most chunks
+CONFIGS = {  # label -> settings; drop_zero_scores defaults to true except for rank_bm25_okapi
+    "lucene": {"method": "lucene"},
+    "lucene32": {"method": "lucene", "dtype": "float32", "drop_zero_scores": False},
+    "okapi": {"method": "rank_bm25_okapi"},
+    "robertson": {"method": "robertson"},
+    "atire": {"method": "atire", "k1": 1.2, "b": 0.5},
+    "bm25l": {"method": "bm25l"},
+    "bm25+": {"method": "bm25+", "dtype": "float32"},
+}
+
+
+def _retriever(label: str) -> BM25Retriever:
+    return BM25Retriever(label=label, tokenizer="whitespace_lower", **CONFIGS[label])
+
+
+def _text(rng: random.Random) -> str:
+    return " ".join(rng.choices(VOCAB, WEIGHTS, k=rng.randint(0, 25)))
+
+
+def _sync(store: Any, rng: random.Random, live: set[str], counter: list[int]) -> None:
+    if live and rng.random() < 0.3:
+        gone = rng.sample(sorted(live), min(len(live), rng.randint(1, 4)))
+        store.delete_documents(gone)
+        live.difference_update(gone)
+    ids = [f"d{counter[0] + i}" for i in range(rng.randint(2, 12))]
+    counter[0] += len(ids)
+    if live and rng.random() < 0.5:
+        ids += rng.sample(sorted(live), min(len(live), rng.randint(1, 4)))  # edited: new chunk ids
+    docs, chunks = [], []
+    for doc_id in ids:
+        texts = [_text(rng) for _ in range(rng.randint(1, 3))]
+        if rng.random() < 0.15:
+            texts.append(texts[0])  # a duplicate: equal scores, which only index order breaks
+        chunks += [
+            Chunk(id=f"{doc_id}#{counter[0]}.{j}", doc_id=doc_id, text=t, metadata={"even": j % 2 == 0})
+            for j, t in enumerate(texts)
+        ]
+        docs.append(Document(id=doc_id, text=" ".join(texts)))
+    store.replace_documents(docs, chunks, None, None, ["x"] * len(docs))
+    live.update(ids)
+
+
+# bm25s.scoring's term-frequency parts, as bm25s writes them (whole expressions, per word)
+TFC = {
+    "robertson": lambda tf, dl, avg, k1, b, delta: tf / (k1 * ((1 - b) + b * dl / avg) + tf),
+    "lucene": lambda tf, dl, avg, k1, b, delta: tf / (k1 * ((1 - b) + b * dl / avg) + tf),
+    "atire": lambda tf, dl, avg, k1, b, delta: (tf * (k1 + 1)) / (tf + k1 * (1 - b + b * dl / avg)),
+    "bm25l": lambda tf, dl, avg, k1, b, delta: (
+        ((k1 + 1) * (tf / (1 - b + b * dl / avg) + delta)) / (k1 + tf / (1 - b + b * dl / avg) + delta)
+    ),
+    "bm25+": lambda tf, dl, avg, k1, b, delta: ((k1 + 1) * tf) / (k1 * (1 - b + b * dl / avg) + tf) + delta,
+}
+
+
+def _reference(label: str, texts: list[str], tokens: list[str]) -> np.ndarray:
+    """Scores of the chunks (index order) the way they were computed before segments: each
+    query word's part added to a full vector in turn; rank_bm25 for its own Okapi."""
+    c = _retriever(label).config
+    docs = [t.lower().split() for t in texts]
+    if c.method == "rank_bm25_okapi":
+        rank_bm25 = pytest.importorskip("rank_bm25")
+        return np.asarray(rank_bm25.BM25Okapi(docs, k1=c.k1, b=c.b, epsilon=c.epsilon).get_scores(tokens))
+    counts = [Counter(d) for d in docs]
+    dl = np.array([len(d) for d in docs], dtype=np.float64)
+    avgdl = sum(len(d) for d in docs) / len(docs)
+    scores, skips = np.zeros(len(docs)), []
+    for term in tokens:
+        rows = [i for i, counted in enumerate(counts) if term in counted]
+        if not rows:
+            continue
+        idf = _IDF[c.method](len(rows), len(docs))
+        tf = np.array([counts[i][term] for i in rows], dtype=np.float64)
+        part = idf * TFC[c.method](tf, dl[rows], avgdl, c.k1, c.b, c.delta)
+        if c.method in ("bm25l", "bm25+"):
+            skips.append(idf * TFC[c.method](0.0, avgdl, avgdl, c.k1, c.b, c.delta))
+            part = part - skips[-1]
+        scores[rows] += part
+    if skips:
+        scores += np.array(skips, dtype=np.float64).sum()
+    return scores.astype(c.dtype)
+
+
+def _check(ix: BM25Retriever, whole: BM25Retriever, snap: CorpusSnapshot, store: Any, wants: dict[str, Any]) -> None:
+    state = ix.state
+    assert state is not None and state.n_live == snap.n_chunks
+    ids = snap.chunk_ids
+    live = {state.ids[int(r)]: int(r) for r in np.flatnonzero(state.live)}
+    even = store.filter_mask({"even": True})
+    for text, want in wants.items():
+        got = ix.scores(text)
+        assert [got[live[i]] for i in ids] == want.tolist(), text  # the very floats
+        for n in (1, 3, 10, 60):
+            for allowed in (None, even):
+                hits = ix.search(ExpandedQuery(text=text, k=n), n, allowed)
+                assert hits == whole.search(ExpandedQuery(text=text, k=n), n, allowed), (ix.label, text, n)
+                full = state.top(got, n, ix.label, allowed, drop_zero=ix.drops_zero_scores)
+                assert hits == full, (ix.label, text, n)
+
+
+def test_segments_deletions_and_merges_score_as_the_whole_build(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from plm_plugins.stores.sqlite import SQLiteStore
+
+    monkeypatch.setattr(segments, "MERGE_FACTOR", 3)
+    monkeypatch.setattr(segments, "FLOOR_ROWS", 4)
+    monkeypatch.setattr(Impacts, "MAX_IMPACTS", 400)  # words' impacts evicted and scored again, often
+    calls: Counter = Counter()
+    sparse = ranking.top_n_sparse
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        hits = sparse(*args, **kwargs)
+        calls["sparse" if hits is not None else "full"] += 1
+        return hits
+
+    monkeypatch.setattr(segments, "top_n_sparse", counted)
+    store = SQLiteStore(SQLiteStore.Config())
+    store.open(tmp_path / "store")
+    rng, live, counter = random.Random(5), set(), [0]
+    index_dir = tmp_path / "index"
+    every = {label: _retriever(label) for label in CONFIGS}
+    qrng = random.Random(11)
+    queries = [" ".join(qrng.choices(VOCAB, WEIGHTS, k=qrng.randint(1, 6))) for _ in range(16)]
+    queries += ["w0 w0 w1", "w299 nowhere", "nowhere", ""]
+    deleted = merged = 0
+    for step in range(24):
+        _sync(store, rng, live, counter)
+        with store.snapshot():
+            snap = CorpusSnapshot(store, index_dir, None)
+            for ix in every.values():
+                ix.refresh(snap, index_dir)
+        if step % 12 != 11:
+            continue
+        segments.wait_for_merges()
+        with store.snapshot():
+            snap = CorpusSnapshot(store, index_dir, None)
+            for label, ix in every.items():
+                whole = _retriever(label)
+                whole.build(CorpusSnapshot(store, index_dir, None), None)
+                reader = _retriever(label)
+                reader.load(snap, index_dir)  # another process: the newest manifest, merges included
+                wants = {q: _reference(label, snap.index_texts, q.lower().split()) for q in queries}
+                for got in (ix, reader, whole):
+                    _check(got, whole, snap, store, wants)
+                assert ix.state is not None and reader.state is not None
+                deleted += sum(len(d) for d in ix.state.deleted)
+                merged += sum("-m" in s.name for s in reader.state.segments)
+    assert deleted and merged and len(every["lucene"].state.segments) > 1
+    assert calls["sparse"] > calls["full"] > 0  # both paths ranked, mostly the matching rows alone
+
+
+def test_queries_at_once_on_one_index_rank_as_one_at_a_time(tmp_path: Path) -> None:
+    """Threads share the version's impacts and sum buffers: each query still gets its own sums."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    rng = random.Random(3)
+    chunks = [Chunk(id=f"c{i}", doc_id=f"d{i}", text=_text(rng)) for i in range(400)]
+    retriever = _retriever("lucene")
+    retriever.build(CorpusSnapshot.of(chunks), tmp_path)
+    queries = [" ".join(rng.choices(VOCAB, WEIGHTS, k=rng.randint(2, 6))) for _ in range(60)] * 4
+    alone = [retriever.search(ExpandedQuery(text=q, k=10), 10) for q in queries]
+    retriever.load(CorpusSnapshot.of(chunks), tmp_path)  # a new state: nothing kept yet
+    with ThreadPoolExecutor(8) as pool:
+        together = list(pool.map(lambda q: retriever.search(ExpandedQuery(text=q, k=10), 10), queries))
+    assert together == alone
