@@ -90,6 +90,19 @@ def config_text(recipe: str, embedder: str) -> str:
     )
 
 
+def relabel(index: Path) -> None:
+    """The toy vectors labelled as MiniLM's: in the store, and in the dense indexes' saved
+    versions (which record their vectors' model; a mismatch rebuilds the index)."""
+    with sqlite3.connect(index / "plm.sqlite") as db:
+        db.execute("UPDATE vectors SET model = 'all-MiniLM-L6-v2'")
+        db.execute("UPDATE meta SET value = 'all-MiniLM-L6-v2' WHERE key = 'model'")
+    for path in index.glob("*/manifests/*.json"):
+        manifest = json.loads(path.read_text())
+        if manifest.get("extra", {}).get("model"):
+            manifest["extra"]["model"] = "all-MiniLM-L6-v2"
+            path.write_text(json.dumps(manifest, indent=1))
+
+
 def query_text(rng: random.Random) -> str:
     return " ".join(rng.choices(VOCAB, k=rng.randrange(2, 4)))
 
@@ -138,9 +151,7 @@ def main() -> None:
         subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL)
         result["ingest_s"] = round(time.perf_counter() - t0, 1)
         if args.toy_vectors and args.recipe == "hybrid":
-            with sqlite3.connect(index / "plm.sqlite") as db:  # label the toy vectors as MiniLM's
-                db.execute("UPDATE vectors SET model = 'all-MiniLM-L6-v2'")
-                db.execute("UPDATE meta SET value = 'all-MiniLM-L6-v2' WHERE key = 'model'")
+            relabel(index)
 
     log = work / "serve.log"
     cmd = [*plm, "serve", "--config", str(serve_cfg), "--index", str(index), "--port", "0"]

@@ -204,8 +204,14 @@ class Job:
             note_other_sources(self.store.doc_paths(), items, report)
         if report.deleted:
             stats.forget(report.deleted)
-        self.syncer.complete_vectors(report, read_cache=not force)
-        return self._finish(report, start)
+        # Every stored vector is checked (a model change, a row left without one) by a folder's
+        # ingest, or when the store's model is not this one. A watcher's or an API's sync of a
+        # few documents wrote its chunks' vectors with them, in one transaction, by this
+        # model: checking all the others reads every vector (30 s and more at a million).
+        check_all = note_others or force or stored_model != expected
+        if check_all:
+            self.syncer.complete_vectors(report, read_cache=not force)
+        return self._finish(report, start, check=check_all)
 
     def _supersede(self, docs: Sequence[Document], added: set[str], synced: set[str], report: IngestReport) -> None:
         """A file read under a new id (ids became paths, or its folder is now read from a
@@ -229,7 +235,8 @@ class Job:
         """Remove documents (one transaction) and rebuild the derived indexes."""
         self.open(create=False)
         start = time.perf_counter()
-        return self._finish(IngestReport(deleted=self.store.delete_documents(doc_ids)), start)
+        # Removing rows cannot leave a chunk without its vector: no store-wide count.
+        return self._finish(IngestReport(deleted=self.store.delete_documents(doc_ids)), start, check=False)
 
     def rebuild(self, report: IngestReport | None = None) -> IngestReport:
         """Regenerate everything derived from the stored chunks: vectors that are missing,
@@ -240,19 +247,20 @@ class Job:
         self.syncer.complete_vectors(report, read_cache=True)
         return self._finish(report, start, rebuild=True)
 
-    def rebuild_indexes(self, report: IngestReport | None = None, whole: bool = True) -> None:
+    def rebuild_indexes(self, report: IngestReport | None = None, whole: bool = True, check: bool = True) -> None:
         """Build and save every retrieval index from what the store holds (with `whole`
-        false, each by its cheapest path: a segment for what changed)."""
-        self.searcher.rebuild(report.timings if report is not None else None, whole)
+        false, each by its cheapest path: a segment for what changed; with `check` false,
+        without counting the whole store's consistency first)."""
+        self.searcher.rebuild(report.timings if report is not None else None, whole, check)
 
-    def _finish(self, report: IngestReport, start: float, rebuild: bool = False) -> IngestReport:
+    def _finish(self, report: IngestReport, start: float, rebuild: bool = False, check: bool = True) -> IngestReport:
         """Rebuild the derived indexes if the store changed since they were built (or
         always, with `rebuild`), then fill in the report's totals."""
         with self.store.snapshot():
             counted = None
             if rebuild or not self.searcher.indexes_current(self.store.version()):
                 t0, timed = time.perf_counter(), sum(report.timings.values())
-                self.rebuild_indexes(report, whole=rebuild)
+                self.rebuild_indexes(report, whole=rebuild, check=check)
                 # Each index's build is timed as `index:NAME`; this is the rest (snapshot, saving).
                 rest = time.perf_counter() - t0 - (sum(report.timings.values()) - timed)
                 report.time("rebuild indexes" if rebuild else "update indexes", max(rest, 0.0))
