@@ -25,3 +25,6 @@ class IdentityExpander(QueryExpander):
 @hookimpl
 def plm_register_components(registry: Registry) -> None:
     registry.add(IdentityExpander)
+    from plm_plugins.pending import register_pending  # stages newer than the installed entry points
+
+    register_pending(registry)
