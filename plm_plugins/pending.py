@@ -17,6 +17,7 @@ PENDING = {
     "headings": "plm_plugins.query_generators.headings",
     "inverse_cloze": "plm_plugins.query_generators.inverse_cloze",
     "links": "plm_plugins.query_generators.links",
+    "bm25_rm3": "plm_plugins.retrievers.bm25_rm3",
 }
 
 

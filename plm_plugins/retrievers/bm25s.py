@@ -142,6 +142,11 @@ class BM25Retriever(Retriever, SegmentedIndex):
     def scores(self, text: str) -> Any:
         """The BM25 score of every row of the open segments for a query text (deleted rows
         score too; `search` leaves them out)."""
+        return self.token_scores(self.tokenize([text])[0])
+
+    def token_scores(self, tokens: Sequence[str], weights: Sequence[float] | None = None) -> Any:
+        """`scores` for tokens already made, each word's part times its weight when given
+        (a weighted query: pseudo-relevance feedback's expansion terms)."""
         import numpy as np
 
         state = self.state
@@ -158,7 +163,7 @@ class BM25Retriever(Retriever, SegmentedIndex):
         # Repeated query words count once per occurrence, as in rank_bm25 and bm25s, and each
         # word's part is added in query order, as they add them: the same floats.
         segments = state.cached("bm25_segments", lambda: _segment_arrays(state))
-        for term in self.tokenize([text])[0]:
+        for i, term in enumerate(tokens):
             rows, tfs, lengths = [], [], []  # the word's live postings in every segment
             for vocab, indptr, posting_rows, posting_tf, dl, offset, dead in segments:
                 tid = vocab.get(term)
@@ -182,6 +187,10 @@ class BM25Retriever(Retriever, SegmentedIndex):
                 nonoccurrence.append(skip)
             at, tf, dl = (x[0] if len(x) == 1 else np.concatenate(x) for x in (rows, tfs, lengths))
             part = idf * tfc(tf.astype(np.float64), dl.astype(np.float64), avgdl, c.k1, c.b, c.delta)
+            if weights is not None:
+                part, skip = part * weights[i], skip * weights[i]
+                if skip:
+                    nonoccurrence[-1] = skip
             scores[at] += part - skip if skip else part
         if nonoccurrence:
             scores += np.array(nonoccurrence, dtype=np.float64).sum()
