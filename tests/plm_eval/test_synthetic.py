@@ -113,3 +113,23 @@ def test_the_command_says_the_judgments_are_synthetic(tmp_path: Path) -> None:
         capture_output=True, text=True, env=env, cwd=REPO, timeout=180,
     )  # fmt: skip
     assert bad.returncode != 0 and "leave out --queries" in bad.stdout + bad.stderr
+
+
+def test_tune_on_synthetic_queries_writes_a_config_for_the_real_corpus(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PLM_PROGRESS": "0", "HF_HUB_OFFLINE": "1", "PLM_DATA_DIR": str(tmp_path / "data")}
+    tuned = tmp_path / "tune" / "t.toml"
+    res = subprocess.run(
+        [sys.executable, "-m", "plm_core.cli", "tune", "-c", str(EXPERIMENTS / "bm25_stemmed.toml"),
+         "-p", "query.retrieve.retrievers.bm25.k1=0.9,1.5", "--synthetic", "12", "--out", str(tuned)],
+        capture_output=True, text=True, env=env, cwd=REPO, timeout=180,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr + res.stdout
+    assert load_job(tuned, default_registry()).raw["index"]["load"] == {"use": "markdown_dir"}  # not the rewrite
+    assert "synthetic judgments: 12 queries" in tuned.read_text()
+    report = json.loads((tuned.parent / "tune.json").read_text())
+    assert report["judgments"]["queries"] == 12 and report["tuning_set"] == "synthetic"
+    assert (tuned.parent / "synthetic" / "qrels" / "synthetic.tsv").is_file()
