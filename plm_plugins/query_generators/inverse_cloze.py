@@ -20,7 +20,8 @@ if TYPE_CHECKING:
 class InverseClozeQueries(QueryGenerator):
     """One sentence per document (picked by a hash of the document id, so the same corpus
     gives the same queries), of `min_words` to `max_words` words, from a document that keeps
-    at least `min_rest_words` words without it."""
+    at least `min_rest_words` words without it. Headings and a title line are not sentences
+    (`headings` makes those queries)."""
 
     name = "inverse_cloze"
 
@@ -37,8 +38,11 @@ class InverseClozeQueries(QueryGenerator):
         out: list[SyntheticQuery] = []
         for doc in documents:
             total = len(words(doc.text))
+            title = " ".join(words(doc.title)).lower()
             fits = []
             for para in paragraphs(doc.text):
+                if title and " ".join(words(para)).lower() == title:
+                    continue  # the title indexed as the first line (beir_corpus include_title): a heading
                 for raw in sentences(para):
                     text = render(raw.strip().lstrip("-*+> ").strip())
                     n = len(words(text))

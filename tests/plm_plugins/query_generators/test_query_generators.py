@@ -110,3 +110,12 @@ def test_the_generators_are_registered() -> None:
     registry = plm.default_registry()
     for cls in GENERATORS:
         assert registry.get(cls.name, "query_generators").cls is cls
+
+
+def test_inverse_cloze_never_takes_the_title_line_for_a_sentence() -> None:
+    title = "Microarray analysis of pneumococcal gene expression during invasive disease."
+    body = " ".join(f"Sentence number {i} says something different about the bacteria here." for i in range(12))
+    doc = plm.Document(id="d", text=f"{title}\n\n{body}", title=title)
+    for seed in range(5):
+        (q,) = InverseClozeQueries().generate([replace(doc, id=f"d{seed}")])
+        assert q.text != title and q.text.startswith("Sentence number")
