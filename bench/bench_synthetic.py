@@ -41,6 +41,7 @@ REPO = Path(__file__).resolve().parents[1]
 ONNX = ["embedder.backend=onnx"]
 K = "query.retrieve.fuser.default.k"
 RM3 = "query.retrieve.retrievers.bm25.use=bm25_rm3"
+ROCCHIO = "query.retrieve.retrievers.dense.use=dense_rocchio"
 
 # label -> (config, overrides); "recommended" is the reference the issue compares with.
 MENUS: dict[str, dict[str, tuple[str, list[str]]]] = {
@@ -50,12 +51,14 @@ MENUS: dict[str, dict[str, tuple[str, list[str]]]] = {
         "bm25_identifiers": ("configs/scifact/bm25_identifiers.toml", []),
         "bm25_rm3": ("configs/scifact/bm25_rm3.toml", []),
         "dense_minilm": ("configs/scifact/dense_minilm.toml", ONNX),
+        "dense_rocchio": ("configs/scifact/dense_minilm.toml", [*ONNX, ROCCHIO]),
         "hybrid_rrf_k10": ("configs/scifact/hybrid_rrf.toml", [*ONNX, f"{K}=10"]),
         "hybrid_rrf_k30": ("configs/scifact/hybrid_rrf.toml", [*ONNX, f"{K}=30"]),
         "hybrid_rrf_k60": ("configs/scifact/hybrid_rrf.toml", ONNX),
         "hybrid_dbsf": ("configs/scifact/hybrid_dbsf.toml", ONNX),
         "recommended": ("configs/scifact/recommended.toml", []),
         "recommended_rm3": ("configs/scifact/recommended.toml", [RM3]),
+        "recommended_rocchio": ("configs/scifact/recommended.toml", [ROCCHIO]),
     },
     "poc_needle": {
         "bm25_whitespace": ("configs/experiments/bm25_whitespace.toml", []),
@@ -67,6 +70,7 @@ MENUS: dict[str, dict[str, tuple[str, list[str]]]] = {
         "hybrid_rrf_k60": ("configs/recommended.toml", [f"{K}=60"]),
         "recommended": ("configs/recommended.toml", []),  # RRF k = 10
         "recommended_rm3": ("configs/recommended.toml", [RM3]),
+        "recommended_rocchio": ("configs/recommended.toml", [ROCCHIO]),
     },
     # BM25 only, for a smoke run on examples/sample_corpus (no model): --reference bm25_stemmed
     "sample": {

@@ -18,6 +18,7 @@ PENDING = {
     "inverse_cloze": "plm_plugins.query_generators.inverse_cloze",
     "links": "plm_plugins.query_generators.links",
     "bm25_rm3": "plm_plugins.retrievers.bm25_rm3",
+    "dense_rocchio": "plm_plugins.retrievers.dense_rocchio",
 }
 
 
