@@ -53,18 +53,18 @@ class BM25RM3Retriever(BM25Retriever):
         near = np.flatnonzero(ranked >= kth)  # the top k and whatever ties the k-th
         top = near[np.lexsort((state.order[near], -ranked[near]))[:k]]
         doc_weight = ranked[top] / ranked[top].sum()
-        model: Counter[str] = Counter()
+        model: dict[str, float] = {}
         for row, w in zip(top.tolist(), doc_weight.tolist(), strict=True):
             words, tfs = _row_terms(state, row)
             length = tfs.sum()
             for word, tf in zip(words, tfs.tolist(), strict=True):
-                model[word] += w * tf / length
+                model[word] = model.get(word, 0.0) + w * tf / length
         expansion = sorted(model.items(), key=lambda kv: (-kv[1], kv[0]))[: self.config.fb_terms]
         total = sum(v for _, v in expansion) or 1.0
         lam = self.config.original_weight
-        weights: Counter[str] = Counter({t: lam * n / len(tokens) for t, n in Counter(tokens).items()})
+        weights = {t: lam * n / len(tokens) for t, n in Counter(tokens).items()}
         for word, v in expansion:
-            weights[word] += (1 - lam) * v / total
+            weights[word] = weights.get(word, 0.0) + (1 - lam) * v / total
         terms = sorted(weights)  # one order whatever the segments' vocabularies: the same float sums
         return self.token_scores(terms, [weights[t] for t in terms])
 
