@@ -122,7 +122,13 @@ def evaluate(
         rows = result["sets"][0]["per_query"]
         out[label] = {str(r["query_id"]): float(r["nDCG@10"]) for r in rows}
         mean = sum(out[label].values()) / len(rows)
-        print(f"  {label:<18} {query_set:<10} nDCG@10 {mean:.4f}  ({time.perf_counter() - t0:.0f} s)", flush=True)
+        ing = result["ingest"]
+        work = ", ".join(f"{s} {w['computed']}/{w['cached']}" for s, w in ing["work"].items())
+        done = "up to date" if ing["skipped"] else f"ingest {ing['wall_s']:.0f} s" + (f" ({work})" if work else "")
+        print(
+            f"  {label:<20} {query_set:<10} nDCG@10 {mean:.4f}  ({time.perf_counter() - t0:.0f} s; {done})",
+            flush=True,
+        )
     return out
 
 
