@@ -27,7 +27,7 @@ SLOTS = {
     "Chunker": '[index.chunk]\nuse = "markdown_semantic"',
     "ChunkTransform": '[index.keywords]         # any [index.*] table after the chunker, run in order\nuse = "yake"',
     "Embedder": '[embedder]              # shared by indexing and querying\nuse = "sentence_transformers"',
-    "Tokenizer": '[query.retrieve]\nuse = "bm25s"\ntokenizer = "snowball"  # or a table: [query.retrieve.tokenizer]',
+    "Tokenizer": '[query.retrieve]\nuse = "bm25s"\ntokenizer = "snowball"\n# or, with settings, a table:\n# tokenizer = { use = "snowball", language = "porter" }',
     "QueryExpander": '[query.expand]\nuse = "dictionary"',
     "QueryGenerator": "# not a config slot: chosen on the command line\n"
     "# plm eval -c recipe.toml --synthetic 300 --generators headings,inverse_cloze",
@@ -298,7 +298,7 @@ def page(base: type, also: list[type]) -> str:
     lines += ["## Example", "", "```python", EXAMPLES[base.__name__].strip(), "```", ""]
     lines += ["## Prove it", ""]
     if base.__name__ in CHECKS:
-        lines += ["In the plugin's own tests (`import plm.testing`; see `plm/testing.py`):", ""]
+        lines += ["In the plugin's own tests (`import plm.testing`; `help(plm.testing)` lists every check):", ""]
         lines += ["```python", CHECKS[base.__name__], "```", ""]
     else:
         lines += ["No conformance check for this family yet: test `run` on small inputs.", ""]

@@ -232,7 +232,15 @@ class Retriever(BaseComponent[ExpandedQuery, list[ScoredChunk]], Index):
 class Fuser(BaseComponent[Mapping[str, list[ScoredChunk]], list[ScoredChunk]]):
     """Several retrievers' rankings -> one (inside the `hybrid` stage): `settings_for` picks
     this query's settings (how many candidates each retriever returns, the weights), `fuse`
-    combines the rankings, keyed by each retriever's table name, into one, best first."""
+    combines the rankings, keyed by each retriever's table name, into one, best first.
+
+    What a fuser reads from the query: `query.depth`, the hits the stages after retrieval
+    want (k, or a reranker's deeper pool; at least 1 at query time), to size each source's
+    candidates; `query.weights`, per-query weights by retriever name (`plm query --weight
+    dense=2`, `Job.search(weights=...)`), which a fuser applies or, by ignoring them, makes
+    `--weight` do nothing. `ScoredChunk.rank` is 0-based in each ranking in and out; the
+    fused chunks' `source` is free text (the built-ins say "fused"). A fuser whose settings
+    name retrievers checks them in `check_sources`, which the runtime calls at assembly."""
 
     family = "fusers"
     input_type = object

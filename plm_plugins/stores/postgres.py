@@ -52,12 +52,11 @@ from plm import (
     StoreProblem,
     hookimpl,
 )
+from plm_plugins.stores.rows import C_CHUNK_COLS, CHUNK_COLS, chunk_from_row, chunk_row
 
 log = logging.getLogger(__name__)
 
 IDENT = r"^[a-z_][a-z0-9_]{0,62}$"
-CHUNK_COLS = "id, doc_id, text, enriched, heading_path, start_char, end_char, stable_id, keywords, entities, metadata"
-C_CHUNK_COLS = ", ".join(f"c.{col.strip()}" for col in CHUNK_COLS.split(","))
 # Index order, as in every store: documents where first stored, then chunks in document order.
 CHUNKS_JOIN = "{s}.chunks c JOIN {s}.documents d ON d.id = c.doc_id"
 ORDER = "ORDER BY d.row, c.row"
@@ -133,19 +132,7 @@ def redact(text: str, dsn: str = "") -> str:
 
 
 def _chunk_from_row(r: Sequence[Any]) -> Chunk:
-    return Chunk(
-        id=r[0],
-        doc_id=r[1],
-        text=r[2],
-        enriched=r[3],
-        heading_path=tuple(r[4]),
-        start_char=r[5],
-        end_char=r[6],
-        stable_id=r[7] or "",
-        keywords=tuple(r[8]),
-        entities={k: tuple(v) for k, v in r[9].items()},
-        metadata=r[10],
-    )
+    return chunk_from_row(r, lambda value: value)  # jsonb columns arrive decoded
 
 
 def _guarded(method: Callable[..., Any]) -> Callable[..., Any]:
@@ -523,22 +510,9 @@ class PostgresStore(Store):
         if not documents:
             return  # nothing changes, so the corpus version must not either
         vectors = self._vector_rows(chunks, matrix, model) if matrix is not None else [None] * len(chunks)
+        as_json = lambda value: Jsonb(json.loads(json.dumps(value, default=str)) if isinstance(value, dict) else value)  # noqa: E731
         chunk_rows = [
-            (
-                c.id,
-                c.doc_id,
-                c.text,
-                c.enriched,
-                Jsonb(list(c.heading_path)),
-                c.start_char,
-                c.end_char,
-                c.stable_id,
-                Jsonb(list(c.keywords)),
-                Jsonb({k: list(v) for k, v in c.entities.items()}),
-                Jsonb(json.loads(json.dumps(dict(c.metadata), default=str))),
-                model if vector is not None else None,
-                vector,
-            )
+            (*chunk_row(c, as_json), model if vector is not None else None, vector)
             for c, vector in zip(chunks, vectors, strict=True)
         ]
         with self._tx(), self.conn.cursor() as cur:

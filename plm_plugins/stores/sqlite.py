@@ -42,6 +42,7 @@ from plm import (
     compile_filters,
     hookimpl,
 )
+from plm_plugins.stores.rows import C_CHUNK_COLS, CHUNK_COLS, chunk_from_row, chunk_row
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -63,8 +64,6 @@ CREATE INDEX IF NOT EXISTS removed_at ON removed(at);
 """
 
 SHA256_HEX = re.compile("[0-9a-f]{64}")
-CHUNK_COLS = "id, doc_id, text, enriched, heading_path, start_char, end_char, stable_id, keywords, entities, metadata"
-C_CHUNK_COLS = ", ".join(f"c.{col.strip()}" for col in CHUNK_COLS.split(","))
 # Index order: documents where they were first stored (an update keeps its place), then
 # chunks in document order. Every reader of "all chunks" uses it, so rows line up.
 CHUNKS_JOIN = "chunks c JOIN documents d ON d.id = c.doc_id"
@@ -97,19 +96,7 @@ def _packed(fingerprint: str) -> str | bytes:
 
 
 def _chunk_from_row(r: sqlite3.Row) -> Chunk:
-    return Chunk(
-        id=r[0],
-        doc_id=r[1],
-        text=r[2],
-        enriched=r[3],
-        heading_path=tuple(json.loads(r[4])),
-        start_char=r[5],
-        end_char=r[6],
-        stable_id=r[7] or "",
-        keywords=tuple(json.loads(r[8])),
-        entities={k: tuple(v) for k, v in json.loads(r[9]).items()},
-        metadata=json.loads(r[10]),
-    )
+    return chunk_from_row(r, json.loads)
 
 
 def _ready(db: sqlite3.Connection) -> bool:
@@ -429,22 +416,7 @@ class SQLiteStore(Store):
             )
             for d, fp in zip(documents, fingerprints or [""] * len(documents), strict=True)
         ]
-        chunk_rows = [
-            (
-                c.id,
-                c.doc_id,
-                c.text,
-                c.enriched,
-                _json(list(c.heading_path)),
-                c.start_char,
-                c.end_char,
-                c.stable_id,
-                _json(list(c.keywords)),
-                _json({k: list(v) for k, v in c.entities.items()}),
-                _json(dict(c.metadata)),
-            )
-            for c in chunks
-        ]
+        chunk_rows = [chunk_row(c, _json) for c in chunks]
         if not documents:
             return  # nothing changes, so the corpus version must not either
         vector_rows = self._vector_rows([c.id for c in chunks], matrix, model) if matrix is not None else None
