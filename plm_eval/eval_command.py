@@ -314,6 +314,9 @@ def eval_command(
     print_comparison(comparison)
     if judgments is not None:
         out.print(synthetic_note(judgments), highlight=False)
+        if len(runs) > 1:
+            comparison["judgments"]["choice"] = choice = synthetic_choice(runs)
+            out.print(choice["line"], highlight=False)
     known = comparison["sets"][0]["metrics"]
     # An unknown --metric only affects the per-query view: the runs are done, so write the
     # report (ranked by the default metric) before saying so.
@@ -355,6 +358,27 @@ def synthetic_dataset(
     made, summary = build(cfg, source, folder, n, names, registry, settings, seed)
     out.print(synthetic_note(summary), highlight=False)
     return made, "corpus.jsonl", summary
+
+
+def synthetic_choice(runs: Sequence[tuple[str, dict[str, Any]]], metric: str = "nDCG@10") -> dict[str, Any]:
+    """The config the synthetic queries would choose (the best mean), and whether its lead over
+    the runner-up holds (a paired permutation test over the same queries)."""
+    from plm_eval.evaluators.significance import paired_p_value
+
+    scores = {label: {r["query_id"]: float(r[metric]) for r in run["sets"][0]["per_query"]} for label, run in runs}
+    means = {label: sum(v.values()) / max(1, len(v)) for label, v in scores.items()}
+    ranked = sorted(means, key=lambda k: -means[k])
+    best, second = ranked[0], ranked[1]
+    qids = list(scores[best])
+    p = paired_p_value([scores[best][q] for q in qids], [scores[second][q] for q in qids])
+    verdict = (
+        "a lead the queries support" if p < 0.05 else "not a significant lead: either would do, or judge some queries"
+    )
+    line = (
+        f"synthetic choice: {best} ({metric} {means[best]:.3f}; next {second} {means[second]:.3f}, "
+        f"{means[best] - means[second]:+.3f}, p={p:.3f}: {verdict})"
+    )
+    return {"config": best, "runner_up": second, "metric": metric, "p": p, "line": line}
 
 
 def synthetic_note(summary: dict[str, Any]) -> str:

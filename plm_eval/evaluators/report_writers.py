@@ -172,6 +172,8 @@ def write_markdown(comparison: Mapping[str, Any], diffs: Mapping[str, Sequence[M
             "A choice among recipes, not a measure of real quality: see docs/evaluation.md.",
             "",
         ]
+        if judged.get("choice"):
+            lines += [judged["choice"]["line"][0].upper() + judged["choice"]["line"][1:] + ".", ""]
     for s in comparison["sets"]:
         lines += [
             f"## Query set `{s['set']}` ({s['queries']} queries)",

@@ -105,6 +105,8 @@ def test_the_command_says_the_judgments_are_synthetic(tmp_path: Path) -> None:
     assert res.returncode == 0, res.stderr + res.stdout
     assert "synthetic judgments: 12 queries" in " ".join(res.stdout.split())
     assert "**Synthetic judgments**: 12 queries" in (out / "report.md").read_text()
+    assert "synthetic choice: bm25_" in " ".join(res.stdout.split())
+    assert "Synthetic choice: bm25_" in (out / "report.md").read_text()
     assert json.loads((out / "summary.json").read_text())["judgments"]["queries"] == 12
     assert (out / "synthetic" / "qrels" / "synthetic.tsv").is_file()
     bad = subprocess.run(
