@@ -56,8 +56,8 @@ as a third party must: a test holds them to it):
 - for stages that call a service: `bearer_key` (an API key from the environment),
   `NO_REDIRECTS` and `RedirectRefused` (a credential never follows a redirect).
 
-`plm.testing` (imported by tests only) checks that a store, tokenizer, retriever, fuser or
-segmented index keeps its family's contract, one call each.
+`plm.testing` (imported by tests only) checks that a store, tokenizer, retriever, fuser,
+segmented index or query generator keeps its family's contract, one call each.
 
 For library users, `plm.Job` is the runtime's facade: `plm.Job.from_config(path)`, then
 `ingest`, `retrieve`, `search`, `sync`, `close`.

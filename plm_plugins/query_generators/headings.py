@@ -25,10 +25,14 @@ class HeadingQueries(QueryGenerator):
     name = "headings"
 
     class Config(ComponentConfig):
-        min_words: int = Field(3, ge=1, description="shorter headings are too vague to be queries")
-        max_words: int = Field(30, ge=1, description="longer titles are passages, not queries")
-        titles: bool = Field(True, description="use each document's title too")
-        levels: int = Field(3, ge=1, le=6, description="the deepest Markdown heading level used (### = 3)")
+        min_words: int = Field(3, ge=1)
+        """Shorter headings are too vague to be queries ("Overview", "Examples")."""
+        max_words: int = Field(30, ge=1)
+        """Longer titles are passages, not queries."""
+        titles: bool = True
+        """Use each document's title too (a BEIR corpus's title field, a Markdown file's `title:`)."""
+        levels: int = Field(3, ge=1, le=6)
+        """The deepest Markdown heading level used (### = 3)."""
 
     config: Config
 

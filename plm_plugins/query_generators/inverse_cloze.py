@@ -27,9 +27,13 @@ class InverseClozeQueries(QueryGenerator):
 
     class Config(ComponentConfig):
         min_words: int = Field(8, ge=1)
+        """Shorter sentences say too little to find their passage by."""
         max_words: int = Field(40, ge=1)
-        min_rest_words: int = Field(40, ge=0, description="what must remain of the document to be found by")
-        per_document: int = Field(1, ge=1, description="sentences taken from one document at most")
+        """Longer sentences are passages, not queries."""
+        min_rest_words: int = Field(40, ge=0)
+        """What must remain of the document, without the sentence, to be found by."""
+        per_document: int = Field(1, ge=1)
+        """Sentences taken from one document at most."""
 
     config: Config
 

@@ -50,9 +50,13 @@ class LinkQueries(QueryGenerator):
 
     class Config(ComponentConfig):
         min_words: int = Field(5, ge=1)
+        """Shorter sentences (a bare "See Pods.") say too little."""
         max_words: int = Field(40, ge=1)
-        prefixes: list[str] = Field(["docs"], description="site path prefixes dropped from link targets (/docs/...)")
-        per_target: int = Field(3, ge=1, description="queries for one linked document at most")
+        """Longer sentences are passages, not queries."""
+        prefixes: list[str] = ["docs"]
+        """Site path prefixes dropped from link targets before they are matched to ids (/docs/...)."""
+        per_target: int = Field(3, ge=1)
+        """Queries for one linked document at most (a popular page is linked from everywhere)."""
 
     config: Config
 
