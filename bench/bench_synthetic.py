@@ -10,7 +10,7 @@ test on the real queries.
 
     HF_HUB_OFFLINE=1 PLM_PROGRESS=0 PLM_DATA_DIR=/tmp/synth-bench/data \\
     python bench/bench_synthetic.py --menu scifact --dataset ../shared/datasets/scifact \\
-        --queries train --synthetic 400 --out /tmp/synth-bench/scifact \\
+        --queries train,test --synthetic 400 --out /tmp/synth-bench/scifact \\
         --json bench/results/synthetic_scifact.json
 
 Every recipe with an embedder is run with the recommended recipe's (MiniLM on ONNX
@@ -100,33 +100,33 @@ def evaluate(
     menu: dict[str, tuple[str, list[str]]],
     dataset: Path,
     corpus: str | None,
-    query_set: str,
+    query_sets: list[str],
     extra: list[str],
     shared: dict[str, Any],
     settings: Any,
     registry: Any,
-) -> dict[str, dict[str, float]]:
-    """label -> {query id: nDCG@10}, each recipe over `dataset` and its `query_set`."""
-    out: dict[str, dict[str, float]] = {}
+) -> dict[str, dict[str, dict[str, float]]]:
+    """set -> label -> {query id: nDCG@10}, each recipe over `dataset` and its `query_sets`."""
+    out: dict[str, dict[str, dict[str, float]]] = {name: {} for name in query_sets}
     for label, (path, overrides) in menu.items():
         cfg = load_job(REPO / path, registry, [*overrides, *extra])
         key = json.dumps(cfg.raw.get("embedder"), sort_keys=True, default=str)
         t0 = time.perf_counter()
         job = Job(cfg, index_dir(settings.data_dir, dataset, cfg), settings, registry, embedder=shared.get(key))
         try:
-            result = run_job(job, dataset=dataset, corpus=corpus, query_sets=[query_set])
+            result = run_job(job, dataset=dataset, corpus=corpus, query_sets=query_sets)
             if job.embedder is not None:
                 shared.setdefault(key, job.embedder)
         finally:
             job.close()
-        rows = result["sets"][0]["per_query"]
-        out[label] = {str(r["query_id"]): float(r["nDCG@10"]) for r in rows}
-        mean = sum(out[label].values()) / len(rows)
+        for name, one in zip(query_sets, result["sets"], strict=True):
+            out[name][label] = {str(r["query_id"]): float(r["nDCG@10"]) for r in one["per_query"]}
+        means = " ".join(f"{n} {sum(out[n][label].values()) / len(out[n][label]):.4f}" for n in query_sets)
         ing = result["ingest"]
         work = ", ".join(f"{s} {w['computed']}/{w['cached']}" for s, w in ing["work"].items())
         done = "up to date" if ing["skipped"] else f"ingest {ing['wall_s']:.0f} s" + (f" ({work})" if work else "")
         print(
-            f"  {label:<20} {query_set:<10} nDCG@10 {mean:.4f}  ({time.perf_counter() - t0:.0f} s; {done})",
+            f"  {label:<20} nDCG@10 {means}  ({time.perf_counter() - t0:.0f} s; {done})",
             flush=True,
         )
     return out
@@ -141,7 +141,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--menu", choices=sorted(MENUS), required=True)
     ap.add_argument("--dataset", type=Path, required=True)
-    ap.add_argument("--queries", required=True, help="the judged query set (e.g. train)")
+    ap.add_argument("--queries", required=True, help="the judged query sets, a,b (e.g. train,test)")
     ap.add_argument("--corpus", help="what the loaders read inside the dataset (default: the configs')")
     ap.add_argument("--synthetic", type=int, default=400, help="how many synthetic queries")
     ap.add_argument("--generators", default=",".join(synthetic.DEFAULT_GENERATORS))
@@ -175,66 +175,74 @@ def main() -> None:
         kinds[row["_id"]] = row["kind"]
 
     shared: dict[str, Any] = {}
-    print(f"real judgments ({args.queries}):")
-    real = evaluate(menu, ds, args.corpus, args.queries, [], shared, settings, registry)
+    real_sets = [q.strip() for q in args.queries.split(",") if q.strip()]
+    print(f"real judgments ({', '.join(real_sets)}):")
+    real_all = evaluate(menu, ds, args.corpus, real_sets, [], shared, settings, registry)
     print("synthetic judgments:")
     syn = evaluate(
-        menu, folder, "corpus.jsonl", synthetic.SET_NAME, [synthetic.LOADER_OVERRIDE], shared, settings, registry
-    )
+        menu, folder, "corpus.jsonl", [synthetic.SET_NAME], [synthetic.LOADER_OVERRIDE], shared, settings, registry
+    )[synthetic.SET_NAME]
 
     labels = list(menu)
-    real_mean = {k: mean(real[k]) for k in labels}
     syn_mean = {k: mean(syn[k]) for k in labels}
-    by_kind = {}
-    for kind in sorted(set(kinds.values())):
-        ids = [q for q, k in kinds.items() if k == kind]
-        means = {k: mean(syn[k], ids) for k in labels}
-        by_kind[kind] = {
-            "queries": len(ids),
-            "nDCG@10": means,
-            "tau": kendall_tau([real_mean[k] for k in labels], [means[k] for k in labels]),
-            "choice": max(labels, key=lambda k: means[k]),
-        }
-    tau = kendall_tau([real_mean[k] for k in labels], [syn_mean[k] for k in labels])
     choice = max(labels, key=lambda k: syn_mean[k])
-    best = max(labels, key=lambda k: real_mean[k])
-    qids = list(real[ref])
-    p_vs_rec = paired_p_value([real[choice][q] for q in qids], [real[ref][q] for q in qids])
-    p_vs_best = paired_p_value([real[choice][q] for q in qids], [real[best][q] for q in qids])
-    result = {
+    result: dict[str, Any] = {
         "menu": args.menu,
         "dataset": str(ds),
-        "real_set": args.queries,
-        "real_queries": len(qids),
         "synthetic": summary,
-        "recipes": {k: {"real": real_mean[k], "synthetic": syn_mean[k]} for k in labels},
-        "kendall_tau": tau,
-        "by_generator": by_kind,
         "synthetic_choice": choice,
-        "real_best": best,
-        "choice_real": real_mean[choice],
-        "best_real": real_mean[best],
         "reference": ref,
-        "reference_real": real_mean[ref],
-        "choice_minus_best": real_mean[choice] - real_mean[best],
-        "choice_minus_reference": real_mean[choice] - real_mean[ref],
-        "p_choice_vs_reference": p_vs_rec,
-        "p_choice_vs_best": p_vs_best,
-        "seconds": round(time.perf_counter() - t0, 1),
+        "recipes": {k: {"synthetic": syn_mean[k]} for k in labels},
+        "sets": {},
     }
     print()
-    print(f"| recipe | real {args.queries} nDCG@10 | synthetic nDCG@10 |")
-    print("|---|---:|---:|")
-    for k in sorted(labels, key=lambda k: -real_mean[k]):
-        print(f"| {k} | {real_mean[k]:.3f} | {syn_mean[k]:.3f} |")
-    print(f"Kendall tau-b (real vs synthetic order): {tau:.3f}")
-    for kind, r in by_kind.items():
-        print(f"  {kind} only ({r['queries']} queries): tau {r['tau']:.3f}, would choose {r['choice']}")
-    print(
-        f"synthetic choice: {choice} (real {real_mean[choice]:.3f}); real best: {best} ({real_mean[best]:.3f}, "
-        f"delta {real_mean[choice] - real_mean[best]:+.3f}, p={p_vs_best:.3f}); {ref} "
-        f"{real_mean[ref]:.3f} (delta {real_mean[choice] - real_mean[ref]:+.3f}, p={p_vs_rec:.3f})"
-    )
+    print("| recipe | synthetic nDCG@10 | " + " | ".join(f"real {n} nDCG@10" for n in real_sets) + " |")
+    print("|---|---:|" + "---:|" * len(real_sets))
+    for k in sorted(labels, key=lambda k: -syn_mean[k]):
+        cells = " | ".join(f"{mean(real_all[n][k]):.3f}" for n in real_sets)
+        print(f"| {k} | {syn_mean[k]:.3f} | {cells} |")
+    for name in real_sets:
+        real = real_all[name]
+        real_mean = {k: mean(real[k]) for k in labels}
+        by_kind = {}
+        for kind in sorted(set(kinds.values())):
+            ids = [q for q, k in kinds.items() if k == kind]
+            means = {k: mean(syn[k], ids) for k in labels}
+            by_kind[kind] = {
+                "queries": len(ids),
+                "nDCG@10": means,
+                "tau": kendall_tau([real_mean[k] for k in labels], [means[k] for k in labels]),
+                "choice": max(labels, key=lambda k: means[k]),
+            }
+        tau = kendall_tau([real_mean[k] for k in labels], [syn_mean[k] for k in labels])
+        best = max(labels, key=lambda k: real_mean[k])
+        qids = list(real[ref])
+        p_vs_ref = paired_p_value([real[choice][q] for q in qids], [real[ref][q] for q in qids])
+        p_vs_best = paired_p_value([real[choice][q] for q in qids], [real[best][q] for q in qids])
+        for k in labels:
+            result["recipes"][k][name] = real_mean[k]
+        result["sets"][name] = {
+            "queries": len(qids),
+            "kendall_tau": tau,
+            "by_generator": by_kind,
+            "real_best": best,
+            "choice_real": real_mean[choice],
+            "best_real": real_mean[best],
+            "reference_real": real_mean[ref],
+            "choice_minus_best": real_mean[choice] - real_mean[best],
+            "choice_minus_reference": real_mean[choice] - real_mean[ref],
+            "p_choice_vs_reference": p_vs_ref,
+            "p_choice_vs_best": p_vs_best,
+        }
+        print(f"\n{name} ({len(qids)} queries): Kendall tau-b, real vs synthetic order: {tau:.3f}")
+        for kind, r in by_kind.items():
+            print(f"  {kind} only ({r['queries']} queries): tau {r['tau']:.3f}, would choose {r['choice']}")
+        print(
+            f"  synthetic choice: {choice} (real {real_mean[choice]:.3f}); real best: {best} "
+            f"({real_mean[best]:.3f}, delta {real_mean[choice] - real_mean[best]:+.3f}, p={p_vs_best:.3f}); "
+            f"{ref} {real_mean[ref]:.3f} (delta {real_mean[choice] - real_mean[ref]:+.3f}, p={p_vs_ref:.3f})"
+        )
+    result["seconds"] = round(time.perf_counter() - t0, 1)
     print(f"total {result['seconds']} s")
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
