@@ -29,6 +29,8 @@ SLOTS = {
     "Embedder": '[embedder]              # shared by indexing and querying\nuse = "sentence_transformers"',
     "Tokenizer": '[query.retrieve]\nuse = "bm25s"\ntokenizer = "snowball"\n# or, with settings, a table:\n# tokenizer = { use = "snowball", language = "porter" }',
     "QueryExpander": '[query.expand]\nuse = "dictionary"',
+    "QueryGenerator": "# not a config slot: chosen on the command line\n"
+    "# plm eval -c recipe.toml --synthetic 300 --generators headings,inverse_cloze",
     "Retriever": '[query.retrieve]        # the whole stage, or one of hybrid\'s:\nuse = "bm25s"            '
     "# [query.retrieve.retrievers.bm25]",
     "Fuser": '[query.retrieve]\nuse = "hybrid"\n[query.retrieve.fuser]\nuse = "rrf"',
@@ -46,6 +48,7 @@ CHECKS = {
     "Retriever": "plm.testing.check_retriever(make_retriever, folder, exact=True)\n"
     "plm.testing.check_segmented_index(make_index, folder)  # a plm.SegmentedIndex",
     "Fuser": 'plm.testing.check_fuser(fuser, sources=("dense", "bm25"))',
+    "QueryGenerator": "plm.testing.check_query_generator(generator, documents=None)",
 }
 
 # Short examples by base class, each a whole plugin class; the test runs every one.
@@ -100,6 +103,18 @@ class Words(plm.Tokenizer):
 
     def tokenize(self, texts: Sequence[str]) -> list[list[str]]:
         return [(t.lower() if self.config.lower else t).split() for t in texts]
+""",
+    "QueryGenerator": """
+class LastParagraphs(plm.QueryGenerator):
+    name = "last_paragraphs"
+
+    def generate(self, documents: Sequence[plm.Document]) -> list[plm.SyntheticQuery]:
+        out = []
+        for doc in documents:
+            rest, _, last = doc.text.strip().rpartition("\\n\\n")
+            if rest and 5 <= len(last.split()) <= 40:  # the query; cut from what is searched
+                out.append(plm.SyntheticQuery(last, doc.id, self.name, remove=(last,), source_doc=doc.id))
+        return out
 """,
     "QueryExpander": """
 class Synonyms(plm.QueryExpander):
@@ -235,6 +250,7 @@ def families() -> list[tuple[type, list[type]]]:
         (plm.Embedder, []),
         (plm.Tokenizer, []),
         (plm.QueryExpander, []),
+        (plm.QueryGenerator, []),
         (plm.Retriever, [plm.Index, plm.SavedIndex, plm.SegmentedIndex]),
         (plm.Fuser, []),
         (plm.Retrieval, []),

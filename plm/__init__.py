@@ -23,6 +23,7 @@ plus an entry point in the package's pyproject (`[project.entry-points.plm] shou
 What is here (every built-in stage in `plm_plugins` imports plm's names from here only,
 as a third party must: a test holds them to it):
 - families: `Loader`, `Chunker`, `ChunkTransform`, `Embedder`, `QueryExpander`,
+  `QueryGenerator` (synthetic judged queries from the corpus: `plm eval --synthetic N`),
   `Retrieval` (the `[query.retrieve]` stage), `Retriever`, `Fuser`, `RankingStage`,
   `Reranker`, `Store`, `Executor`, `Tokenizer` (a part of the stage that tokenizes, e.g.
   `tokenizer = "snowball"` in a bm25s table), and `Index`
@@ -34,7 +35,8 @@ as a third party must: a test holds them to it):
   slot of that family takes it;
 - records: `Document`, `Chunk`, `Query`, `ExpandedQuery`, `EmbeddedQuery`, `ScoredChunk`,
   `FusionConfig`, `Hit` (`SourceScore`: an entry of `hit.sources`), `Ranking`, `LoadFailure`,
-  `CorpusVersion`, `BatchResult` and `StoreProblem` (what executors and stores report);
+  `CorpusVersion`, `SyntheticQuery` (what a query generator makes), `BatchResult` and
+  `StoreProblem` (what executors and stores report);
 - what the runtime hands a stage (protocols): `Snapshot` (what an index reads), `Corpus`
   (`needs = ("corpus",)`: filter masks and hits for a retrieval stage), `Settings` (`needs =
   ("settings",)`; `load_settings` reads them), `BatchProcessor` and `ProcessorFactory` (an
@@ -54,8 +56,8 @@ as a third party must: a test holds them to it):
 - for stages that call a service: `bearer_key` (an API key from the environment),
   `NO_REDIRECTS` and `RedirectRefused` (a credential never follows a redirect).
 
-`plm.testing` (imported by tests only) checks that a store, tokenizer, retriever, fuser or
-segmented index keeps its family's contract, one call each.
+`plm.testing` (imported by tests only) checks that a store, tokenizer, retriever, fuser,
+segmented index or query generator keeps its family's contract, one call each.
 
 For library users, `plm.Job` is the runtime's facade: `plm.Job.from_config(path)`, then
 `ingest`, `retrieve`, `search`, `sync`, `close`.
@@ -92,6 +94,7 @@ from plm_core.interfaces import (
     Loader,
     ProcessorFactory,
     QueryExpander,
+    QueryGenerator,
     RankingStage,
     Reranker,
     Retrieval,
@@ -116,6 +119,7 @@ from plm_core.records import (
     ScoredChunk,
     SourceScore,
     StoreProblem,
+    SyntheticQuery,
 )
 from plm_core.registry import Registry, default_registry
 from plm_core.settings import Settings, load_settings
@@ -209,6 +213,7 @@ __all__ = [
     "ProcessorFactory",
     "Query",
     "QueryExpander",
+    "QueryGenerator",
     "Ranking",
     "RankingStage",
     "Registry",
@@ -223,6 +228,7 @@ __all__ = [
     "Store",
     "StoreError",
     "StoreProblem",
+    "SyntheticQuery",
     "Tokenizer",
     "default_registry",
     "hookimpl",

@@ -21,6 +21,10 @@
   one empty source keeps the other's order; no sources, no hits.
 - `check_segmented_index(make_index, folder)`: an index kept by `refresh` (segments,
   deletions, merges) ranks as one built whole from the same corpus, at every step.
+- `check_query_generator(generator, documents=None)`: queries for documents of the corpus,
+  the same every time, each span it says it copied found in its source, and none found
+  verbatim anywhere in the corpus once those spans and copies are cut (`MARKDOWN_DOCS`:
+  the default corpus, with headings, links and prose).
 
 Each raises AssertionError naming the contract broken and its page (docs/contracts/).
 The checks build their indexes from `MemorySnapshot`, a snapshot with a change feed held in
@@ -38,13 +42,24 @@ from typing import Any
 
 import numpy as np
 
-from plm_core.interfaces import Fuser, Retriever, Store, Tokenizer
-from plm_core.records import Chunk, CorpusVersion, Document, EmbeddedQuery, ExpandedQuery, FusionConfig, ScoredChunk
+from plm_core.interfaces import Fuser, QueryGenerator, Retriever, Store, Tokenizer
+from plm_core.records import (
+    Chunk,
+    CorpusVersion,
+    Document,
+    EmbeddedQuery,
+    ExpandedQuery,
+    FusionConfig,
+    ScoredChunk,
+    SyntheticQuery,
+)
 
 __all__ = [
     "CHUNKS",
+    "MARKDOWN_DOCS",
     "MemorySnapshot",
     "check_fuser",
+    "check_query_generator",
     "check_retriever",
     "check_segmented_index",
     "check_store",
@@ -612,3 +627,73 @@ def _check_feed(family: str, store: Store, position: int, before: Mapping[int, A
         family,
         "vectors_since(0) gives every stored vector with its chunk's seq",
     )
+
+
+# A small Markdown corpus for query generators: titles, headings at several levels, prose
+# with sentences long enough to be queries, links between the pages (site paths and
+# relative ones), a heading two pages share, front matter and a code block.
+MARKDOWN_DOCS = (
+    Document(
+        id="concepts_pods",
+        title="Pods",
+        text="---\ntitle: Pods\n---\n# Pods\n\nA pod is the smallest deployable unit of computing that you can "
+        "create and manage in the cluster. Pods hold one or more containers that share storage and network "
+        "resources. Each pod is scheduled onto a node by the scheduler, which weighs resource requests.\n\n"
+        "## Pod lifecycle and restart policy\n\nA pod moves through pending, running and succeeded phases "
+        "while its containers start and stop. You can read about [how services expose pods](/docs/concepts/"
+        "services/) to clients outside the cluster when they need a stable address.\n\n## Overview\n\n"
+        "```\nkubectl get pods --all-namespaces\n```\n",
+    ),
+    Document(
+        id="concepts_services",
+        title="Services and stable network addresses",
+        text="# Services and stable network addresses\n\nA service gives a set of pods one stable virtual "
+        "address and a DNS name, and balances connections across them. Clients talk to the service, not to "
+        "pods, which come and go as deployments roll out new versions. Selectors decide which pods a "
+        "service sends traffic to.\n\n## Overview\n\nEvery workload in the [pod documentation](../pods/) "
+        "can be reached through a service once labels match its selector in the namespace.\n",
+    ),
+    Document(
+        id="concepts_storage",
+        title="Volumes keep data across container restarts",
+        text="# Volumes keep data across container restarts\n\nOn-disk files in a container are lost when "
+        "the container crashes or is stopped by the kubelet. A volume outlives the containers of a pod, and "
+        "persistent volumes outlive the pod itself. Storage classes describe the kinds of storage a cluster "
+        "offers to claims made by workloads.\n\n### Mounting a volume read only\n\nMount a volume read "
+        "only when the containers in the [pod](/docs/concepts/pods/) should never change its files.\n",
+    ),
+)
+
+
+def check_query_generator(generator: QueryGenerator, documents: Sequence[Document] | None = None) -> None:
+    """The query generator contract: queries judged relevant to documents of the corpus, the
+    same every time, every copied span (`SyntheticQuery.remove`) found verbatim in the
+    document it names as its source, and no query found verbatim anywhere once the spans
+    and copies are cut (`plm_core.synthetic.rewrite`, what `plm eval --synthetic` indexes)."""
+    from plm_core.synthetic import leaks, rewrite
+
+    family = "query_generators"
+    docs = list(documents if documents is not None else MARKDOWN_DOCS)
+    first = generator.generate(docs)
+    _expect(isinstance(first, list), family, "generate returns a list", repr(type(first)))
+    _expect(first, family, "a generator makes at least one query from its test corpus")
+    _expect(all(isinstance(q, SyntheticQuery) for q in first), family, "generate returns SyntheticQuery records")
+    _expect(first == generator.generate(docs), family, "the same documents give the same queries")
+    by_id = {d.id: d for d in docs}
+    for q in first:
+        _expect(q.doc_id in by_id, family, "a query is judged relevant to a document of the corpus", q.doc_id)
+        _expect(any(c.isalnum() for c in q.text), family, "a query has words", repr(q))
+        source = by_id.get(q.source_doc or q.doc_id)
+        _expect(source is not None, family, "source_doc names a document of the corpus", q.source_doc)
+        for span in q.remove:
+            assert source is not None
+            _expect(
+                span in source.text or span in source.title,
+                family,
+                "each span in `remove` is verbatim in its source document, so cutting it removes the copy",
+                f"{span!r} not in {source.id!r}",
+            )
+    queries = [(f"q{i}", q) for i, q in enumerate(first)]
+    rewritten, _ = rewrite(docs, first)
+    bad = leaks(queries, rewritten)
+    _expect(not bad, family, "no query is found verbatim in the corpus it is evaluated on", str(bad[:3]))

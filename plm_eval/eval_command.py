@@ -28,6 +28,7 @@ from plm_core.registry import Registry, default_registry
 from plm_core.settings import Settings, load_settings
 from plm_eval.dataset import resolve_dataset
 from plm_eval.outputs import check_output_folder
+from plm_eval.synthetic import DEFAULT_GENERATORS, LOADER_OVERRIDE, SET_NAME
 from plm_index.cli_kit import print_table, setup_logging
 from plm_index.job import Job, index_dir_for, settings_for
 from plm_index.sync import summary_line
@@ -250,9 +251,22 @@ def eval_command(
     seed: Annotated[int, typer.Option(help="Seed of the permutation test and the bootstrap.")] = 0,
     chart: Annotated[bool, typer.Option(help="Write metrics.png.")] = True,
     force: Annotated[bool, typer.Option(help="Re-ingest even when an index is unchanged.")] = False,
+    synthetic: Annotated[
+        int | None,
+        typer.Option(
+            "--synthetic",
+            min=1,
+            help="Judge on N synthetic queries made from the corpus itself (headings, sentences, links), "
+            "for a corpus with no judged queries; saved under the report folder as a query set with qrels.",
+        ),
+    ] = None,
+    generators: Annotated[
+        str, typer.Option(help="Query generators for --synthetic: a,b (see `plm plugins`, family query_generators).")
+    ] = ",".join(DEFAULT_GENERATORS),
 ) -> None:
     """Evaluate several configs on one dataset: metrics side by side with deltas, p-values
-    (raw and corrected for the configs compared) and bootstrap confidence intervals."""
+    (raw and corrected for the configs compared) and bootstrap confidence intervals.
+    With --synthetic N, on queries made from the corpus instead of judged ones."""
     settings = load_settings()
     setup_logging(settings.log_level)
     registry = default_registry()
@@ -274,19 +288,35 @@ def eval_command(
         chart=chart,
     )
     sets = [s.strip() for s in queries.split(",") if s.strip()] if queries else None
+    overrides = list(set_ or [])
+    judgments = None
+    if synthetic is not None:
+        if queries:
+            raise PlmUserError("--synthetic makes its own query set: leave out --queries")
+        dataset, corpus, judgments = synthetic_dataset(
+            config[0], dataset, corpus, overrides, synthetic, generators, seed, target / "synthetic", registry
+        )
+        sets, overrides = [SET_NAME], [*overrides, LOADER_OVERRIDE]
     runs = run_configs(
         config,
         dataset,
         corpus,
         sets,
-        set_ or [],
+        overrides,
         force,
         settings,
         registry,
         on_done=lambda label, result: out.print(_work_line(label, result), highlight=False),
     )
     comparison = reporter.compare(runs)
+    if judgments is not None:
+        comparison["judgments"] = judgments
     print_comparison(comparison)
+    if judgments is not None:
+        out.print(synthetic_note(judgments), highlight=False)
+        if len(runs) > 1:
+            comparison["judgments"]["choice"] = choice = synthetic_choice(runs)
+            out.print(choice["line"], highlight=False)
     known = comparison["sets"][0]["metrics"]
     # An unknown --metric only affects the per-query view: the runs are done, so write the
     # report (ranked by the default metric) before saying so.
@@ -297,6 +327,67 @@ def eval_command(
     out.print("wrote: " + ", ".join(str(p) for p in files.values()), highlight=False)
     if bad_metric:
         raise PlmUserError(f"unknown --metric {metric!r}; choose one of {', '.join(known)}")
+
+
+def synthetic_dataset(
+    config: Path,
+    dataset: Path | None,
+    corpus: str | None,
+    overrides: Sequence[str],
+    n: int,
+    generators: str,
+    seed: int,
+    folder: Path,
+    registry: Registry,
+) -> tuple[Path, str, dict[str, Any]]:
+    """Make the synthetic query set from the config's corpus into `folder`: (the dataset
+    folder to evaluate, the corpus inside it, how it was made)."""
+    from plm_eval.dataset import resolve_corpus
+    from plm_eval.synthetic import build
+
+    settings = settings_for(config, load_settings())
+    cfg = load_job(config, registry, list(overrides))
+    ds = resolve_dataset(cfg, dataset)
+    if ds is None:
+        raise PlmUserError(
+            f"{config}: no corpus to make queries from: pass --dataset FOLDER (and --corpus SUBPATH inside it, "
+            "e.g. --corpus . for the folder itself)"
+        )
+    source = resolve_corpus(cfg, ds, corpus)
+    names = [g.strip() for g in generators.split(",") if g.strip()]
+    made, summary = build(cfg, source, folder, n, names, registry, settings, seed)
+    out.print(synthetic_note(summary), highlight=False)
+    return made, "corpus.jsonl", summary
+
+
+def synthetic_choice(runs: Sequence[tuple[str, dict[str, Any]]], metric: str = "nDCG@10") -> dict[str, Any]:
+    """The config the synthetic queries would choose (the best mean), and whether its lead over
+    the runner-up holds (a paired permutation test over the same queries)."""
+    from plm_eval.evaluators.significance import paired_p_value
+
+    scores = {label: {r["query_id"]: float(r[metric]) for r in run["sets"][0]["per_query"]} for label, run in runs}
+    means = {label: sum(v.values()) / max(1, len(v)) for label, v in scores.items()}
+    ranked = sorted(means, key=lambda k: -means[k])
+    best, second = ranked[0], ranked[1]
+    qids = list(scores[best])
+    p = paired_p_value([scores[best][q] for q in qids], [scores[second][q] for q in qids])
+    verdict = (
+        "a lead the queries support" if p < 0.05 else "not a significant lead: either would do, or judge some queries"
+    )
+    line = (
+        f"synthetic choice: {best} ({metric} {means[best]:.3f}; next {second} {means[second]:.3f}, "
+        f"{means[best] - means[second]:+.3f}, p={p:.3f}: {verdict})"
+    )
+    return {"config": best, "runner_up": second, "metric": metric, "p": p, "line": line}
+
+
+def synthetic_note(summary: dict[str, Any]) -> str:
+    kinds = ", ".join(f"{n} {g}" for g, n in summary["by_generator"].items())
+    return (
+        f"synthetic judgments: {summary['queries']} queries made from {summary['corpus']} ({kinds}); "
+        f"what each was copied from is cut from the indexed text ({summary['documents_cut']} of "
+        f"{summary['documents']} documents changed); saved in {summary.get('folder', 'the report folder')}"
+    )
 
 
 def register(app: typer.Typer) -> None:

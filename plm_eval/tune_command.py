@@ -33,8 +33,16 @@ from plm_core.interfaces import Embedder
 from plm_core.registry import default_registry
 from plm_eval import tuning
 from plm_eval.dataset import resolve_dataset
-from plm_eval.eval_command import _reporter, eval_index_dirs, out, print_comparison
+from plm_eval.eval_command import (
+    _reporter,
+    eval_index_dirs,
+    out,
+    print_comparison,
+    synthetic_dataset,
+    synthetic_note,
+)
 from plm_eval.outputs import check_output_file
+from plm_eval.synthetic import DEFAULT_GENERATORS, LOADER_OVERRIDE, SET_NAME
 from plm_index.cli_kit import print_table, setup_logging
 from plm_index.job import Job, settings_for
 
@@ -67,7 +75,7 @@ def tune_command(
     param: Annotated[
         list[str], typer.Option("--param", "-p", help="KEY=V1,V2,... values to try for a config key; repeat.")
     ],
-    queries: Annotated[str, typer.Option(help="The query set to tune on (e.g. train).")],
+    queries: Annotated[str | None, typer.Option(help="The query set to tune on (e.g. train).")] = None,
     test: Annotated[str | None, typer.Option(help="Query sets a,b to evaluate the winner on (never tuned on).")] = None,
     dataset: Annotated[Path | None, typer.Option(help="BEIR-layout dataset (default: the config's own).")] = None,
     corpus: Annotated[str | None, typer.Option(help="What the loaders read inside the dataset.")] = None,
@@ -82,6 +90,18 @@ def tune_command(
     out_path: Annotated[
         Path | None, typer.Option("--out", help="Where to write the tuned config (default: reports/tune-<time>/).")
     ] = None,
+    synthetic: Annotated[
+        int | None,
+        typer.Option(
+            "--synthetic",
+            min=1,
+            help="Tune on N synthetic queries made from the corpus (instead of --queries); saved beside the "
+            "tuned config, in synthetic/.",
+        ),
+    ] = None,
+    generators: Annotated[
+        str, typer.Option(help="Query generators for --synthetic: a,b (see `plm plugins`).")
+    ] = ",".join(DEFAULT_GENERATORS),
 ) -> None:
     """Tune config values on one query set (grid or random search, optional k-fold
     cross-validation), write the tuned config and compare it with the original on --test."""
@@ -94,11 +114,26 @@ def tune_command(
     setup_logging(settings.log_level)
     registry = default_registry()
     base_sets = list(set_ or [])
+    target = out_path or Path("reports") / f"tune-{time.strftime('%Y%m%d-%H%M%S')}" / f"{config.stem}.tuned.toml"
+    judgments = None
+    if synthetic is not None:
+        if queries or test:
+            raise PlmUserError(
+                "--synthetic makes the tuning set: leave out --queries and --test (evaluate the tuned config "
+                "on judged queries, if you have any, with plm eval)"
+            )
+        dataset, corpus, judgments = synthetic_dataset(
+            config, dataset, corpus, base_sets, synthetic, generators, seed, target.parent / "synthetic", registry
+        )
+        queries, base_sets = SET_NAME, [*base_sets, LOADER_OVERRIDE]
+    if not queries:
+        raise PlmUserError("give --queries SET (the judged set to tune on) or --synthetic N")
     params = [tuning.parse_param(p) for p in param]
     todo = tuning.trials(params, search, trials, seed)
     # Every trial's config is validated before any work: a typo fails in a second.
     configs = [load_job(config, registry, base_sets + tuning.overrides_of(t)) for t in todo]
     base_cfg = load_job(config, registry, base_sets)
+    base_raw_load = load_job(config, registry, list(set_ or [])).raw["index"]["load"]
     ds = resolve_dataset(base_cfg, dataset)
     if ds is None:
         raise PlmUserError(f"{config}: no dataset: set [job].dataset or pass --dataset DIR")
@@ -152,19 +187,22 @@ def tune_command(
             highlight=False,
         )
 
-    target = out_path or Path("reports") / f"tune-{time.strftime('%Y%m%d-%H%M%S')}" / f"{config.stem}.tuned.toml"
     target.parent.mkdir(parents=True, exist_ok=True)
     chosen = configs[winner]
     raw = _relocate(chosen.raw, config.parent, target.parent)
     raw.setdefault("job", {})["name"] = f"{chosen.job.name}.tuned"[:100]
     # The description names what the tuning changed: the original's words may describe the old values.
     shown = ", ".join(f"{k}={v}" for k, v in todo[winner].items())
-    raw["job"]["description"] = f"{chosen.job.description} [tuned on {ds.name}/{queries}: {shown}]".strip()
+    where = f"{synthetic} synthetic queries from {judgments['corpus']}" if judgments else f"{ds.name}/{queries}"
+    raw["job"]["description"] = f"{chosen.job.description} [tuned on {where}: {shown}]".strip()
+    if judgments is not None:  # the tuned recipe reads the user's corpus with its own loader, not the rewrite
+        raw["index"]["load"] = _relocate({"load": base_raw_load}, config.parent, target.parent)["load"]
     header = "\n".join(
         [
             f"Tuned by `plm tune` from {config} on {time.strftime('%Y-%m-%d')}:",
             f"  {' '.join(['plm', *sys.argv[1:]]) if sys.argv[1:] else 'plm tune'}",
-            f"tuning set {ds.name}/{queries} ({len(qids)} queries), {len(todo)} trial(s), {search} search;",
+            f"tuning set {where} ({len(qids)} queries), {len(todo)} trial(s), {search} search;",
+            *([synthetic_note(judgments)] if judgments else []),
             f"chosen: {', '.join(f'{k}={v}' for k, v in todo[winner].items())} ({metric} {rows[winner][metric]:.4f})",
             *([f"{folds}-fold cross-validated {metric}: {cv['held_out']:.4f}"] if cv else []),
         ]
@@ -183,6 +221,7 @@ def tune_command(
         "winner": rows[winner],
         "cross_validation": cv,
         "tuned_config": str(target),
+        "judgments": judgments,
     }
     if test_sets:
         name = base_cfg.job.reporter

@@ -112,6 +112,9 @@ def ingest(
         print(json.dumps({**report.as_dict(), "index_dir": str(job.index_dir)}, indent=1))
     else:
         _print_sync(report, job)
+        tip = synthetic_tip(report, paths, config)
+        if tip:
+            out.print(tip, highlight=False, markup=False)
     if report.failed:
         raise typer.Exit(1)
 
@@ -137,6 +140,25 @@ def delete(
     if missing:
         err.print(f"not found: {', '.join(missing)}", highlight=False, markup=False)
         raise typer.Exit(1)
+
+
+# Documents a folder needs before `plm eval --synthetic` can tell recipes apart: fewer give
+# too few queries (one per document at most) for a paired test to say much.
+SYNTHETIC_TIP_DOCS = 200
+
+
+def synthetic_tip(report: Any, paths: list[Path], config: Path | None) -> str:
+    """A line suggesting `plm eval --synthetic` after an ingest that added documents to a folder
+    big enough to evaluate on; "" otherwise (a sync with nothing new says nothing)."""
+    total = len(report.added) + len(report.updated) + report.unchanged
+    if not report.added or total < SYNTHETIC_TIP_DOCS or len(paths) != 1 or not paths[0].is_dir():
+        return ""
+    n = min(300, total // 2)
+    cfg = f" -c {config}" if config is not None else ""
+    return (
+        f"tip: no judged queries? compare recipes on {n} queries made from these {total} documents: "
+        f"plm eval{cfg} -c OTHER.toml --dataset {paths[0]} --corpus . --synthetic {n}"
+    )
 
 
 def _print_sync(report: Any, job: Job) -> None:

@@ -80,6 +80,8 @@ def test_every_example_is_a_class_its_base_accepts(base: str, tmp_path: Path) ->
         plm.testing.check_retriever(cls, tmp_path)
     elif base == "Fuser":
         plm.testing.check_fuser(cls())
+    elif base == "QueryGenerator":
+        plm.testing.check_query_generator(cls())
     else:
         _run_example(base, cls(), tmp_path)
 

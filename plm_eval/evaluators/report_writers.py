@@ -162,6 +162,18 @@ def write_markdown(comparison: Mapping[str, Any], diffs: Mapping[str, Sequence[M
         "view (the POC's): Hit@1, Hit@k and MRR over the top k chunks.",
         "",
     ]
+    judged = comparison.get("judgments")
+    if judged:  # `plm eval --synthetic N`: the report must say the judgments were made, not given
+        made = ", ".join(f"{n} by `{g}`" for g, n in judged.get("by_generator", {}).items())
+        lines += [
+            f"**Synthetic judgments**: {judged['queries']} queries made from the corpus ({made}), each judged "
+            f"relevant to one document; {judged['how'].split(';', 1)[-1].strip()} "
+            f"({judged['documents_cut']} of {judged['documents']} documents changed). Seed {judged['seed']}. "
+            "A choice among recipes, not a measure of real quality: see docs/evaluation.md.",
+            "",
+        ]
+        if judged.get("choice"):
+            lines += [judged["choice"]["line"][0].upper() + judged["choice"]["line"][1:] + ".", ""]
     for s in comparison["sets"]:
         lines += [
             f"## Query set `{s['set']}` ({s['queries']} queries)",

@@ -146,6 +146,18 @@ class BM25Retriever(Retriever, SegmentedIndex):
         score 0; `search` leaves them out)."""
         return self._dense(*self._matches(self.tokenize([text])[0]))
 
+    def token_scores(self, tokens: Sequence[str], weights: Sequence[float] | None = None) -> Any:
+        """`scores` for tokens already made; with `weights`, each word's part times its weight
+        (a weighted query: pseudo-relevance feedback's expansion terms), added word by word."""
+        import numpy as np
+
+        if weights is None:
+            return self._dense(*self._matches(list(tokens)))
+        total = np.zeros(0 if self.state is None else self.state.total, dtype=np.float64)
+        for token, weight in zip(tokens, weights, strict=True):
+            total = total + self._dense(*self._matches([token])).astype(np.float64) * weight
+        return total.astype(self.config.dtype, copy=False)
+
     def search(self, query: ExpandedQuery, n: int, allowed: Any = None) -> list[ScoredChunk]:
         # The POC's order (equal scores, the later chunk first), found among the rows that
         # share a word with the query; the full vector only where those cannot tell.

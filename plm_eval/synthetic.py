@@ -1,0 +1,176 @@
+"""Synthetic judged queries for a corpus nobody has labelled (`plm eval --synthetic N`).
+
+The registered query generators (family `query_generators`) each propose queries made from
+the corpus itself (a heading for its section, a sentence for its passage, a link's sentence
+for the page it points to), each judged relevant to one document. Here N are drawn (seeded,
+shared equally among the generators, one query per target document), and the corpus is
+rewritten so that no query can be found as a copy of the text searched: every span a query
+was copied from (`SyntheticQuery.remove`) and every verbatim occurrence of the query itself
+(case and punctuation aside, as a tokenizer sees it) are cut from every document. The result
+is a BEIR-layout folder (corpus.jsonl, queries/synthetic.jsonl, qrels/synthetic.tsv and
+synthetic.json saying how it was made) that `plm eval` evaluates like any judged set and
+that can be inspected, edited or evaluated again.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from plm_core.config import JobConfig
+from plm_core.errors import PlmUserError
+from plm_core.interfaces import Loader, QueryGenerator
+from plm_core.records import Document, SyntheticQuery
+from plm_core.registry import Registry
+from plm_core.synthetic import leaks, normalized, rewrite
+
+SET_NAME = "synthetic"
+DEFAULT_GENERATORS = ("headings", "inverse_cloze", "links")
+# The loader the rewritten corpus is read with (any config's loader gave these documents).
+LOADER_OVERRIDE = 'index.load={use="beir_corpus"}'
+_WORD = re.compile(r"\w+")
+
+
+@dataclass(frozen=True)
+class SyntheticSet:
+    queries: list[tuple[str, SyntheticQuery]]  # (query id, query)
+    documents: list[Document]  # the corpus as it is searched: every copied span cut
+    candidates: dict[str, int]  # generator -> how many queries it proposed
+    changed: int  # documents whose text the cut changed
+
+
+def make_set(
+    documents: Sequence[Document], generators: Sequence[QueryGenerator], n: int, seed: int = 0
+) -> SyntheticSet:
+    """N queries drawn from the generators' proposals (equal shares; a generator that
+    proposes fewer leaves its share to the others), at most one per target document, and
+    the corpus rewritten so that none is found verbatim."""
+    if n < 1:
+        raise PlmUserError("--synthetic N: N must be at least 1")
+    rng = random.Random(seed)
+    ids = {d.id for d in documents}
+    pools: dict[str, list[SyntheticQuery]] = {}
+    for gen in generators:
+        found = [q for q in gen.generate(documents) if q.doc_id in ids and _WORD.search(q.text)]
+        rng.shuffle(found)
+        pools[gen.name] = found  # type: ignore[attr-defined]
+    candidates = {name: len(pool) for name, pool in pools.items()}
+    if not any(pools.values()):
+        raise PlmUserError(
+            f"the generators {', '.join(pools)} made no query from these {len(documents)} documents "
+            "(no headings, sentences or links long enough); try other --generators"
+        )
+    chosen: list[SyntheticQuery] = []
+    targets: set[str] = set()
+    texts: set[str] = set()
+    # Round robin: each generator in turn gives its next query for a document not yet a target.
+    cursors = dict.fromkeys(pools, 0)
+    while len(chosen) < n and any(cursors[g] < len(pools[g]) for g in pools):
+        for g, pool in pools.items():
+            while cursors[g] < len(pool):
+                q = pool[cursors[g]]
+                cursors[g] += 1
+                key = normalized(q.text)
+                if q.doc_id not in targets and key not in texts:
+                    chosen.append(q)
+                    targets.add(q.doc_id)
+                    texts.add(key)
+                    break
+            if len(chosen) >= n:
+                break
+    rewritten, changed = rewrite(documents, chosen)
+    queries = [(f"syn{i:05d}", q) for i, q in enumerate(chosen)]
+    # A query that still names several documents verbatim after the cut cannot happen (the
+    # cut is global); a target emptied by the cut is no test of anything: both dropped.
+    by_id = {d.id: d for d in rewritten}
+    queries = [(qid, q) for qid, q in queries if by_id[q.doc_id].text != "(removed)"]
+    return SyntheticSet(queries, rewritten, candidates, changed)
+
+
+def write_set(synthetic: SyntheticSet, folder: Path, about: dict[str, Any]) -> Path:
+    """The set as a BEIR dataset folder; returns the folder."""
+    (folder / "queries").mkdir(parents=True, exist_ok=True)
+    (folder / "qrels").mkdir(exist_ok=True)
+    with (folder / "corpus.jsonl").open("w", encoding="utf-8") as f:
+        for d in synthetic.documents:
+            record: dict[str, Any] = {"_id": d.id, "title": d.title, "text": d.text}
+            if d.metadata:
+                record["metadata"] = json.loads(json.dumps(dict(d.metadata), default=str))
+            f.write(json.dumps(record, ensure_ascii=False) + "\n")
+    with (folder / "queries" / f"{SET_NAME}.jsonl").open("w", encoding="utf-8") as f:
+        for qid, q in synthetic.queries:
+            row = {"_id": qid, "text": q.text, "kind": q.kind, "target": q.doc_id, "source": q.source_doc}
+            f.write(json.dumps(row, ensure_ascii=False) + "\n")
+    with (folder / "qrels" / f"{SET_NAME}.tsv").open("w", encoding="utf-8") as f:
+        f.write("query-id\tcorpus-id\tscore\n")
+        for qid, q in synthetic.queries:
+            f.write(f"{qid}\t{q.doc_id}\t1\n")
+    kinds: dict[str, int] = {}
+    for _, q in synthetic.queries:
+        kinds[q.kind] = kinds.get(q.kind, 0) + 1
+    summary = {
+        **about,
+        "queries": len(synthetic.queries),
+        "by_generator": kinds,
+        "candidates": synthetic.candidates,
+        "documents": len(synthetic.documents),
+        "documents_cut": synthetic.changed,
+        "how": (
+            "synthetic judgments: each query was made from the corpus by a generator and is judged relevant "
+            "to one document (grade 1); the text it was copied from, and every verbatim copy of the query, "
+            "were removed from every document before indexing"
+        ),
+    }
+    (folder / "synthetic.json").write_text(json.dumps(summary, indent=1))
+    return folder
+
+
+def load_documents(config: JobConfig, source: Path, registry: Registry, settings: Any) -> list[Document]:
+    """The documents the config's loader reads from `source`, as an ingest would read them."""
+    from plm_index.assembly import Assembler
+
+    spec = next((s for s in config.index if isinstance(s.cls, type) and issubclass(s.cls, Loader)), None)
+    if spec is None:
+        raise PlmUserError(f"{config.path}: no [index.load] loader to read the corpus with")
+    loader = Assembler(config, registry, settings, source).build(spec)
+    docs, failures = loader.load(str(source))
+    if not docs:
+        raise PlmUserError(f"{source}: the loader of {config.path} read no document ({len(failures)} failed)")
+    return list(docs)
+
+
+def generators_named(names: Sequence[str], registry: Registry) -> list[QueryGenerator]:
+    return [registry.get(name, "query_generators").cls() for name in names]
+
+
+def build(
+    config: JobConfig,
+    source: Path,
+    folder: Path,
+    n: int,
+    names: Sequence[str],
+    registry: Registry,
+    settings: Any,
+    seed: int = 0,
+) -> tuple[Path, dict[str, Any]]:
+    """Generate, rewrite and write a synthetic set from the config's corpus; the folder and its summary."""
+    documents = load_documents(config, source, registry, settings)
+    synthetic = make_set(documents, generators_named(names, registry), n, seed)
+    bad = leaks(synthetic.queries, synthetic.documents)
+    if bad:  # the cut is global: a leak here is a bug, never a result to report
+        raise AssertionError(f"synthetic queries still found verbatim in the corpus: {bad[:5]}")
+    about = {
+        "folder": str(folder),
+        "corpus": str(source),
+        "config": str(config.path),
+        "generators": list(names),
+        "seed": seed,
+        "asked": n,
+    }
+    write_set(synthetic, folder, about)
+    return folder, json.loads((folder / "synthetic.json").read_text())
