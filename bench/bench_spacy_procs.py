@@ -14,7 +14,7 @@ from pathlib import Path
 
 from plm_core.records import Chunk
 from plm_plugins.chunkers.markdown_semantic import MarkdownSemanticChunker
-from plm_plugins.entities.spacy_entities import SpacyEntityExtractor
+from plm_plugins.enrichers.spacy_entities import SpacyEntityExtractor
 from plm_plugins.loaders.markdown_dir import MarkdownLoader
 
 ROOT = Path(__file__).resolve().parents[1]

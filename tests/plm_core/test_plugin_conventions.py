@@ -26,13 +26,7 @@ MULTI: dict[str, int] = {}
 # Modules whose folder is not their family's name: a family is its base class (what a slot
 # takes), and these folders predate that rule. Moving a module changes its entry point, so
 # `pip install -e .` must run again: module -> family.
-OTHER_FOLDER = {
-    "plm_plugins.keywords.yake": "enrichers",
-    "plm_plugins.entities.spacy_entities": "enrichers",
-    "plm_plugins.entities.gliner_entities": "enrichers",
-    "plm_plugins.embedders.embed_query": "expanders",
-    "plm_plugins.retrievers.hybrid": "retrieval",
-}
+OTHER_FOLDER: dict[str, str] = {}  # module -> family, for a plugin that lives outside its family's folder (none)
 
 
 def pyproject_entry_points(root: Path = REPO) -> dict[str, str]:

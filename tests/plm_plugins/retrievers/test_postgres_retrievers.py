@@ -22,7 +22,7 @@ from plm_index.job import Job
 
 pytestmark = needs("psycopg", extra="postgres")
 from plm_plugins.chunkers.markdown_semantic import MarkdownSemanticChunker  # noqa: E402
-from plm_plugins.embedders.embed_query import QueryEmbedder  # noqa: E402
+from plm_plugins.expanders.embed_query import QueryEmbedder  # noqa: E402
 from plm_plugins.retrievers.dense import DenseRetriever  # noqa: E402
 from plm_plugins.retrievers.pg_fulltext import PgFulltextRetriever  # noqa: E402
 from plm_plugins.retrievers.pg_hybrid import PgHybridRetriever  # noqa: E402

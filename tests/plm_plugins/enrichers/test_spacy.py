@@ -9,8 +9,8 @@ from plm_needs import needs
 from plm_core.errors import ModelNotFoundError
 from plm_core.records import Chunk
 from plm_core.registry import Registry
-from plm_plugins.entities import spacy_entities
-from plm_plugins.entities.spacy_entities import POC_LABELS, SpacyEntityExtractor
+from plm_plugins.enrichers import spacy_entities
+from plm_plugins.enrichers.spacy_entities import POC_LABELS, SpacyEntityExtractor
 
 pytestmark = needs("spacy", extra="spacy")
 

@@ -7,7 +7,7 @@ import pytest
 
 from plm_core.errors import ConfigError
 from plm_core.records import EmbeddedQuery, ExpandedQuery, Query
-from plm_plugins.embedders.embed_query import QueryEmbedder
+from plm_plugins.expanders.embed_query import QueryEmbedder
 
 
 class FakeEmbedder:

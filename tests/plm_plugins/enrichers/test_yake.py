@@ -8,8 +8,8 @@ from plm_needs import needs
 
 from plm_core.records import Chunk
 from plm_core.registry import Registry
-from plm_plugins.keywords import yake as yake_keywords
-from plm_plugins.keywords.yake import YakeKeywordExtractor
+from plm_plugins.enrichers import yake as yake_keywords
+from plm_plugins.enrichers.yake import YakeKeywordExtractor
 
 pytestmark = needs("yake", extra="keywords")
 

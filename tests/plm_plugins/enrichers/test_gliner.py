@@ -11,8 +11,8 @@ import pytest
 from plm_core.errors import ModelNotFoundError
 from plm_core.records import Chunk
 from plm_core.registry import Registry
-from plm_plugins.entities import gliner_entities
-from plm_plugins.entities.gliner_entities import DEFAULT_LABELS, GlinerEntityExtractor
+from plm_plugins.enrichers import gliner_entities
+from plm_plugins.enrichers.gliner_entities import DEFAULT_LABELS, GlinerEntityExtractor
 
 TEXT = "Google runs the Kubernetes control plane in Paris and London, and Ann runs the API server."
 LABELS = ["organization", "location", "person"]
