@@ -309,7 +309,7 @@ def test_in_with_100k_dates_is_a_set_lookup() -> None:
     assert by_day is not None and by_moment is not None
     assert sum(by_day(m) for m in metadata) == 34  # 2024 is past the 80k days: only the datetime's day
     assert sum(by_moment(m) for m in metadata) == 200  # 01-02 10:00 exactly, and all of 01-03
-    assert time.perf_counter() - t0 < 1
+    assert time.perf_counter() - t0 < 5  # was 45 s; a loaded CI machine needs room above ~0.3 s
 
 
 def test_spec_size_is_bounded_with_a_short_error() -> None:
