@@ -51,8 +51,10 @@ from plm_core.records import (
     ExpandedQuery,
     FusionConfig,
     ScoredChunk,
+    StoreProblem,
     SyntheticQuery,
 )
+from plm_core.errors import StoreError
 
 __all__ = [
     "CHUNKS",
@@ -571,6 +573,23 @@ def check_store(make_store: Callable[[], Store]) -> None:
         _expect(key in stats, family, f"stats() has {key!r}", f"got {sorted(stats)}")
     _expect(stats["documents"] == 3 and stats["chunks"] == len(ids), family, "stats() counts documents and chunks")
     _expect(store.consistency_problems() == [], family, "a consistent store has no consistency_problems()")
+    if position is not None:
+        _check_mixed_models(family, store)
+
+
+def _check_mixed_models(family: str, store: Store) -> None:
+    """A refresh reads only the rows past its position, so those rows carry the model check."""
+    position = store.feed_position()
+    for doc, model in (("d8", "another-model"), ("d9", MODEL)):  # the store's model ends as MODEL
+        chunk = Chunk(id=f"c-{doc}", doc_id=doc, text="pod restarts")
+        store.replace_documents([Document(id=doc, text=chunk.text)], [chunk], embed([chunk.text]), model, [doc])
+    kinds = {p.kind for p in store.consistency_problems()}
+    _expect(StoreProblem.MIXED_MODELS in kinds, family, "consistency_problems() names vectors of two models")
+    try:
+        store.vectors_since(position)
+    except StoreError:
+        return
+    _expect(False, family, "vectors_since(p) refuses rows whose vector comes from another model than the store's")
 
 
 def _check_filters(family: str, store: Store, compile_filters: Callable[[Any], Any]) -> None:

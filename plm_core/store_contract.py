@@ -112,7 +112,9 @@ class ChunkReader(ABC):
         return None
 
     def vectors_since(self, position: int) -> tuple[list[int], Any, str | None]:
-        """(seqs, float32 matrix, model) of chunks with seq > position that have vectors."""
+        """(seqs, float32 matrix, model) of chunks with seq > position that have vectors;
+        StoreError when one of them comes from another model than the store's (a refresh
+        reads only these rows, so they carry the check)."""
         raise NotImplementedError(f"{type(self).__name__} keeps no change feed")
 
 

@@ -80,12 +80,17 @@ class CorpusSnapshot:
 
     def vectors_since(self, position: int) -> tuple[list[int], Any, str | None]:
         """(seqs, float32 matrix, model) of the chunks with seq > position, by seq; checked as
-        `vectors` is: StoreError when half re-embedded or from another model than the job's."""
+        `vectors` is: StoreError when half re-embedded or from another model than the job's.
+        From position 0 the whole store is checked; past it only the rows read (the store
+        refuses a row of another model, `SegmentedIndex._rows` a chunk without its vector, and
+        the saved rows were checked when they were read), so a write costs its rows, not the
+        corpus (3 s at a million before)."""
         if self._no_feed:
             keep = range(max(0, position), len(self.chunk_ids))
             matrix = None if self.vectors is None else self.vectors[position:]
             return [i + 1 for i in keep], matrix, self.__dict__.get("vectors_model")
-        self._check_vectors()
+        if position <= 0:
+            self._check_vectors()
         seqs, matrix, model = self.store.vectors_since(position)
         if len(seqs) and self.model is not None and model != self.model:
             raise StoreError(

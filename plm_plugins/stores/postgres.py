@@ -733,16 +733,22 @@ class PostgresStore(Store):
         return list(seqs) if (start or 0) <= position <= (now or 0) else None
 
     def vectors_since(self, position: int) -> tuple[list[int], Any, str | None]:
-        """(seqs, float32 matrix, model) of the chunks with seq > position that have vectors."""
+        """(seqs, float32 matrix, model) of the chunks with seq > position that have vectors;
+        StoreError when one of them comes from another model than the store's."""
         import numpy as np
 
         rows = self._q(
-            f"SELECT c.seq, c.embedding, m.value FROM {CHUNKS_JOIN} LEFT JOIN {{s}}.meta m ON m.key = 'model' "
-            "WHERE c.embedding IS NOT NULL AND c.seq > %s ORDER BY c.seq",
+            f"SELECT c.seq, c.embedding, m.value, c.model FROM {CHUNKS_JOIN} LEFT JOIN {{s}}.meta m "
+            "ON m.key = 'model' WHERE c.embedding IS NOT NULL AND c.seq > %s ORDER BY c.seq",
             (position,),
         ).fetchall()
         if not rows:
             return [], None, None
+        if other := {r[3] for r in rows} - {rows[0][2]}:
+            raise StoreError(
+                f"vectors from {sorted(other)} beside the store's {rows[0][2]!r} (half re-embedded): "
+                "run `plm ingest` on the same sources to finish, or `plm index rebuild`"
+            )
         arrays = [np.asarray(r[1].to_numpy() if hasattr(r[1], "to_numpy") else r[1], dtype=np.float32) for r in rows]
         if len({a.shape[0] for a in arrays}) != 1:
             raise StoreError(f"{self._explain(Exception('vectors of several dimensions'))}; run `plm index rebuild`")

@@ -631,16 +631,22 @@ class SQLiteStore(Store):
             return [r[0] for r in rows]
 
     def vectors_since(self, position: int) -> tuple[list[int], Any, str | None]:
-        """(seqs, float32 matrix, model) of the chunks with seq > position that have vectors."""
+        """(seqs, float32 matrix, model) of the chunks with seq > position that have vectors;
+        StoreError when one of them comes from another model than the store's."""
         import numpy as np
 
         rows = self.db.execute(
-            f"SELECT c.seq, v.dim, v.vector, m.value FROM {CHUNKS_JOIN} JOIN vectors v ON v.chunk_id = c.id "
-            "LEFT JOIN meta m ON m.key = 'model' WHERE c.seq > ? ORDER BY c.seq",
+            f"SELECT c.seq, v.dim, v.vector, m.value, v.model FROM {CHUNKS_JOIN} JOIN vectors v "
+            "ON v.chunk_id = c.id LEFT JOIN meta m ON m.key = 'model' WHERE c.seq > ? ORDER BY c.seq",
             (position,),
         ).fetchall()
         if not rows:
             return [], None, None
+        if other := {r[4] for r in rows} - {rows[0][3]}:
+            raise StoreError(
+                f"{self.path}: vectors from {sorted(other)} beside the store's {rows[0][3]!r} (half re-embedded): "
+                "run `plm ingest` on the same sources to finish, or `plm index rebuild`"
+            )
         dim = int(rows[0][1])
         if any(len(r[2]) != 4 * dim for r in rows):
             raise StoreError(f"{self.path}: a stored vector has the wrong size; run `plm index rebuild`")

@@ -73,6 +73,8 @@ class DictStore(plm.Store):
         for i, chunk in enumerate(chunks):
             vector = None if matrix is None else np.asarray(matrix[i], np.float32)
             self.rows[chunk.doc_id].append([self._seq(), chunk, vector, model])
+        if matrix is not None and len(chunks):
+            self.meta["model"] = model  # the store's model: the last one written
         self.counter += bool(documents)
 
     def _drop(self, doc_id: str) -> None:
@@ -113,6 +115,7 @@ class DictStore(plm.Store):
                 continue
             self.removed.append((self._seq(), row[0]))
             row[:] = [self._seq(), row[1], np.asarray(matrix[i], np.float32), model]
+            self.meta["model"] = model
             written += 1
         self.counter += bool(written)
         return written
@@ -142,10 +145,13 @@ class DictStore(plm.Store):
         }
 
     def consistency_problems(self) -> list[StoreProblem]:
+        problems = []
         n = sum(row[2] is None for row in self._all())
         if n and self.vector_count():
-            return [StoreProblem(StoreProblem.MISSING_VECTORS, n, f"{n} chunks have no vector")]
-        return []
+            problems.append(StoreProblem(StoreProblem.MISSING_VECTORS, n, f"{n} chunks have no vector"))
+        if (n := len({row[3] for row in self._all() if row[2] is not None})) > 1:
+            problems.append(StoreProblem(StoreProblem.MIXED_MODELS, n, f"vectors from {n} models"))
+        return problems
 
     # the change feed
     def feed_position(self) -> int | None:
@@ -171,6 +177,8 @@ class DictStore(plm.Store):
 
     def vectors_since(self, position: int) -> tuple[list[int], Any, str | None]:
         rows = sorted((r for r in self._all() if r[0] > position and r[2] is not None), key=lambda r: r[0])
+        if {r[3] for r in rows} - {self.meta.get("model")}:
+            raise plm.StoreError("vectors of another model than the store's: half re-embedded")
         return [r[0] for r in rows], np.stack([r[2] for r in rows]) if rows else None, rows[0][3] if rows else None
 
 
@@ -239,9 +247,18 @@ class ReplaceMovesToTheEnd(DictStore):
         super().replace_documents(documents, chunks, matrix, model, fingerprints)
 
 
+class VectorsSinceMixesModels(DictStore):
+    name = "vectors_since_mixes_models"
+
+    def vectors_since(self, position: int) -> tuple[list[int], Any, str | None]:  # no model check
+        rows = sorted((r for r in self._all() if r[0] > position and r[2] is not None), key=lambda r: r[0])
+        return [r[0] for r in rows], np.stack([r[2] for r in rows]) if rows else None, rows[0][3] if rows else None
+
+
 @pytest.mark.parametrize(
     ("broken", "message"),
     [
+        (VectorsSinceMixesModels, r"vectors_since\(p\) refuses rows whose vector comes from another model"),
         (ChunkIdsReversed, r"stores contract .*chunk_ids\(\) lists chunks in index order"),
         (FilterKeepsAll, r"filter_mask\(spec\) is a boolean mask .*\n  filter \{'team': 'a'\}"),
         (VersionStandsStill, r"a write moves version\(\) forward"),

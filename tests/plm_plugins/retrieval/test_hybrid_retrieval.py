@@ -225,3 +225,32 @@ def test_per_query_weights_reach_the_fuser_through_the_pipeline(job: Job) -> Non
     assert [h.chunk_id for h in job.search(text, k=5)[0].hits] == [h.chunk_id for h in plain.hits]
     with pytest.raises(PlmUserError, match="keyword"):
         job.search(text, k=5, weights={"keyword": 1.0})
+
+
+def test_a_write_refreshes_the_dense_index_from_its_own_rows(job: Job, monkeypatch: Any) -> None:
+    """A written document's vector reaches the dense segments without reading every stored
+    vector (the store-wide check cost 3 s a write at a million chunks)."""
+    job.rebuild_indexes()
+    job.retrieve("pod", k=1)  # warm: the saved segments are open
+
+    def store_wide() -> Any:
+        raise AssertionError("a write read every stored vector")
+
+    monkeypatch.setattr(job.store, "consistency_problems", store_wide)
+    new = Chunk(id="f_0", doc_id="f", text="backup backup backup", heading_path=("H", "f"))
+    vec = job.embedder.embed([new.text])
+    job.store.replace_documents([Document(id="f", text=new.text)], [new], vec, job.embedder.model_name)
+    hits = {h.doc_id: h for h in job.retrieve("backup backup backup", k=5)}
+    assert hits["f"].sources["dense"]["rank"] == 1
+
+
+def test_a_written_vector_of_another_model_is_refused_by_the_refresh(job: Job) -> None:
+    """Checking only the rows a refresh reads still refuses a row of another model."""
+    job.rebuild_indexes()
+    job.retrieve("pod", k=1)
+    for doc, model in (("f", "another-model"), ("g", job.embedder.model_name)):  # the store's model stays ours
+        new = Chunk(id=f"{doc}_0", doc_id=doc, text="backup pod", heading_path=("H", doc))
+        vec = job.embedder.embed([new.text])
+        job.store.replace_documents([Document(id=doc, text=new.text)], [new], vec, model)
+    with pytest.raises(PlmUserError, match="half re-embedded"):
+        job.retrieve("backup", k=5)
