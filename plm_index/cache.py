@@ -204,14 +204,17 @@ class CachedEmbedder:
             self._row_bytes = int(self.embedder.embed(["size probe"], progress=False).shape[1]) * 4
         return self._row_bytes
 
-    def embed(self, texts: Sequence[str], read: bool = True) -> Any:
+    def embed(self, texts: Sequence[str], read: bool = True, progress: bool = False) -> Any:
+        """Vectors of `texts`, those in the cache read from it. The others go to the model in
+        one call, in their order, repeats included: a model that batches by length (as
+        sentence-transformers does) gives each the vector that call over all of them would."""
         import numpy as np
 
         embedder = self.embedder
         embedder.ensure_warm()
         if self.cache is None:
             self.computed += len(texts)
-            return embedder.embed(list(texts), progress=False)
+            return embedder.embed(list(texts), progress=progress)
         settings = embedder.config.model_dump(mode="json", exclude={"model"})
         identity = stage_identity(f"embed:{embedder.model_name}:{embedder.model_version}", settings)
         keys = [content_key(identity, t) for t in texts]
@@ -219,13 +222,12 @@ class CachedEmbedder:
         if found:
             size = self._expected_bytes()
             found = {k: v for k, v in found.items() if len(v) == size}
-        todo = list(dict.fromkeys(k for k in keys if k not in found))
-        if todo:
-            first = {k: i for i, k in reversed(list(enumerate(keys)))}
-            new = embedder.embed([texts[first[k]] for k in todo], progress=False)
-            fresh = {k: np.asarray(new[j], dtype=np.float32).tobytes() for j, k in enumerate(todo)}
-            self.cache.put_many(fresh.items())
-            found.update(fresh)
-        self.computed += len(todo)
-        self.cached += len(keys) - len(todo)
-        return np.stack([np.frombuffer(found[k], dtype=np.float32) for k in keys])
+        missing = [i for i, k in enumerate(keys) if k not in found]
+        rows: dict[int, Any] = {}
+        if missing:
+            new = np.asarray(embedder.embed([texts[i] for i in missing], progress=progress), dtype=np.float32)
+            rows = {i: new[j] for j, i in enumerate(missing)}
+            self.cache.put_many({keys[i]: row.tobytes() for i, row in rows.items()}.items())
+        self.computed += len(missing)
+        self.cached += len(keys) - len(missing)
+        return np.stack([rows[i] if i in rows else np.frombuffer(found[k], dtype=np.float32) for i, k in enumerate(keys)])

@@ -28,6 +28,8 @@ from plm_index.cache import CachedEmbedder, CachedStage, ContentCache
 from plm_index.progress import progress_iter
 
 FORMAT_VERSION = "1"
+EMBED_WINDOW = 8192  # chunks embedded in one call across batches (POC parity up to this many a sync)
+PROGRESS_CHUNKS = 2048  # a window this large shows the embedder's own progress bar
 log = logging.getLogger(__name__)
 
 
@@ -162,26 +164,65 @@ class ProcessorRecipe:
 class Processor:
     """Documents -> chunks (the index stages) -> vectors (the embedder, through the cache)."""
 
-    def __init__(self, transform: Pipeline, embedder: CachedEmbedder | None) -> None:
-        self.transform, self.embedder = transform, embedder
+    def __init__(self, transform: Pipeline, embedder: CachedEmbedder | None, progress: bool = False) -> None:
+        self.transform, self.embedder, self.progress = transform, embedder, progress
 
     @classmethod
-    def of(cls, transform: Pipeline, embedder: Embedder | None, cache: ContentCache | None) -> Processor:
-        """The index stages, and the embedder (if any) reading and filling the content cache."""
-        return cls(transform, CachedEmbedder(embedder, cache) if embedder is not None else None)
+    def of(
+        cls, transform: Pipeline, embedder: Embedder | None, cache: ContentCache | None, progress: bool = False
+    ) -> Processor:
+        """The index stages, and the embedder (if any) reading and filling the content cache;
+        with `progress`, the embedder's own bar over a large window of chunks."""
+        return cls(transform, CachedEmbedder(embedder, cache) if embedder is not None else None, progress)
 
     def process_all(self, batches: Iterable[Sequence[Document]], read_cache: bool = True) -> Iterator[BatchResult]:
-        """Each batch in this process, one after another, as it is asked for."""
+        """Each batch in this process, one after another, as it is asked for. Their chunks
+        are embedded together, up to EMBED_WINDOW in one call, in corpus order: an embedder
+        that batches by length (sentence-transformers sorts a call's texts) then gives each
+        chunk the vector one call over the corpus gives, as the POC computed them, whatever
+        the ingest batch. The batches of a window commit when it is embedded."""
+        if self.embedder is None:
+            yield from (self.process(batch, read_cache) for batch in batches)
+            return
+        window: list[BatchResult] = []
+        chunks = 0
         for batch in batches:
-            yield self.process(batch, read_cache)
+            window.append(self.process(batch, read_cache, embed=False))
+            chunks += len(window[-1].chunks)
+            if chunks >= EMBED_WINDOW:
+                yield from self._embed_window(window, read_cache)
+                window, chunks = [], 0
+        yield from self._embed_window(window, read_cache)
+
+    def _embed_window(self, window: list[BatchResult], read_cache: bool) -> list[BatchResult]:
+        texts = [c.index_text for r in window for c in r.chunks]
+        if not texts:
+            return window
+        assert self.embedder is not None
+        first = next(r for r in window if r.chunks)  # the window's embedding is accounted to it
+        t0 = time.perf_counter()
+        if not self.embedder.embedder.is_warm:
+            self.embedder.embedder.ensure_warm()
+            first.timings["load model"] = (t1 := time.perf_counter()) - t0
+            t0 = t1
+        was = self.embedder.computed, self.embedder.cached
+        matrix = self.embedder.embed(texts, read=read_cache, progress=self.progress and len(texts) >= PROGRESS_CHUNKS)
+        first.timings["embed"] = time.perf_counter() - t0
+        first.work["embed"] = (self.embedder.computed - was[0], self.embedder.cached - was[1])
+        start = 0
+        for result in window:
+            if result.chunks:
+                result.vectors, start = matrix[start : start + len(result.chunks)], start + len(result.chunks)
+        return window
 
     def cached_stages(self) -> list[CachedStage]:
         return [s for s in self.transform.stages if isinstance(s, CachedStage)]
 
-    def process(self, batch: Sequence[Document], read_cache: bool = True) -> BatchResult:
+    def process(self, batch: Sequence[Document], read_cache: bool = True, embed: bool = True) -> BatchResult:
         """When a stage fails on the batch, its documents are retried one by one; those
         that fail are reported and the rest go on, unless every one fails with the same
-        unexpected error, which is raised: a broken stage, not bad documents."""
+        unexpected error, which is raised: a broken stage, not bad documents. `embed` false:
+        the chunks' vectors are left to the caller (`process_all` embeds a window of batches)."""
         for stage in self.cached_stages():
             stage.read = read_cache
         before = self.counters()
@@ -204,7 +245,7 @@ class Processor:
             if not kept and len(batch) > 1 and len(unexpected) == 1 and not isinstance(first.cause, PlmUserError):
                 raise first from None
             result.documents = kept
-        if self.embedder is not None and result.chunks:
+        if embed and self.embedder is not None and result.chunks:
             t0 = time.perf_counter()
             if not self.embedder.embedder.is_warm:
                 self.embedder.embedder.ensure_warm()
