@@ -1,19 +1,18 @@
 """llm_rewrite against a real HTTP server on 127.0.0.1 that answers like the OpenAI chat API
-(and like a broken one: slow, 500, malformed). Nothing here touches the network."""
+(and like a broken one: slow, 500, malformed; `tests/support/fake_chat.py`). Nothing here
+touches the network."""
 
 from __future__ import annotations
 
-import json
 import logging
 import socket
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
+from fake_chat import FakeChatAPI, query_in, serve
 from pydantic import ValidationError
 
 from plm_core.errors import ConfigError
@@ -22,104 +21,14 @@ from plm_plugins.expanders.dictionary import DictionaryExpander
 from plm_plugins.expanders.llm_rewrite import DEFAULT_PROMPT, LLMRewriteExpander, parse_reply
 
 
-class FakeChatAPI:
-    """What the handler answers (`mode`) and every request it received."""
-
-    def __init__(self) -> None:
-        self.mode = "rewrite"
-        self.content: str | None = None  # answer exactly this (modes rewrite and list)
-        self.requests: list[dict[str, Any]] = []
-        self.release = threading.Event()  # ends a slow answer early when the test is over
-        self.url = ""
-        self.redirect_to = ""  # mode "redirect": answer 302 with this Location
-
-
-def _query_in(message: str) -> str:
-    """The user's query inside a rendered prompt (the default ones end with "Query: ...")."""
-    return message.rsplit("Query: ", 1)[-1]
-
-
-class Handler(BaseHTTPRequestHandler):
-    server: Any
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base's signature
-        pass
-
-    def _send(self, status: int, body: bytes) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def do_GET(self) -> None:  # noqa: N802 - a redirected POST arrives as a GET
-        self.server.api.requests.append({"path": self.path, "headers": dict(self.headers), "body": None})
-        self._send(404, b"{}")
-
-    def do_POST(self) -> None:  # noqa: N802 - http.server's naming
-        api: FakeChatAPI = self.server.api
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        api.requests.append({"path": self.path, "headers": dict(self.headers), "body": body})
-        if api.mode == "redirect":
-            self.send_response(302)
-            self.send_header("Location", api.redirect_to)
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-            return None
-        user = body["messages"][-1]["content"]
-        if api.mode == "slow":
-            api.release.wait(5)
-        if api.mode == "trickle":  # headers at once, then a byte now and then: no socket timeout fires
-            self.send_response(200)
-            self.send_header("Content-Length", "100")
-            self.end_headers()
-            while not api.release.wait(0.05):
-                self.wfile.write(b" ")
-                self.wfile.flush()
-            return None
-        if api.mode == "500":
-            return self._send(500, json.dumps({"error": {"message": "model overloaded"}}).encode())
-        if api.mode == "401":  # some servers quote the key they refused
-            key = self.headers.get("Authorization", "").removeprefix("Bearer ")
-            return self._send(401, json.dumps({"error": {"message": f"bad key {key}"}}).encode())
-        if api.mode == "malformed":
-            return self._send(200, b'{"choices": [{"message": {"content": "half')
-        if api.mode == "no_choices":
-            return self._send(200, json.dumps({"object": "chat.completion", "choices": []}).encode())
-        if api.mode == "null_content":
-            return self._send(200, json.dumps({"choices": [{"message": {"content": None}}]}).encode())
-        content = api.content if api.content is not None else f"{_query_in(user)} rewritten"
-        reply = {"object": "chat.completion", "model": body["model"], "choices": [{"message": {"content": content}}]}
-        self._send(200, json.dumps(reply).encode())
-
-
-class QuietServer(ThreadingHTTPServer):
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        pass  # a slow answer written after the client gave up: expected, not worth a traceback
-
-
-def _serve() -> Iterator[FakeChatAPI]:
-    state = FakeChatAPI()
-    server = QuietServer(("127.0.0.1", 0), Handler)
-    server.api = state  # type: ignore[attr-defined]
-    state.url = f"http://127.0.0.1:{server.server_address[1]}/v1"
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    yield state
-    state.release.set()
-    server.shutdown()
-    server.server_close()
-    thread.join(5)
-
-
 @pytest.fixture()
 def api() -> Iterator[FakeChatAPI]:
-    yield from _serve()
+    yield from serve()
 
 
 @pytest.fixture()
 def other_origin() -> Iterator[FakeChatAPI]:
-    yield from _serve()
+    yield from serve()
 
 
 def _expander(api: FakeChatAPI, **config: Any) -> LLMRewriteExpander:
@@ -313,7 +222,7 @@ def test_the_cache_is_an_lru_of_cache_size(api: FakeChatAPI) -> None:
     expander = _expander(api, cache_size=2)
     for text in ["a", "b", "a", "c", "a", "b"]:  # b is the least recently used when c arrives
         expander.run(Query(text=text))
-    assert [_query_in(r["body"]["messages"][-1]["content"]) for r in api.requests] == ["a", "b", "c", "b"]
+    assert [query_in(r["body"]["messages"][-1]["content"]) for r in api.requests] == ["a", "b", "c", "b"]
     uncached = _expander(api, cache_size=0)
     uncached.run(QUERY)
     uncached.run(QUERY)
