@@ -28,7 +28,7 @@ from plm_core.registry import Registry, default_registry
 from plm_core.settings import Settings, load_settings
 from plm_eval.dataset import resolve_dataset
 from plm_eval.outputs import check_output_folder
-from plm_eval.synthetic import DEFAULT_GENERATORS, LOADER_OVERRIDE, SET_NAME
+from plm_eval.synthetic import DEFAULT_GENERATORS, LOADER_OVERRIDE, SET_NAME, options_line
 from plm_index.cli_kit import print_table, setup_logging
 from plm_index.job import Job, index_dir_for, settings_for
 from plm_index.sync import summary_line
@@ -263,6 +263,14 @@ def eval_command(
     generators: Annotated[
         str, typer.Option(help="Query generators for --synthetic: a,b (see `plm plugins`, family query_generators).")
     ] = ",".join(DEFAULT_GENERATORS),
+    generator_option: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--generator-option",
+            help="NAME.KEY=VALUE: a setting of one of --generators, e.g. llm.model=llama3.2 (repeat it; "
+            "`plm plugins show NAME` lists the keys).",
+        ),
+    ] = None,
 ) -> None:
     """Evaluate several configs on one dataset: metrics side by side with deltas, p-values
     (raw and corrected for the configs compared) and bootstrap confidence intervals.
@@ -290,11 +298,22 @@ def eval_command(
     sets = [s.strip() for s in queries.split(",") if s.strip()] if queries else None
     overrides = list(set_ or [])
     judgments = None
+    if generator_option and synthetic is None:
+        raise PlmUserError("--generator-option sets a query generator of --synthetic N: give --synthetic too")
     if synthetic is not None:
         if queries:
             raise PlmUserError("--synthetic makes its own query set: leave out --queries")
         dataset, corpus, judgments = synthetic_dataset(
-            config[0], dataset, corpus, overrides, synthetic, generators, seed, target / "synthetic", registry
+            config[0],
+            dataset,
+            corpus,
+            overrides,
+            synthetic,
+            generators,
+            seed,
+            target / "synthetic",
+            registry,
+            generator_option or [],
         )
         sets, overrides = [SET_NAME], [*overrides, LOADER_OVERRIDE]
     runs = run_configs(
@@ -339,12 +358,17 @@ def synthetic_dataset(
     seed: int,
     folder: Path,
     registry: Registry,
+    options: Sequence[str] = (),
 ) -> tuple[Path, str, dict[str, Any]]:
     """Make the synthetic query set from the config's corpus into `folder`: (the dataset
-    folder to evaluate, the corpus inside it, how it was made)."""
+    folder to evaluate, the corpus inside it, how it was made). `options`: the
+    --generator-option assignments (NAME.KEY=VALUE)."""
     from plm_eval.dataset import resolve_corpus
-    from plm_eval.synthetic import build
+    from plm_eval.synthetic import build, generator_options, generators_named
 
+    names = [g.strip() for g in generators.split(",") if g.strip()]
+    given = generator_options(options, names)
+    generators_named(names, registry, given)  # a wrong or missing setting fails before anything is read
     settings = settings_for(config, load_settings())
     cfg = load_job(config, registry, list(overrides))
     ds = resolve_dataset(cfg, dataset)
@@ -354,8 +378,7 @@ def synthetic_dataset(
             "e.g. --corpus . for the folder itself)"
         )
     source = resolve_corpus(cfg, ds, corpus)
-    names = [g.strip() for g in generators.split(",") if g.strip()]
-    made, summary = build(cfg, source, folder, n, names, registry, settings, seed)
+    made, summary = build(cfg, source, folder, n, names, registry, settings, seed, given)
     out.print(synthetic_note(summary), highlight=False)
     return made, "corpus.jsonl", summary
 
@@ -382,7 +405,8 @@ def synthetic_choice(runs: Sequence[tuple[str, dict[str, Any]]], metric: str = "
 
 
 def synthetic_note(summary: dict[str, Any]) -> str:
-    kinds = ", ".join(f"{n} {g}" for g, n in summary["by_generator"].items())
+    given = summary.get("generator_options", {})
+    kinds = ", ".join(f"{n} {g}{options_line(given, g)}" for g, n in summary["by_generator"].items())
     return (
         f"synthetic judgments: {summary['queries']} queries made from {summary['corpus']} ({kinds}); "
         f"what each was copied from is cut from the indexed text ({summary['documents_cut']} of "

@@ -10,6 +10,11 @@ was copied from (`SyntheticQuery.remove`) and every verbatim occurrence of the q
 is a BEIR-layout folder (corpus.jsonl, queries/synthetic.jsonl, qrels/synthetic.tsv and
 synthetic.json saying how it was made) that `plm eval` evaluates like any judged set and
 that can be inspected, edited or evaluated again.
+
+A generator takes settings as any stage does (its Config), given on the command line as
+`--generator-option NAME.KEY=VALUE` (e.g. `llm.model=llama3.2` for the `llm` generator, which
+asks a chat endpoint and is never in the default set); synthetic.json records every
+generator's settings.
 """
 
 from __future__ import annotations
@@ -17,13 +22,15 @@ from __future__ import annotations
 import json
 import random
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from plm_core.config import JobConfig
-from plm_core.errors import PlmUserError
+from pydantic import ValidationError
+
+from plm_core.config import JobConfig, format_validation, parse_override
+from plm_core.errors import ConfigError, PlmUserError
 from plm_core.interfaces import Loader, QueryGenerator
 from plm_core.records import Document, SyntheticQuery
 from plm_core.registry import Registry
@@ -144,8 +151,54 @@ def load_documents(config: JobConfig, source: Path, registry: Registry, settings
     return list(docs)
 
 
-def generators_named(names: Sequence[str], registry: Registry) -> list[QueryGenerator]:
-    return [registry.get(name, "query_generators").cls() for name in names]
+def generator_options(assignments: Sequence[str], names: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """`--generator-option NAME.KEY=VALUE` (repeated) -> {name: {key: value}}; a value is read
+    as `--set` reads one (a number, true/false, a TOML array or table, else a string)."""
+    options: dict[str, dict[str, Any]] = {}
+    for assignment in assignments:
+        try:
+            keys, value = parse_override(assignment)
+        except ConfigError:
+            keys, value = [], None
+        if len(keys) != 2 or not all(keys):
+            raise PlmUserError(f"--generator-option {assignment!r}: expected NAME.KEY=VALUE, e.g. llm.model=llama3.2")
+        name, key = keys
+        if name not in names:
+            raise PlmUserError(
+                f"--generator-option {assignment!r}: {name!r} is not among --generators ({', '.join(names)})"
+            )
+        options.setdefault(name, {})[key] = value
+    return options
+
+
+def generators_named(
+    names: Sequence[str], registry: Registry, options: Mapping[str, Mapping[str, Any]] | None = None
+) -> list[QueryGenerator]:
+    """The named generators, each built with its options and checked (one line if wrong)."""
+    made = []
+    for name in names:
+        cls = registry.get(name, "query_generators").cls
+        try:
+            gen = cls(**dict((options or {}).get(name, {})))
+        except ValidationError as err:
+            raise ConfigError(
+                format_validation(err, f"query generator {name!r} (--generator-option {name}.KEY=VALUE)", cls.Config)
+            ) from None
+        gen.check()
+        made.append(gen)
+    return made
+
+
+def generator_config(generators: Sequence[QueryGenerator]) -> dict[str, dict[str, Any]]:
+    """Every generator's settings, defaults included (what synthetic.json records)."""
+    return {str(gen.name): gen.config.model_dump(mode="json") for gen in generators}  # type: ignore[attr-defined]
+
+
+def options_line(options: Mapping[str, Mapping[str, Any]], name: str) -> str:
+    """What a generator was given, as " (model=llama3.2, base_url=...)"; "" when nothing."""
+    given = options.get(name) or {}
+    shown = [f"{k}={str(v)[:60] + '...' if len(str(v)) > 60 else v}" for k, v in given.items()]
+    return f" ({', '.join(shown)})" if shown else ""
 
 
 def build(
@@ -157,10 +210,13 @@ def build(
     registry: Registry,
     settings: Any,
     seed: int = 0,
+    options: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> tuple[Path, dict[str, Any]]:
-    """Generate, rewrite and write a synthetic set from the config's corpus; the folder and its summary."""
+    """Generate, rewrite and write a synthetic set from the config's corpus; the folder and its
+    summary. `options`: each generator's settings by name (`generator_options`)."""
+    generators = generators_named(names, registry, options)  # a wrong option fails before the corpus is read
     documents = load_documents(config, source, registry, settings)
-    synthetic = make_set(documents, generators_named(names, registry), n, seed)
+    synthetic = make_set(documents, generators, n, seed)
     bad = leaks(synthetic.queries, synthetic.documents)
     if bad:  # the cut is global: a leak here is a bug, never a result to report
         raise AssertionError(f"synthetic queries still found verbatim in the corpus: {bad[:5]}")
@@ -169,6 +225,8 @@ def build(
         "corpus": str(source),
         "config": str(config.path),
         "generators": list(names),
+        "generator_options": {name: dict(given) for name, given in (options or {}).items()},
+        "generator_config": generator_config(generators),
         "seed": seed,
         "asked": n,
     }

@@ -102,6 +102,14 @@ def tune_command(
     generators: Annotated[
         str, typer.Option(help="Query generators for --synthetic: a,b (see `plm plugins`).")
     ] = ",".join(DEFAULT_GENERATORS),
+    generator_option: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--generator-option",
+            help="NAME.KEY=VALUE: a setting of one of --generators, e.g. llm.model=llama3.2 (repeat it; "
+            "`plm plugins show NAME` lists the keys).",
+        ),
+    ] = None,
 ) -> None:
     """Tune config values on one query set (grid or random search, optional k-fold
     cross-validation), write the tuned config and compare it with the original on --test."""
@@ -116,6 +124,8 @@ def tune_command(
     base_sets = list(set_ or [])
     target = out_path or Path("reports") / f"tune-{time.strftime('%Y%m%d-%H%M%S')}" / f"{config.stem}.tuned.toml"
     judgments = None
+    if generator_option and synthetic is None:
+        raise PlmUserError("--generator-option sets a query generator of --synthetic N: give --synthetic too")
     if synthetic is not None:
         if queries or test:
             raise PlmUserError(
@@ -123,7 +133,16 @@ def tune_command(
                 "on judged queries, if you have any, with plm eval)"
             )
         dataset, corpus, judgments = synthetic_dataset(
-            config, dataset, corpus, base_sets, synthetic, generators, seed, target.parent / "synthetic", registry
+            config,
+            dataset,
+            corpus,
+            base_sets,
+            synthetic,
+            generators,
+            seed,
+            target.parent / "synthetic",
+            registry,
+            generator_option or [],
         )
         queries, base_sets = SET_NAME, [*base_sets, LOADER_OVERRIDE]
     if not queries:

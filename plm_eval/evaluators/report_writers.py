@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from plm_core.errors import MissingDependencyError
+from plm_eval.synthetic import options_line
 
 
 def _dump(obj: Any, path: Path) -> Path:
@@ -164,7 +165,8 @@ def write_markdown(comparison: Mapping[str, Any], diffs: Mapping[str, Sequence[M
     ]
     judged = comparison.get("judgments")
     if judged:  # `plm eval --synthetic N`: the report must say the judgments were made, not given
-        made = ", ".join(f"{n} by `{g}`" for g, n in judged.get("by_generator", {}).items())
+        given = judged.get("generator_options", {})
+        made = ", ".join(f"{n} by `{g}`{options_line(given, g)}" for g, n in judged.get("by_generator", {}).items())
         lines += [
             f"**Synthetic judgments**: {judged['queries']} queries made from the corpus ({made}), each judged "
             f"relevant to one document; {judged['how'].split(';', 1)[-1].strip()} "
