@@ -75,3 +75,16 @@ def paragraphs(text: str) -> Iterator[str]:
 def sentences(paragraph: str) -> list[str]:
     """The paragraph's sentences, raw (as written, so each can be cut out verbatim)."""
     return [s for s in _SENTENCE_END.split(paragraph) if s.strip()]
+
+
+def longest_copy(query: str, text: str) -> int:
+    """The most consecutive words of `query` found in order and adjacent in `text`, case and
+    punctuation aside: the words a tokenizer sees, as `plm eval --synthetic` reads "verbatim"."""
+    q = [w.lower() for w in words(query)]
+    padded = " " + " ".join(w.lower() for w in words(text)) + " "
+    best = 0
+    for i in range(len(q)):
+        # Only a longer run than the best so far is worth looking for.
+        while i + best < len(q) and " " + " ".join(q[i : i + best + 1]) + " " in padded:
+            best += 1
+    return best
