@@ -29,8 +29,10 @@ SLOTS = {
     "Embedder": '[embedder]              # shared by indexing and querying\nuse = "sentence_transformers"',
     "Tokenizer": '[query.retrieve]\nuse = "bm25s"\ntokenizer = "snowball"\n# or, with settings, a table:\n# tokenizer = { use = "snowball", language = "porter" }',
     "QueryExpander": '[query.expand]\nuse = "dictionary"',
-    "QueryGenerator": "# not a config slot: chosen on the command line\n"
-    "# plm eval -c recipe.toml --synthetic 300 --generators headings,inverse_cloze",
+    "QueryGenerator": "# not a config slot: chosen on the command line, its settings there too\n"
+    "# plm eval -c recipe.toml --synthetic 300 --generators headings,inverse_cloze\n"
+    "# plm eval -c recipe.toml --synthetic 300 --generators llm \\\n"
+    "#     --generator-option llm.base_url=http://127.0.0.1:11434/v1 --generator-option llm.model=llama3.2",
     "Retriever": '[query.retrieve]        # the whole stage, or one of hybrid\'s:\nuse = "bm25s"            '
     "# [query.retrieve.retrievers.bm25]",
     "Fuser": '[query.retrieve]\nuse = "hybrid"\n[query.retrieve.fuser]\nuse = "rrf"',
