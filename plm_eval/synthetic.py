@@ -177,7 +177,7 @@ def generators_named(
     """The named generators, each built with its options and checked (one line if wrong)."""
     made = []
     for name in names:
-        cls = registry.get(name, "query_generators").cls
+        cls: Any = registry.get(name, "query_generators").cls
         try:
             gen = cls(**dict((options or {}).get(name, {})))
         except ValidationError as err:

@@ -50,14 +50,19 @@ def scrub(message: str) -> str:
     return _BEARER.sub(r"\1***", message)
 
 
+def unquote(text: str) -> str:
+    """The text without one pair of surrounding quotes ("...", '...', `...`, “...”)."""
+    if len(text) >= 2 and _QUOTES.get(text[0]) == text[-1]:
+        return text[1:-1].strip()
+    return text
+
+
 def parse_reply(content: str) -> list[str]:
     """The queries in a reply: one a line, numbering, bullets, "Query:" labels and
     surrounding quotes removed, empty lines and a <think> block dropped."""
     queries = []
     for line in THINKING.sub("", content).splitlines():
-        text = _LINE_PREFIX.sub("", line, count=1).strip()
-        if len(text) >= 2 and _QUOTES.get(text[0]) == text[-1]:
-            text = text[1:-1].strip()
+        text = unquote(_LINE_PREFIX.sub("", line, count=1).strip())
         if text:
             queries.append(text)
     return queries

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import Field, field_validator
 
 from plm import ComponentConfig, Document, PlmUserError, QueryGenerator, SyntheticQuery, hookimpl
-from plm_plugins.chat import THINKING, ChatClient, ChatConfig, ChatFailed, check_key_env, parse_reply
+from plm_plugins.chat import THINKING, ChatClient, ChatConfig, ChatFailed, check_key_env, parse_reply, unquote
 from plm_plugins.query_generators.text import longest_copy, paragraphs, render, words
 
 if TYPE_CHECKING:
@@ -41,7 +41,6 @@ DEFAULT_PROMPT = (
 )
 # "Question: ", "Q: ", "Search question: " before the question (parse_reply drops "Query: ").
 _LABEL = re.compile(r"^(?:(?:search |user )?question|q)\s*:\s*", re.IGNORECASE)
-_QUOTES = {'"': '"', "'": "'", "`": "`", "\u201c": "\u201d"}
 
 
 class LLMQueryGenerator(QueryGenerator):
@@ -144,7 +143,7 @@ class LLMQueryGenerator(QueryGenerator):
 
     def generate(self, documents: Sequence[Document]) -> list[SyntheticQuery]:
         c = self.config
-        picked = []
+        picked: list[tuple[Document, str]] = []
         for doc in sorted(documents, key=lambda d: _hash(c.seed, "pick", d.id)):
             if len(picked) >= c.passages:
                 break
@@ -198,7 +197,7 @@ class LLMQueryGenerator(QueryGenerator):
     def _question(self, reply: str, passage: str) -> tuple[str, str]:
         """(the question, "") from a reply, or ("", why it is not used)."""
         c = self.config
-        lines = [_unquote(_LABEL.sub("", line).strip()) for line in parse_reply(THINKING.sub("", reply))]
+        lines = [unquote(_LABEL.sub("", line).strip()) for line in parse_reply(THINKING.sub("", reply))]
         lines = [line for line in lines if line]
         if not lines:
             return "", "empty"
@@ -212,13 +211,6 @@ class LLMQueryGenerator(QueryGenerator):
         if longest_copy(text, passage) > c.max_copied_words:
             return "", f"copied more than max_copied_words = {c.max_copied_words} words of the passage"
         return text, ""
-
-
-def _unquote(text: str) -> str:
-    """'"How ...?"' -> 'How ...?' (parse_reply unquotes a line before its label is dropped)."""
-    if len(text) >= 2 and _QUOTES.get(text[0]) == text[-1]:
-        return text[1:-1].strip()
-    return text
 
 
 def _cut(text: str, limit: int) -> str:
