@@ -99,8 +99,8 @@ def main() -> None:
             store_reset(store)
             step = -(-args.n // count)
             reader = BM25Retriever(label="bm25")
-            original = segments.start_merge
-            segments.start_merge = lambda index, base: None  # merges off: count segments exactly
+            original = segments.index.start_merge
+            segments.index.start_merge = lambda index, base: None  # merges off: count segments exactly
             try:
                 for lo in range(0, args.n, step):
                     part = range(lo, min(args.n, lo + step))
@@ -110,7 +110,7 @@ def main() -> None:
                     with store.snapshot():
                         reader.refresh(CorpusSnapshot(store, index_dir), index_dir)
             finally:
-                segments.start_merge = original
+                segments.index.start_merge = original
             assert reader.state is not None and len(reader.state.segments) == count, len(reader.state.segments)
             for q in queries[:20]:  # same hits, same scores
                 assert reader.search(ExpandedQuery(text=q, k=10), 10) == ours.search(ExpandedQuery(text=q, k=10), 10)

@@ -125,8 +125,8 @@ def _graphs_find_live_rows(exact: DenseRetriever, snap: CorpusSnapshot, store: A
 def test_random_changes_rank_as_a_whole_build(
     kind: str, tmp_path: Path, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(segments, "MERGE_FACTOR", 3)
-    monkeypatch.setattr(segments, "FLOOR_ROWS", 4)
+    monkeypatch.setattr(segments.merge, "MERGE_FACTOR", 3)
+    monkeypatch.setattr(segments.merge, "FLOOR_ROWS", 4)
     store = _store(kind, tmp_path, request)
     rng, live, counter = random.Random(7), set(), [0]
     index_dir = tmp_path / "index"
@@ -173,7 +173,7 @@ def test_a_killed_merge_leaves_the_index_as_its_manifest_says(tmp_path: Path, mo
     index is the one before, and the orphan segment is removed once it is old."""
     from plm_plugins.stores.sqlite import SQLiteStore
 
-    monkeypatch.setattr(segments, "start_merge", lambda index, base: None)  # a segment per sync, kept
+    monkeypatch.setattr(segments.index, "start_merge", lambda index, base: None)  # a segment per sync, kept
 
     store = SQLiteStore(SQLiteStore.Config())
     store.open(tmp_path / "store")
@@ -187,20 +187,20 @@ def test_a_killed_merge_leaves_the_index_as_its_manifest_says(tmp_path: Path, mo
     base = bm25.stage_base(index_dir)
     before = sorted(p.name for p in (base / "segments").iterdir())
     # A merge that dies after writing its segment: the commit never happens.
-    real = segments._write_manifest
+    real = segments.index._write_manifest
 
     def die(*args: Any, **kwargs: Any) -> None:
         raise KeyboardInterrupt
 
-    original_plan = segments.merge_plan
-    segments.merge_plan = lambda state: list(range(len(state.segments))) if len(state.segments) > 1 else None
-    segments._write_manifest = die
+    original_plan = segments.index.merge_plan
+    segments.index.merge_plan = lambda state: list(range(len(state.segments))) if len(state.segments) > 1 else None
+    segments.index._write_manifest = die
     try:
         with pytest.raises(KeyboardInterrupt):
             bm25.merge_once(base)
     finally:
-        segments._write_manifest = real
-        segments.merge_plan = original_plan
+        segments.index._write_manifest = real
+        segments.index.merge_plan = original_plan
     after = sorted(p.name for p in (base / "segments").iterdir())
     assert len(after) == len(before) + 1  # the orphan
     with store.snapshot():
@@ -213,7 +213,7 @@ def test_a_killed_merge_leaves_the_index_as_its_manifest_says(tmp_path: Path, mo
     (orphan,) = set(after) - set(before)
     segments.collect_garbage(base, now=time.time() + 10 * segments.GRACE_S)
     kept = sorted(p.name for p in (base / "segments").iterdir())
-    named = {s["name"] for _, m in segments._manifests(base) for s in m["segments"]}
+    named = {s["name"] for _, m in segments.manifest._manifests(base) for s in m["segments"]}
     assert orphan not in kept and set(kept) == named
 
 
@@ -222,7 +222,7 @@ import sys
 from pathlib import Path
 from plm_index import segments
 from plm_plugins.retrievers.bm25s import BM25Retriever
-segments.MERGE_FACTOR, segments.FLOOR_ROWS = 2, 1
+segments.merge.MERGE_FACTOR, segments.merge.FLOOR_ROWS = 2, 1
 bm25 = BM25Retriever(label="bm25", tokenizer="whitespace_lower")
 base = bm25.stage_base(Path(sys.argv[1]))
 print("merging", flush=True)
@@ -242,7 +242,7 @@ def test_sigkill_during_merges_leaves_an_index_that_ranks_as_a_whole_build(
 
     from plm_plugins.stores.sqlite import SQLiteStore
 
-    monkeypatch.setattr(segments, "start_merge", lambda index, base: None)  # merges only in the child
+    monkeypatch.setattr(segments.index, "start_merge", lambda index, base: None)  # merges only in the child
     store = SQLiteStore(SQLiteStore.Config())
     store.open(tmp_path / "store")
     rng, live, counter = random.Random(11), set(), [0]

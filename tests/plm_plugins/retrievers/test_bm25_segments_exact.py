@@ -133,8 +133,8 @@ def test_segments_deletions_and_merges_score_as_the_whole_build(
 ) -> None:
     from plm_plugins.stores.sqlite import SQLiteStore
 
-    monkeypatch.setattr(segments, "MERGE_FACTOR", 3)
-    monkeypatch.setattr(segments, "FLOOR_ROWS", 4)
+    monkeypatch.setattr(segments.merge, "MERGE_FACTOR", 3)
+    monkeypatch.setattr(segments.merge, "FLOOR_ROWS", 4)
     monkeypatch.setattr(Impacts, "MAX_IMPACTS", 400)  # words' impacts evicted and scored again, often
     calls: Counter = Counter()
     sparse = ranking.top_n_sparse
@@ -144,7 +144,7 @@ def test_segments_deletions_and_merges_score_as_the_whole_build(
         calls["sparse" if hits is not None else "full"] += 1
         return hits
 
-    monkeypatch.setattr(segments, "top_n_sparse", counted)
+    monkeypatch.setattr(segments.state, "top_n_sparse", counted)
     store = SQLiteStore(SQLiteStore.Config())
     store.open(tmp_path / "store")
     rng, live, counter = random.Random(5), set(), [0]
