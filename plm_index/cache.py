@@ -230,4 +230,6 @@ class CachedEmbedder:
             self.cache.put_many({keys[i]: row.tobytes() for i, row in rows.items()}.items())
         self.computed += len(missing)
         self.cached += len(keys) - len(missing)
-        return np.stack([rows[i] if i in rows else np.frombuffer(found[k], dtype=np.float32) for i, k in enumerate(keys)])
+        return np.stack(
+            [rows[i] if i in rows else np.frombuffer(found[k], dtype=np.float32) for i, k in enumerate(keys)]
+        )

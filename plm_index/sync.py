@@ -53,6 +53,7 @@ class IngestReport:
     timings: dict[str, float] = field(default_factory=dict)
     # stage label -> {"computed": n, "cached": n}: what the content cache saved
     work: dict[str, dict[str, int]] = field(default_factory=dict)
+    corpus_version: int | None = None  # the store's version after it (set by a server's sync)
 
     @property
     def skipped(self) -> bool:

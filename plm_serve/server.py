@@ -365,7 +365,9 @@ def create_app(
             "unchanged": report.unchanged,
             "failed": [{"path": f.path, "doc_id": f.doc_id or "", "error": f.error} for f in report.failed],
             "seconds": round(report.seconds, 3),
-            "corpus_version": int(service.status()["corpus_version"] or 0),
+            # The write's own version (the whole status, store counts and a check of every
+            # saved segment, cost a POST 150-250 ms at a million chunks).
+            "corpus_version": report.corpus_version or 0,
         }
 
     @app.post("/documents", response_model=SyncResponse, responses={**ERRORS, 422: {"model": RecordsErrorResponse}})

@@ -219,6 +219,8 @@ class Service:
             self._broken = False
             fresh = Generation(self._job, self.readers)
             self.generation, self.load_error = fresh, None
+            with self._swapped:  # a writer waiting for its version does not wait for old queries
+                self._swapped.notify_all()
             log.info("serving corpus version %s", fresh.version)
             self.on_reload(fresh.version)
             if current is not None:
@@ -237,12 +239,13 @@ class Service:
             with self._swapped:
                 self._swapped.notify_all()
 
-    def refresh(self, timeout: float = 60.0) -> None:
-        """Ask the reloader for the newest version and wait until it, or a newer one, has been
-        swapped in (so a client sees its own writes); queries keep being answered meanwhile.
-        Another write may move the reloader past this one's version: that serves it too."""
-        with self.write_lock:
-            target = self.writer.store.version()
+    def refresh(self, timeout: float = 60.0, target: CorpusVersion | None = None) -> None:
+        """Ask the reloader for the newest version (or `target`) and wait until it, or a newer
+        one, has been swapped in (so a client sees its own writes); queries keep being answered
+        meanwhile. Another write may move the reloader past this one's version: that serves it too."""
+        if target is None:
+            with self.write_lock:
+                target = self.writer.store.version()
         deadline = time.monotonic() + timeout
         with self._swapped:
             while self.generation is None or not _at_least(self.generation.version, target):
@@ -333,7 +336,9 @@ class Service:
                 "deleted": len(report.deleted),
                 "failed": [{"path": f.path, "doc_id": f.doc_id, "error": f.error} for f in report.failed][:20],
             }
-        self.refresh()
+            version = self.writer.store.version()
+        report.corpus_version = version.counter
+        self.refresh(target=version)
         return report
 
     def status(self) -> dict[str, Any]:

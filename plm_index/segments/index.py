@@ -144,7 +144,8 @@ class SegmentedIndex(Index):
             return
         collect_garbage(base)
         self._set(state, base)
-        start_merge(self, base)
+        if merge_plan(state) is not None:  # a thread's start cost a write 10 ms, merging or not
+            start_merge(self, base)
 
     def _newest(self, base: Path, snapshot: Snapshot, data: bool = False) -> State | None:
         """The open state of the newest saved version this snapshot's feed can advance."""

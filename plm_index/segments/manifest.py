@@ -62,10 +62,36 @@ _MANIFEST_KEYS = {
 }
 
 
+_PARSED: dict[str, tuple[tuple[int, int, int], tuple[dict[str, Any] | None, str | None]]] = {}
+_PARSED_LOCK = threading.Lock()
+
+
 def parse_manifest(path: Path) -> tuple[dict[str, Any] | None, str | None]:
     """(manifest, None) for a sound manifest, (None, None) when there is no file, and
     (None, what is wrong) for a damaged one: every field is checked, since a manifest decides
-    which files a reader opens."""
+    which files a reader opens. A file is parsed once while its inode, size and mtime stay
+    (a manifest is replaced, never edited): a write lists every manifest the grace period
+    keeps, 180 of them 43 ms a write at 30 writes a minute, parsed anew each time before."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None, None
+    except OSError as err:
+        return None, f"cannot be read ({err.strerror or err})"
+    key = (st.st_ino, st.st_size, st.st_mtime_ns)
+    with _PARSED_LOCK:
+        hit = _PARSED.get(str(path))
+    if hit is not None and hit[0] == key:
+        return hit[1]
+    result = _parse_manifest(path)
+    with _PARSED_LOCK:
+        if len(_PARSED) > 4096:  # folders come and go in a long-lived server
+            _PARSED.clear()
+        _PARSED[str(path)] = (key, result)
+    return result
+
+
+def _parse_manifest(path: Path) -> tuple[dict[str, Any] | None, str | None]:
     try:
         raw = path.read_bytes()
     except FileNotFoundError:

@@ -52,7 +52,9 @@ use = "dense"
 def _folder(tmp_path: Path, n: int = 7) -> Path:
     docs = tmp_path / "docs"
     for i in range(n):
-        sections = "".join(f"## Part {j}\n\n{'pod node backup restore ' * (3 + (i * j) % 5)}word{i}.\n\n" for j in range(3))
+        sections = "".join(
+            f"## Part {j}\n\n{'pod node backup restore ' * (3 + (i * j) % 5)}word{i}.\n\n" for j in range(3)
+        )
         (docs / f"d{i}").mkdir(parents=True, exist_ok=True)
         (docs / f"d{i}" / "README.md").write_text(f"# Page {i}\n\n{sections}")
     return docs
