@@ -123,7 +123,8 @@ class BM25Retriever(Retriever, SegmentedIndex):
         term frequency and in the chunk's length, as if the heading were written that many
         times; 1 (the default) weighs headings as any text and builds exactly the index built
         without this option. Applied when the index is built (queries cost nothing more); an
-        index built with another weight is rebuilt. Measured in BENCHMARKS.md before use."""
+        index built with another weight is rebuilt. Off by default: on SciFact and poc_needle
+        it changed no held-out metric significantly (Benchmarks); measure it with `plm eval`."""
         heading_field: Literal["markdown", "first_paragraph"] = "markdown"
         """What the heading is, read from the chunk's index text (with heading_weight != 1):
         markdown, its Markdown heading lines (`#` to `######` then a space: what the
