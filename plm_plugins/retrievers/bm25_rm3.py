@@ -2,8 +2,8 @@
 Anserini's `-rm3`): search once, take the words of the top `fb_docs` chunks weighted by how
 often they occur there and how well each chunk scored, keep the `fb_terms` heaviest, and
 search again with the query's own words and these, mixed by `original_weight`. It reads the
-same saved index as `bm25s` (the segments do not depend on the scoring settings), so
-swapping one for the other re-tokenizes nothing."""
+same saved index as `bm25s` (the segments depend on the tokenizer and heading weight, not on
+the scoring settings), so swapping one for the other re-tokenizes nothing."""
 
 from __future__ import annotations
 

@@ -16,12 +16,22 @@ scores are bit-identical to rank_bm25's.
 Texts become tokens through a `tokenizers` plugin, a part of this stage
 (`tokenizer = "bm25s_stem"`, or a `[...bm25.tokenizer]` table); its identity is part of
 the saved index's settings, so another tokenizer never reads this one's index.
+
+`heading_weight` (BM25F's per-field weight, with one length for the whole chunk): the tokens
+of a chunk's heading count that many times, in its term frequencies and in its length, as if
+the heading were written that many times (for a whole weight, exactly: the same floats as a
+build of that text). The heading is read from the chunk's own index text (`heading_field`):
+its Markdown heading lines, or its first paragraph (a BEIR title with include_title). It is
+applied when a segment is built and is one of the segment settings, so queries pay nothing
+for it and an index built with another weight is rebuilt, never read; 1.0 (the default)
+builds what the retriever built before it existed, bit for bit, in the same folder.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -50,6 +60,20 @@ if TYPE_CHECKING:
     from plm import Registry
 
 FORMAT = 4  # 4: first positions (the word order of rank_bm25_okapi's mean IDF)
+
+# A Markdown ATX heading line (1 to 6 `#`, a space or tab, then text), as the
+# markdown_semantic chunker writes one at the top of each section.
+HEADING_LINE = re.compile(r"^#{1,6}[ \t]+\S[^\n]*", re.MULTILINE)
+
+
+def heading_text(text: str, field: str) -> str:
+    """The part of a chunk's index text that `heading_weight` weighs: "markdown", its
+    Markdown heading lines (every one, wherever it is: a chunk of merged sections has
+    several), joined by newlines; "first_paragraph", the text before its first blank line
+    (all of it when it has none)."""
+    if field == "markdown":
+        return "\n".join(m.group(0) for m in HEADING_LINE.finditer(text))
+    return text.split("\n\n", 1)[0]
 
 
 class BM25Retriever(Retriever, SegmentedIndex):
@@ -94,6 +118,19 @@ class BM25Retriever(Retriever, SegmentedIndex):
         drop_zero_scores: bool | None = None
         """true: leave out chunks that share no word with the query; unset: true, except with
         method = "rank_bm25_okapi", the POC's scoring, whose zero-score candidates still earned RRF points."""
+        heading_weight: float = Field(1.0, gt=0)
+        """How many times a word of the chunk's heading counts (BM25F's field weight): in its
+        term frequency and in the chunk's length, as if the heading were written that many
+        times; 1 (the default) weighs headings as any text and builds exactly the index built
+        without this option. Applied when the index is built (queries cost nothing more); an
+        index built with another weight is rebuilt. Off by default: on SciFact and poc_needle
+        it changed no held-out metric significantly (Benchmarks); measure it with `plm eval`."""
+        heading_field: Literal["markdown", "first_paragraph"] = "markdown"
+        """What the heading is, read from the chunk's index text (with heading_weight != 1):
+        markdown, its Markdown heading lines (`#` to `######` then a space: what the
+        markdown_semantic chunker writes at the top of each section, "(continued)" headings
+        and those of merged sections included); first_paragraph, its text before the first
+        blank line: a BEIR corpus loaded with include_title = true puts the title there."""
 
     config: Config
 
@@ -122,20 +159,33 @@ class BM25Retriever(Retriever, SegmentedIndex):
     # corpus, are applied at query time, so scores equal a whole build's.
     def segment_settings(self) -> dict[str, Any]:
         """What a segment depends on: the tokenizer by its identity (name and settings,
-        defaults included), not as written. Scoring settings are applied at query time."""
-        return {"format": FORMAT, "tokenizer": self.tokens.identity}
+        defaults included), not as written, and a heading weight other than 1 with the
+        heading field it weighs (none at 1: the settings, and the folder, of an index built
+        before the option). Scoring settings are applied at query time."""
+        settings: dict[str, Any] = {"format": FORMAT, "tokenizer": self.tokens.identity}
+        if self.heading_weight != 1.0:
+            settings["heading"] = {"field": self.config.heading_field, "weight": self.heading_weight}
+        return settings
+
+    @property
+    def heading_weight(self) -> float:
+        return float(self.config.heading_weight)
 
     def index_base(self, index_dir: Path) -> Path:
         return self.stage_base(index_dir)
 
     def build_data(self, rows: Rows) -> Postings:
-        return Postings.of(self.tokenize(list(rows.texts or [])))
+        texts = list(rows.texts or [])
+        if self.heading_weight == 1.0:
+            return Postings.of(self.tokenize(texts))
+        headings = self.tokenize([heading_text(t, self.config.heading_field) for t in texts])
+        return Postings.of(self.tokenize(texts), headings, self.heading_weight)
 
     def save_data(self, data: Postings, folder: Path) -> None:
         data.save(folder)
 
     def open_data(self, folder: Path, n_rows: int) -> Postings:
-        return Postings.open(folder, n_rows)
+        return Postings.open(folder, n_rows, self.heading_weight)
 
     def merge_data(self, parts: list[Postings], keep: list[Any]) -> Postings:
         return Postings.merge(parts, keep)
@@ -214,7 +264,7 @@ class BM25Retriever(Retriever, SegmentedIndex):
         import numpy as np
 
         c, n_docs = self.config, state.n_live
-        avgdl = _live_tokens(state) / n_docs
+        avgdl = _live_tokens(state, self.heading_weight) / n_docs
         idf_of = _okapi_idf(state, c.epsilon) if c.method == "rank_bm25_okapi" else _IDF[c.method]
         formula = "atire" if c.method == "rank_bm25_okapi" else c.method  # rank_bm25's is ATIRE's
         tfc, k1, delta = _TFC[formula], c.k1, c.delta
@@ -270,16 +320,46 @@ class Postings:
     """One segment's BM25 data: the vocabulary (word -> id, first-occurrence order), each
     word's rows, term frequencies and first positions in the row (CSC: rows[indptr[w]:
     indptr[w + 1]], ascending; the positions order the words as rank_bm25 first met them),
-    and each row's length in tokens."""
+    and each row's length in tokens.
+
+    With a heading weight w other than 1 (`heading_weight`), `tf` holds each word's weighted
+    frequency in float64, (tf - htf) + w x htf for htf of its tf in the row's heading, and `hl`
+    each row's heading tokens: a row's weighted length is (dl - hl) + w x hl, and the live
+    rows' total is summed in integers before it is weighted, so it is the same number
+    whatever the segments (`weighted`)."""
 
     FILES = ("indptr.npy", "rows.npy", "tf.npy", "dl.npy", "first.npy")
+    HEADING_FILE = "hl.npy"
 
-    def __init__(self, vocab: dict[str, int], indptr: Any, rows: Any, tf: Any, dl: Any, first: Any) -> None:
+    def __init__(
+        self,
+        vocab: dict[str, int],
+        indptr: Any,
+        rows: Any,
+        tf: Any,
+        dl: Any,
+        first: Any,
+        hl: Any = None,
+        weight: float = 1.0,
+    ) -> None:
         self.vocab, self.indptr, self.rows, self.tf, self.dl, self.first = vocab, indptr, rows, tf, dl, first
+        self.hl, self.weight = hl, weight
         self.tokens = int(dl.sum())
+        self.heading_tokens = 0 if hl is None else int(hl.sum())
+
+    def lengths(self) -> Any:
+        """Each row's length as the scoring reads it: in tokens, or weighted (float64)."""
+        import numpy as np
+
+        if self.hl is None:
+            return self.dl
+        return weighted(np.asarray(self.dl, dtype=np.float64), np.asarray(self.hl, dtype=np.float64), self.weight)
 
     @classmethod
-    def of(cls, corpus: list[list[str]]) -> Postings:
+    def of(cls, corpus: list[list[str]], headings: list[list[str]] | None = None, weight: float = 1.0) -> Postings:
+        """The postings of rows of tokens; with `headings` (each row's heading's tokens) and
+        a weight, each word's heading occurrences (at most its occurrences in the row)
+        count `weight` times."""
         import numpy as np
 
         vocab: dict[str, int] = {}
@@ -296,7 +376,24 @@ class Postings:
         rows = (pairs % max(n_docs, 1)).astype(np.int32)
         starts = np.cumsum(dl, dtype=np.int64) - dl  # each row's first token in `term`
         first = (at - starts[rows]).astype(np.int32)
-        return cls(vocab, indptr, rows, tf.astype(np.int32), dl, first)
+        if headings is None:
+            return cls(vocab, indptr, rows, tf.astype(np.int32), dl, first)
+        if len(headings) != n_docs:
+            raise ValueError(f"{len(headings)} headings for {n_docs} rows")
+        # Each (word, row) of a heading, counted, found among the row's own pairs: a heading
+        # word the row's tokens lack (a tokenizer that reads a line alone otherwise) is none.
+        h_ids = [[vocab[t] for t in tokens if t in vocab] for tokens in headings]
+        h_n = np.array([len(r) for r in h_ids], dtype=np.int64)
+        h_term = np.fromiter((t for r in h_ids for t in r), dtype=np.int64, count=int(h_n.sum()))
+        h_doc = np.repeat(np.arange(n_docs, dtype=np.int64), h_n)
+        h_pairs, h_count = np.unique(h_term * max(n_docs, 1) + h_doc, return_counts=True)
+        at_pair: Any = np.minimum(np.searchsorted(pairs, h_pairs), max(len(pairs) - 1, 0))
+        found = pairs[at_pair] == h_pairs  # (no heading pair without a row pair of its word: none to find)
+        htf = np.zeros(len(pairs), dtype=np.int64)
+        htf[at_pair[found]] = np.minimum(h_count[found], tf[at_pair[found]])
+        hl = np.bincount(rows, weights=htf, minlength=n_docs).astype(np.int32)
+        wtf = weighted(tf.astype(np.float64), htf.astype(np.float64), weight)
+        return cls(vocab, indptr, rows, wtf, dl, first, hl, weight)
 
     def save(self, folder: Path) -> None:
         import numpy as np
@@ -304,24 +401,29 @@ class Postings:
         (folder / "vocab.json").write_text(json.dumps(list(self.vocab), ensure_ascii=False))
         for name, array in zip(self.FILES, (self.indptr, self.rows, self.tf, self.dl, self.first), strict=True):
             np.save(folder / name, array, allow_pickle=False)
+        if self.hl is not None:
+            np.save(folder / self.HEADING_FILE, self.hl, allow_pickle=False)
 
     @classmethod
-    def open(cls, folder: Path, n_rows: int) -> Postings:
+    def open(cls, folder: Path, n_rows: int, weight: float = 1.0) -> Postings:
         import numpy as np
 
         words = json.loads((folder / "vocab.json").read_text())
         # Memory-mapped, as plain array views of the maps: slicing an np.memmap costs a few
         # microseconds more per slice, paid for every query word in every segment.
         indptr, rows, tf, dl, first = (load_npy(folder / name).view(np.ndarray) for name in cls.FILES)
+        hl = None if weight == 1.0 else load_npy(folder / cls.HEADING_FILE).view(np.ndarray)
         if (
             len(indptr) != len(words) + 1
             or len(rows) != len(tf)
             or len(first) != len(rows)
             or len(dl) != n_rows
             or int(indptr[-1]) != len(rows)
+            or (hl is not None and len(hl) != n_rows)
+            or (tf.dtype == np.float64) != (hl is not None)
         ):
             raise ValueError(f"postings of {len(words)} words, {len(rows)} entries, {len(dl)} lengths, {n_rows} rows")
-        return cls({w: i for i, w in enumerate(words)}, indptr, rows, tf, dl, first)
+        return cls({w: i for i, w in enumerate(words)}, indptr, rows, tf, dl, first, hl, weight)
 
     @classmethod
     def merge(cls, parts: list[Postings], keep: list[Any]) -> Postings:
@@ -329,7 +431,7 @@ class Postings:
         import numpy as np
 
         vocab: dict[str, int] = {}
-        terms, rows, tfs, dls, firsts = [], [], [], [], []
+        terms, rows, tfs, dls, hls, firsts = [], [], [], [], [], []
         offset = 0
         for part, kept in zip(parts, keep, strict=True):
             new_row = np.cumsum(kept) - 1 + offset  # old row -> merged row (where kept)
@@ -345,14 +447,29 @@ class Postings:
             tfs.append(np.asarray(part.tf)[alive])
             firsts.append(np.asarray(part.first)[alive])
             dls.append(np.asarray(part.dl)[kept])
+            if part.hl is not None:
+                hls.append(np.asarray(part.hl)[kept])
             offset += int(kept.sum())
+        weight = parts[0].weight if parts else 1.0
+        if any(p.weight != weight or (p.hl is None) != (weight == 1.0) for p in parts):
+            raise ValueError("postings of different heading weights cannot be merged")
         term, row = np.concatenate(terms), np.concatenate(rows)
         by = np.lexsort((row, term))
         indptr = np.zeros(len(vocab) + 1, dtype=np.int64)
         np.cumsum(np.bincount(term, minlength=len(vocab)), out=indptr[1:])
         dl = np.concatenate(dls).astype(np.int32)
-        tf, first = (np.concatenate(x)[by].astype(np.int32) for x in (tfs, firsts))
-        return cls(vocab, indptr, row[by].astype(np.int32), tf, dl, first)
+        first = np.concatenate(firsts)[by].astype(np.int32)
+        if weight == 1.0:
+            return cls(vocab, indptr, row[by].astype(np.int32), np.concatenate(tfs)[by].astype(np.int32), dl, first)
+        tf = np.concatenate(tfs)[by].astype(np.float64)
+        return cls(vocab, indptr, row[by].astype(np.int32), tf, dl, first, np.concatenate(hls).astype(np.int32), weight)
+
+
+def weighted(total: Any, heading: Any, weight: float) -> Any:
+    """A count with its heading part weighted: (total - heading) + weight x heading (term
+    frequencies and lengths alike, arrays or numbers: one expression, so the same floats
+    wherever it is computed)."""
+    return (total - heading) + weight * heading
 
 
 class Impacts:
@@ -426,10 +543,11 @@ def _postings(segments: list[tuple[Any, ...]], term: str) -> tuple[Any, Any] | N
 
 
 def _lengths(state: State) -> Any:
-    """Each row's length in tokens (segments concatenated), as float64: the scoring's own type."""
+    """Each row's length in tokens, or weighted (segments concatenated), as float64: the
+    scoring's own type."""
     import numpy as np
 
-    return np.concatenate([np.zeros(0)] + [seg.data.dl for seg in state.segments]).astype(np.float64)
+    return np.concatenate([np.zeros(0)] + [seg.data.lengths() for seg in state.segments]).astype(np.float64)
 
 
 def _sum_by_row(state: State, at: Any, part: Any) -> tuple[Any, Any]:
@@ -453,16 +571,20 @@ def _sum_by_row(state: State, at: Any, part: Any) -> tuple[Any, Any]:
     return rows, values
 
 
-def _live_tokens(state: State) -> int:
-    """Tokens in the live rows (for the average length), kept with the state."""
+def _live_tokens(state: State, weight: float = 1.0) -> float:
+    """Tokens in the live rows (for the average length), kept with the state; with a heading
+    weight, the weighted total of the integer totals (the same whatever the segments)."""
 
-    def count() -> int:
-        total = 0
+    def count() -> float:
+        total = heading = 0
         for seg, dead in zip(state.segments, state.deleted, strict=True):
-            total += seg.data.tokens - (int(seg.data.dl[dead].sum()) if len(dead) else 0)
-        return total
+            data: Postings = seg.data
+            total += data.tokens - (int(data.dl[dead].sum()) if len(dead) else 0)
+            if data.hl is not None:
+                heading += data.heading_tokens - (int(data.hl[dead].sum()) if len(dead) else 0)
+        return total if weight == 1.0 else weighted(float(total), float(heading), weight)
 
-    return int(state.cached("bm25_tokens", count))
+    return state.cached("bm25_tokens", count)
 
 
 def _okapi_idf(state: State, epsilon: float) -> Any:

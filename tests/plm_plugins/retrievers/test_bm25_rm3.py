@@ -15,10 +15,17 @@ from plm_plugins.retrievers.bm25_rm3 import BM25RM3Retriever
 from plm_plugins.retrievers.bm25s import BM25Retriever
 
 
-@pytest.mark.parametrize("tokenizer", ["bm25s_stem", "whitespace_lower"])
-def test_bm25_rm3_keeps_the_retriever_and_segmented_index_contracts(tmp_path: Path, tokenizer: str) -> None:
+@pytest.mark.parametrize(
+    ("tokenizer", "heading"), [("bm25s_stem", {}), ("whitespace_lower", {}), ("bm25s_stem", {"heading_weight": 2.5})]
+)
+def test_bm25_rm3_keeps_the_retriever_and_segmented_index_contracts(
+    tmp_path: Path, tokenizer: str, heading: dict[str, float]
+) -> None:
+    # heading_weight: the checks' chunks are one paragraph each, all of it weighed
     def make() -> BM25RM3Retriever:
-        return BM25RM3Retriever(label="bm25", tokenizer=tokenizer, fb_docs=2, fb_terms=5)
+        return BM25RM3Retriever(
+            label="bm25", tokenizer=tokenizer, fb_docs=2, fb_terms=5, heading_field="first_paragraph", **heading
+        )
 
     plm.testing.check_retriever(make, tmp_path / "built")
     plm.testing.check_segmented_index(make, tmp_path / "segments")

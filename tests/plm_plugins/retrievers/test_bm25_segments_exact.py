@@ -37,6 +37,10 @@ CONFIGS = {  # label -> settings; drop_zero_scores defaults to true except for r
     "atire": {"method": "atire", "k1": 1.2, "b": 0.5},
     "bm25l": {"method": "bm25l"},
     "bm25+": {"method": "bm25+", "dtype": "float32"},
+    # heading_weight: the words of a chunk's '#' lines count 1.5 (or 2) times, tf and length
+    "lucene_h": {"method": "lucene", "heading_weight": 1.5},
+    "okapi_h": {"method": "rank_bm25_okapi", "heading_weight": 2.0},
+    "bm25l_h": {"method": "bm25l", "heading_weight": 0.5},
 }
 
 
@@ -45,7 +49,12 @@ def _retriever(label: str) -> BM25Retriever:
 
 
 def _text(rng: random.Random) -> str:
-    return " ".join(rng.choices(VOCAB, WEIGHTS, k=rng.randint(0, 25)))
+    body = " ".join(rng.choices(VOCAB, WEIGHTS, k=rng.randint(0, 25)))
+    if rng.random() < 0.4:  # a Markdown heading on top, and sometimes one further down
+        body = "# " + " ".join(rng.choices(VOCAB, WEIGHTS, k=rng.randint(1, 4))) + "\n\n" + body
+        if rng.random() < 0.5:
+            body += "\n\n## " + " ".join(rng.choices(VOCAB, WEIGHTS, k=rng.randint(1, 3))) + "\n\nw7 w8"
+    return body
 
 
 def _sync(store: Any, rng: random.Random, live: set[str], counter: list[int]) -> None:
@@ -87,13 +96,20 @@ def _reference(label: str, texts: list[str], tokens: list[str]) -> np.ndarray:
     """Scores of the chunks (index order) the way they were computed before segments: each
     query word's part added to a full vector in turn; rank_bm25 for its own Okapi."""
     c = _retriever(label).config
+    w = c.heading_weight
     docs = [t.lower().split() for t in texts]
+    heads = [[t for line in text.split("\n") if line.startswith("#") for t in line.lower().split()] for text in texts]
     if c.method == "rank_bm25_okapi":
         rank_bm25 = pytest.importorskip("rank_bm25")
+        assert w == int(w)  # a whole weight: the heading's words written w times over
+        docs = [d + h * (int(w) - 1) for d, h in zip(docs, heads, strict=True)]
         return np.asarray(rank_bm25.BM25Okapi(docs, k1=c.k1, b=c.b, epsilon=c.epsilon).get_scores(tokens))
-    counts = [Counter(d) for d in docs]
-    dl = np.array([len(d) for d in docs], dtype=np.float64)
-    avgdl = sum(len(d) for d in docs) / len(docs)
+    # BM25F's weighted counts: (all - heading) + w x heading, term frequencies and lengths
+    in_heads = [Counter(h) for h in heads]
+    counts = [{t: (n - h[t]) + w * h[t] for t, n in Counter(d).items()} for d, h in zip(docs, in_heads, strict=True)]
+    dl = np.array([(len(d) - len(h)) + w * len(h) for d, h in zip(docs, heads, strict=True)], dtype=np.float64)
+    total, head = sum(len(d) for d in docs), sum(len(h) for h in heads)
+    avgdl = (total if w == 1 else (float(total) - float(head)) + w * float(head)) / len(docs)
     scores, skips = np.zeros(len(docs)), []
     for term in tokens:
         rows = [i for i, counted in enumerate(counts) if term in counted]
