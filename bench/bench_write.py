@@ -130,6 +130,7 @@ def main() -> None:
     ap.add_argument("--writes", type=int, default=30)
     ap.add_argument("--corpus-dir", type=Path, required=True, help="generated corpus (kept for the next run)")
     ap.add_argument("--work", type=Path, required=True, help="index and configs (an index there is reused)")
+    ap.add_argument("--readers", type=int, default=1, help="plm serve --readers: queries answered at once")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     say = (lambda *_: None) if args.json else (lambda msg: print(msg, file=sys.stderr, flush=True))
@@ -141,7 +142,12 @@ def main() -> None:
     plm = [sys.executable, "-m", "plm_core.cli"]
     serve_cfg, index = work / "serve.toml", work / "index"
     serve_cfg.write_text(config_text(args.recipe, MINILM), encoding="utf-8")
-    result: dict[str, Any] = {"docs": args.docs, "recipe": args.recipe, "toy_vectors": args.toy_vectors}
+    result: dict[str, Any] = {
+        "docs": args.docs,
+        "recipe": args.recipe,
+        "toy_vectors": args.toy_vectors,
+        "readers": args.readers,
+    }
     if not (index / "plm.sqlite").exists():
         build_cfg = work / "build.toml"
         build_cfg.write_text(config_text(args.recipe, TOY if args.toy_vectors else MINILM), encoding="utf-8")
@@ -154,7 +160,18 @@ def main() -> None:
             relabel(index)
 
     log = work / "serve.log"
-    cmd = [*plm, "serve", "--config", str(serve_cfg), "--index", str(index), "--port", "0"]
+    cmd = [
+        *plm,
+        "serve",
+        "--config",
+        str(serve_cfg),
+        "--index",
+        str(index),
+        "--port",
+        "0",
+        "--readers",
+        str(args.readers),
+    ]
     t0 = time.perf_counter()
     server = subprocess.Popen(cmd, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT)
     try:
