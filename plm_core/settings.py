@@ -30,7 +30,8 @@ class Settings(BaseSettings):
     cache: bool = True
     """Reuse keywords, entities and vectors across runs and jobs (PLM_DATA_DIR/cache.sqlite)."""
     ingest_batch: Annotated[int, Field(ge=1, le=100_000)] = 64
-    """Documents processed and committed together (an interrupted ingest keeps finished batches)."""
+    """Documents processed and committed together (an interrupted ingest keeps finished batches;
+    with an embedder, batches are stored once their window of chunks is embedded, docs/sync.md)."""
 
     @field_validator("log_level", mode="before")
     @classmethod
