@@ -33,8 +33,9 @@ import json
 import math
 import re
 import threading
+from array import array as int_array
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -60,6 +61,7 @@ if TYPE_CHECKING:
     from plm import Registry
 
 FORMAT = 4  # 4: first positions (the word order of rank_bm25_okapi's mean IDF)
+TOKENIZE_STEP = 65536  # texts tokenized at a time by a build (their tokens become ids, then go)
 
 # A Markdown ATX heading line (1 to 6 `#`, a space or tab, then text), as the
 # markdown_semantic chunker writes one at the top of each section.
@@ -176,10 +178,17 @@ class BM25Retriever(Retriever, SegmentedIndex):
 
     def build_data(self, rows: Rows) -> Postings:
         texts = list(rows.texts or [])
+        # Tokenized a slice at a time, each slice's tokens turned into ids and dropped: the
+        # whole corpus's token lists peaked at 9 GB for a million chunks.
+        tokens = (
+            tokens
+            for i in range(0, len(texts), TOKENIZE_STEP)
+            for tokens in self.tokenize(texts[i : i + TOKENIZE_STEP])
+        )
         if self.heading_weight == 1.0:
-            return Postings.of(self.tokenize(texts))
+            return Postings.of(tokens)
         headings = self.tokenize([heading_text(t, self.config.heading_field) for t in texts])
-        return Postings.of(self.tokenize(texts), headings, self.heading_weight)
+        return Postings.of(tokens, headings, self.heading_weight)
 
     def save_data(self, data: Postings, folder: Path) -> None:
         data.save(folder)
@@ -356,20 +365,34 @@ class Postings:
         return weighted(np.asarray(self.dl, dtype=np.float64), np.asarray(self.hl, dtype=np.float64), self.weight)
 
     @classmethod
-    def of(cls, corpus: list[list[str]], headings: list[list[str]] | None = None, weight: float = 1.0) -> Postings:
-        """The postings of rows of tokens; with `headings` (each row's heading's tokens) and
-        a weight, each word's heading occurrences (at most its occurrences in the row)
-        count `weight` times."""
+    def of(
+        cls, corpus: Iterable[Sequence[str]], headings: list[list[str]] | None = None, weight: float = 1.0
+    ) -> Postings:
+        """The postings of rows of tokens (read once, in order: a generator's slices are
+        dropped as they are read); with `headings` (each row's heading's tokens) and a
+        weight, each word's heading occurrences (at most its occurrences in the row) count
+        `weight` times."""
         import numpy as np
 
         vocab: dict[str, int] = {}
-        ids = [[vocab.setdefault(t, len(vocab)) for t in tokens] for tokens in corpus]
-        n_docs, n_vocab = len(corpus), len(vocab)
-        dl = np.array([len(r) for r in ids], dtype=np.int32)
-        term = np.fromiter((t for r in ids for t in r), dtype=np.int64, count=int(dl.sum()))
-        doc = np.repeat(np.arange(n_docs, dtype=np.int64), dl)
-        # Sorted by (word, row); `at`: each pair's first token (unique returns first indices).
-        pairs, at, tf = np.unique(term * max(n_docs, 1) + doc, return_index=True, return_counts=True)
+        lengths, parts = int_array("i"), []
+        part = int_array("i")
+        for tokens in corpus:
+            lengths.append(len(tokens))
+            part.extend([vocab.setdefault(t, len(vocab)) for t in tokens])
+            if len(part) >= 1 << 22:
+                parts.append(np.frombuffer(part, dtype=np.int32))
+                part = int_array("i")
+        parts.append(np.frombuffer(part, dtype=np.int32))
+        n_docs, n_vocab = len(lengths), len(vocab)
+        dl = np.frombuffer(lengths, dtype=np.int32).copy() if n_docs else np.zeros(0, dtype=np.int32)
+        # (word, row) keys, sorted; `at`: each pair's first token (unique returns first indices).
+        key = np.concatenate(parts, dtype=np.int64)
+        del parts, part
+        key *= max(n_docs, 1)
+        key += np.repeat(np.arange(n_docs, dtype=np.int64), dl)
+        pairs, at, tf = np.unique(key, return_index=True, return_counts=True)
+        del key
         term = pairs // max(n_docs, 1)
         indptr = np.zeros(n_vocab + 1, dtype=np.int64)
         np.cumsum(np.bincount(term, minlength=n_vocab), out=indptr[1:])
