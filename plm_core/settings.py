@@ -11,7 +11,8 @@ from plm_core.errors import ConfigError
 
 
 class Settings(BaseSettings):
-    """`PLM_DATA_DIR`, `PLM_DEVICE`, `PLM_LOG_LEVEL`, `PLM_OFFLINE`, `PLM_PROGRESS`, `PLM_CACHE`, `PLM_INGEST_BATCH`."""
+    """`PLM_DATA_DIR`, `PLM_DEVICE`, `PLM_LOG_LEVEL`, `PLM_OFFLINE`, `PLM_PROGRESS`, `PLM_CACHE`,
+    `PLM_INGEST_BATCH`, `PLM_EMBED_WINDOW`."""
 
     model_config = SettingsConfigDict(env_prefix="PLM_", extra="ignore", use_attribute_docstrings=True)
 
@@ -32,6 +33,11 @@ class Settings(BaseSettings):
     ingest_batch: Annotated[int, Field(ge=1, le=100_000)] = 64
     """Documents processed and committed together (an interrupted ingest keeps finished batches;
     with an embedder, batches are stored once their window of chunks is embedded, docs/sync.md)."""
+
+    embed_window: Annotated[int, Field(ge=1, le=1_000_000)] = 8192
+    """Chunks embedded in one call across ingest batches, in corpus order (one call over a
+    corpus gives the POC's vectors to the bit); the batches of a window are stored once it is
+    embedded, so a smaller window stores sooner and holds less."""
 
     @field_validator("log_level", mode="before")
     @classmethod

@@ -48,7 +48,9 @@ class Job:
         parts = Assembler(config, self.registry, self.settings, self.index_dir).assemble(self.cache, embedder)
         self.store, self.embedder, self.loader = parts.store, parts.embedder, parts.loader
         self.transform, self.query_stages = parts.transform, parts.query_stages
-        self.processor = Processor.of(self.transform, self.embedder, self.cache, self.settings.progress)
+        self.processor = Processor.of(
+            self.transform, self.embedder, self.cache, self.settings.progress, self.settings.embed_window
+        )
         # Workers run elsewhere (another folder, another machine): give them absolute paths.
         data_dir = str(Path(self.settings.data_dir).resolve())
         recipe = ProcessorRecipe(config, self.settings.model_copy(update={"data_dir": data_dir}))

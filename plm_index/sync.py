@@ -28,7 +28,7 @@ from plm_index.cache import CachedEmbedder, CachedStage, ContentCache
 from plm_index.progress import progress_iter
 
 FORMAT_VERSION = "1"
-EMBED_WINDOW = 8192  # chunks embedded in one call across batches (POC parity up to this many a sync)
+EMBED_WINDOW = 8192  # chunks embedded in one call across batches (the default of PLM_EMBED_WINDOW)
 PROGRESS_CHUNKS = 2048  # a window this large shows the embedder's own progress bar
 log = logging.getLogger(__name__)
 
@@ -159,26 +159,38 @@ class ProcessorRecipe:
 
         cache = open_cache(self.settings.data_dir) if self.settings.cache else None
         parts = Assembler(self.config, None, self.settings, Path(self.settings.data_dir)).assemble(cache)
-        return Processor.of(parts.transform, parts.embedder, cache)
+        return Processor.of(parts.transform, parts.embedder, cache, window=self.settings.embed_window)
 
 
 class Processor:
     """Documents -> chunks (the index stages) -> vectors (the embedder, through the cache)."""
 
-    def __init__(self, transform: Pipeline, embedder: CachedEmbedder | None, progress: bool = False) -> None:
-        self.transform, self.embedder, self.progress = transform, embedder, progress
+    def __init__(
+        self,
+        transform: Pipeline,
+        embedder: CachedEmbedder | None,
+        progress: bool = False,
+        window: int = EMBED_WINDOW,
+    ) -> None:
+        self.transform, self.embedder, self.progress, self.window = transform, embedder, progress, window
 
     @classmethod
     def of(
-        cls, transform: Pipeline, embedder: Embedder | None, cache: ContentCache | None, progress: bool = False
+        cls,
+        transform: Pipeline,
+        embedder: Embedder | None,
+        cache: ContentCache | None,
+        progress: bool = False,
+        window: int = EMBED_WINDOW,
     ) -> Processor:
         """The index stages, and the embedder (if any) reading and filling the content cache;
-        with `progress`, the embedder's own bar over a large window of chunks."""
-        return cls(transform, CachedEmbedder(embedder, cache) if embedder is not None else None, progress)
+        `window` chunks embedded in one call (`PLM_EMBED_WINDOW`); with `progress`, the
+        embedder's own bar over a large window."""
+        return cls(transform, CachedEmbedder(embedder, cache) if embedder is not None else None, progress, window)
 
     def process_all(self, batches: Iterable[Sequence[Document]], read_cache: bool = True) -> Iterator[BatchResult]:
         """Each batch in this process, one after another, as it is asked for. Their chunks
-        are embedded together, up to EMBED_WINDOW in one call, in corpus order: an embedder
+        are embedded together, up to `window` in one call, in corpus order: an embedder
         that batches by length (sentence-transformers sorts a call's texts) then gives each
         chunk the vector one call over the corpus gives, as the POC computed them, whatever
         the ingest batch. The batches of a window commit when it is embedded."""
@@ -190,7 +202,7 @@ class Processor:
         for batch in batches:
             window.append(self.process(batch, read_cache, embed=False))
             chunks += len(window[-1].chunks)
-            if chunks >= EMBED_WINDOW:
+            if chunks >= self.window:
                 yield from self._embed_window(window, read_cache)
                 window, chunks = [], 0
         yield from self._embed_window(window, read_cache)

@@ -98,6 +98,9 @@ def setup(
         "PLM_PROGRESS": "0",
         "PLM_INGEST_BATCH": str(BATCH),
         "PLM_CACHE": "0",  # every run embeds for real, so kills land in real work
+        # Windows of about two batches' chunks: stored in several steps, as a large folder's
+        # windows of 8,192 are, so kills land between them (one window would hold them all).
+        "PLM_EMBED_WINDOW": "16",
         "PLM_DATA_DIR": str(root / "data"),
     }
     dsn = table.split('dsn = "')[1].split('"')[0] if request.param == "postgres" else None

@@ -16,7 +16,6 @@ from plm_toys import bag_of_words
 from plm_core.config import load_job
 from plm_core.registry import build_registry
 from plm_core.settings import Settings
-from plm_index import sync
 from plm_index.job import Job
 
 Words = bag_of_words(["pod", "node", "backup", "restore"])
@@ -60,12 +59,16 @@ def _folder(tmp_path: Path, n: int = 7) -> Path:
     return docs
 
 
-def _job(tmp_path: Path, embedder: str, model: str = "", cache: bool = True, index: str = "index") -> Job:
+def _job(
+    tmp_path: Path, embedder: str, model: str = "", cache: bool = True, index: str = "index", window: int = 8192
+) -> Job:
     registry = build_registry()
     registry.add(Recording)
     path = tmp_path / "job.toml"
     path.write_text(CONFIG.format(embedder=embedder, model=model))
-    settings = Settings(progress=False, ingest_batch=1, cache=cache, data_dir=str(tmp_path / "data"))
+    settings = Settings(
+        progress=False, ingest_batch=1, cache=cache, data_dir=str(tmp_path / "data"), embed_window=window
+    )
     return Job(load_job(path, registry), tmp_path / index, settings, registry)
 
 
@@ -82,10 +85,9 @@ def test_one_call_over_every_batch_in_corpus_order(tmp_path: Path) -> None:
     assert CALLS == [] and np.array_equal(again.store.vectors()[1], job.store.vectors()[1])
 
 
-def test_a_window_bounds_the_call(tmp_path: Path, monkeypatch: Any) -> None:
-    monkeypatch.setattr(sync, "EMBED_WINDOW", 5)
+def test_a_window_bounds_the_call(tmp_path: Path) -> None:
     CALLS.clear()
-    job = _job(tmp_path, "recording_words", cache=False)
+    job = _job(tmp_path, "recording_words", cache=False, window=5)
     job.ingest(_folder(tmp_path))
     texts = [c.index_text for c in job.store.chunks()]
     assert len(CALLS) > 1 and all(len(call) >= 5 for call in CALLS[:-1])
