@@ -20,6 +20,8 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from string import Formatter
+from typing import Any
 
 from pydantic import Field, field_validator
 
@@ -93,6 +95,26 @@ class ChatConfig(ComponentConfig):
         if not value.startswith(("http://", "https://")):
             raise ValueError('expected an http:// or https:// URL, e.g. "http://127.0.0.1:11434/v1"')
         return value
+
+
+def renderable_prompt(value: str | None, sample: dict[str, Any], where: str) -> str | None:
+    """A prompt template's check (a pydantic validator's body): it renders with `sample`'s
+    placeholders, and holds the first of them, which goes `where`; ValueError says why not."""
+    if value is None:
+        return value
+    names = " and ".join(f"{{{name}}}" for name in sample)
+    try:
+        fields = {name for _, name, _, _ in Formatter().parse(value) if name is not None}
+        value.format(**sample)
+    except (ValueError, KeyError, IndexError, AttributeError) as err:
+        raise ValueError(
+            f"cannot be rendered ({type(err).__name__}: {err}); it may use {names}, "
+            "and a literal brace is written {{ or }}"
+        ) from None
+    required = next(iter(sample))
+    if required not in fields:
+        raise ValueError(f"must contain {{{required}}}, where {where}")
+    return value
 
 
 def check_key_env(config: ChatConfig, what: str) -> None:

@@ -16,13 +16,21 @@ import dataclasses
 import logging
 import threading
 from collections import OrderedDict
-from string import Formatter
 from typing import TYPE_CHECKING, Any
 
 from pydantic import Field, field_validator
 
 from plm import ComponentConfig, ExpandedQuery, Query, QueryExpander, hookimpl
-from plm_plugins.chat import THINKING, ChatClient, ChatConfig, ChatFailed, check_key_env, parse_reply, scrub
+from plm_plugins.chat import (
+    THINKING,
+    ChatClient,
+    ChatConfig,
+    ChatFailed,
+    check_key_env,
+    parse_reply,
+    renderable_prompt,
+    scrub,
+)
 
 if TYPE_CHECKING:
     from plm import Registry
@@ -73,19 +81,7 @@ class LLMRewriteExpander(QueryExpander):
         @field_validator("prompt")
         @classmethod
         def _renderable(cls, value: str | None) -> str | None:
-            if value is None:
-                return value
-            try:
-                fields = {name for _, name, _, _ in Formatter().parse(value) if name is not None}
-                value.format(query="q", n=1)
-            except (ValueError, KeyError, IndexError, AttributeError) as err:
-                raise ValueError(
-                    f"cannot be rendered ({type(err).__name__}: {err}); it may use {{query}} and {{n}}, "
-                    "and a literal brace is written {{ or }}"
-                ) from None
-            if "query" not in fields:
-                raise ValueError("must contain {query}, where the user's query goes")
-            return value
+            return renderable_prompt(value, {"query": "q", "n": 1}, "the user's query goes")
 
     config: Config
 

@@ -20,13 +20,21 @@ import logging
 import re
 from collections import Counter
 from collections.abc import Sequence
-from string import Formatter
 from typing import TYPE_CHECKING, Any
 
 from pydantic import Field, field_validator
 
 from plm import ComponentConfig, Document, PlmUserError, QueryGenerator, SyntheticQuery, hookimpl
-from plm_plugins.chat import THINKING, ChatClient, ChatConfig, ChatFailed, check_key_env, parse_reply, unquote
+from plm_plugins.chat import (
+    THINKING,
+    ChatClient,
+    ChatConfig,
+    ChatFailed,
+    check_key_env,
+    parse_reply,
+    renderable_prompt,
+    unquote,
+)
 from plm_plugins.query_generators.text import longest_copy, paragraphs, render, words
 
 if TYPE_CHECKING:
@@ -78,19 +86,7 @@ class LLMQueryGenerator(QueryGenerator):
         @field_validator("prompt")
         @classmethod
         def _renderable(cls, value: str | None) -> str | None:
-            if value is None:
-                return value
-            try:
-                fields = {name for _, name, _, _ in Formatter().parse(value) if name is not None}
-                value.format(passage="p", title="t")
-            except (ValueError, KeyError, IndexError, AttributeError) as err:
-                raise ValueError(
-                    f"cannot be rendered ({type(err).__name__}: {err}); it may use {{passage}} and {{title}}, "
-                    "and a literal brace is written {{ or }}"
-                ) from None
-            if "passage" not in fields:
-                raise ValueError("must contain {passage}, where the passage goes")
-            return value
+            return renderable_prompt(value, {"passage": "p", "title": "t"}, "the passage goes")
 
     config: Config
 
