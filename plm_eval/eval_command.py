@@ -28,7 +28,7 @@ from plm_core.registry import Registry, default_registry
 from plm_core.settings import Settings, load_settings
 from plm_eval.dataset import resolve_dataset
 from plm_eval.outputs import check_output_folder
-from plm_eval.synthetic import DEFAULT_GENERATORS, LOADER_OVERRIDE, SET_NAME, options_line
+from plm_eval.synthetic import DEFAULT_GENERATORS, LOADER_OVERRIDE, SET_NAME, GeneratorOptions, options_line
 from plm_index.cli_kit import print_table, setup_logging
 from plm_index.job import Job, index_dir_for, settings_for
 from plm_index.sync import summary_line
@@ -263,14 +263,7 @@ def eval_command(
     generators: Annotated[
         str, typer.Option(help="Query generators for --synthetic: a,b (see `plm plugins`, family query_generators).")
     ] = ",".join(DEFAULT_GENERATORS),
-    generator_option: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--generator-option",
-            help="NAME.KEY=VALUE: a setting of one of --generators, e.g. llm.model=llama3.2 (repeat it; "
-            "`plm plugins show NAME` lists the keys).",
-        ),
-    ] = None,
+    generator_option: GeneratorOptions = None,
 ) -> None:
     """Evaluate several configs on one dataset: metrics side by side with deltas, p-values
     (raw and corrected for the configs compared) and bootstrap confidence intervals.

@@ -25,8 +25,9 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
+import typer
 from pydantic import ValidationError
 
 from plm_core.config import JobConfig, format_validation, parse_override
@@ -38,6 +39,15 @@ from plm_core.synthetic import leaks, normalized, rewrite
 
 SET_NAME = "synthetic"
 DEFAULT_GENERATORS = ("headings", "inverse_cloze", "links")
+# `--generator-option` of `plm eval` and `plm tune`, one declaration for both commands.
+GeneratorOptions = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--generator-option",
+        help="NAME.KEY=VALUE: a setting of one of --generators, e.g. llm.model=llama3.2 (repeat it; "
+        "`plm plugins show NAME` lists the keys).",
+    ),
+]
 # The loader the rewritten corpus is read with (any config's loader gave these documents).
 LOADER_OVERRIDE = 'index.load={use="beir_corpus"}'
 _WORD = re.compile(r"\w+")

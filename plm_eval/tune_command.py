@@ -42,7 +42,7 @@ from plm_eval.eval_command import (
     synthetic_note,
 )
 from plm_eval.outputs import check_output_file
-from plm_eval.synthetic import DEFAULT_GENERATORS, LOADER_OVERRIDE, SET_NAME
+from plm_eval.synthetic import DEFAULT_GENERATORS, LOADER_OVERRIDE, SET_NAME, GeneratorOptions
 from plm_index.cli_kit import print_table, setup_logging
 from plm_index.job import Job, settings_for
 
@@ -102,14 +102,7 @@ def tune_command(
     generators: Annotated[
         str, typer.Option(help="Query generators for --synthetic: a,b (see `plm plugins`).")
     ] = ",".join(DEFAULT_GENERATORS),
-    generator_option: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--generator-option",
-            help="NAME.KEY=VALUE: a setting of one of --generators, e.g. llm.model=llama3.2 (repeat it; "
-            "`plm plugins show NAME` lists the keys).",
-        ),
-    ] = None,
+    generator_option: GeneratorOptions = None,
 ) -> None:
     """Tune config values on one query set (grid or random search, optional k-fold
     cross-validation), write the tuned config and compare it with the original on --test."""
