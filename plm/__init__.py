@@ -48,7 +48,7 @@ as a third party must: a test holds them to it):
   `compile_filters` (the metadata filter spec as a predicate; `normalize_filters`,
   `RANGE_OPS`, `as_date` for a store that translates the spec to its own query language),
   `stage_folder`/`save_build`/`open_build`/`build_matches`/`build_path` (build folders),
-  `load_npy`, `save_ids`/`load_ids`, `save_vectors`/`load_vectors`, `IDS_FILE`,
+  `load_npy`, `save_ids`/`load_ids` (`take_ids`: many ids at once), `save_vectors`/`load_vectors`, `IDS_FILE`,
   `VECTORS_FILE` (memory-mapped columns beside an index's files);
 - for loaders: `document_from_record` (a record -> a checked document), `check_document`,
   `check_id`, `record_id`, `merge_metadata_field`, `MissingFieldError`, `MAX_METADATA_INT`,
@@ -120,6 +120,7 @@ from plm_core.records import (
     SourceScore,
     StoreProblem,
     SyntheticQuery,
+    fused_ranking,
 )
 from plm_core.registry import Registry, default_registry
 from plm_core.settings import Settings, load_settings
@@ -134,7 +135,7 @@ if TYPE_CHECKING:
         save_build,
         stage_folder,
     )
-    from plm_index.columns import IDS_FILE, VECTORS_FILE, load_ids, load_vectors, save_ids, save_vectors
+    from plm_index.columns import IDS_FILE, VECTORS_FILE, load_ids, load_vectors, save_ids, save_vectors, take_ids
     from plm_index.documents import (
         MAX_METADATA_INT,
         MissingFieldError,
@@ -156,7 +157,9 @@ _RUNTIME = {
     "plm_index.builds": (
         "SavedIndex", "build_matches", "build_path", "load_npy", "open_build", "save_build", "stage_folder",
     ),
-    "plm_index.columns": ("IDS_FILE", "VECTORS_FILE", "load_ids", "load_vectors", "save_ids", "save_vectors"),
+    "plm_index.columns": (
+        "IDS_FILE", "VECTORS_FILE", "load_ids", "load_vectors", "save_ids", "save_vectors", "take_ids",
+    ),
     "plm_index.documents": (
         "MAX_METADATA_INT", "MissingFieldError", "check_document", "check_id", "document_from_record",
         "merge_metadata_field", "record_id",
@@ -221,6 +224,7 @@ __all__ = [
     "Retrieval",
     "Retriever",
     "ScoredChunk",
+    "fused_ranking",
     "Settings",
     "Snapshot",
     "SourceScore",
@@ -269,6 +273,7 @@ __all__ = [
     "SegmentedIndex",
     "stage_folder",
     "State",
+    "take_ids",
     "top_n",
     "VECTORS_FILE",
 ]

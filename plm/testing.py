@@ -42,6 +42,7 @@ from typing import Any
 
 import numpy as np
 
+from plm_core.errors import StoreError
 from plm_core.interfaces import Fuser, QueryGenerator, Retriever, Store, Tokenizer
 from plm_core.records import (
     Chunk,
@@ -54,7 +55,6 @@ from plm_core.records import (
     StoreProblem,
     SyntheticQuery,
 )
-from plm_core.errors import StoreError
 
 __all__ = [
     "CHUNKS",
@@ -387,6 +387,14 @@ def check_fuser(fuser: Fuser, sources: Sequence[str] = ("dense", "bm25")) -> Non
     _expect(fused[0].chunk_id == "x0", family, "a chunk first in every source is first", f"got {_pairs(fused)}")
     again = fuser.fuse({a: list(first), b: list(second)}, settings)
     _expect(_pairs(again) == _pairs(fused), family, "fusing the same rankings twice gives the same ranking")
+    for n in (0, 2, len(fused) + 1):
+        top = fuser.fuse_top({a: list(first), b: list(second)}, settings, n)
+        _expect(
+            [(h.chunk_id, h.score, h.rank) for h in top] == [(h.chunk_id, h.score, h.rank) for h in fused[:n]],
+            family,
+            "fuse_top(rankings, settings, n) is fuse(rankings, settings)[:n]",
+            f"n={n}: got {_pairs(top)}, fuse() gave {_pairs(fused[:n])}",
+        )
     alone = fuser.fuse({a: list(first), b: []}, settings)
     _expect(
         [h.chunk_id for h in alone] == [h.chunk_id for h in first],

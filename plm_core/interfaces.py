@@ -257,6 +257,11 @@ class Fuser(BaseComponent[Mapping[str, list[ScoredChunk]], list[ScoredChunk]]):
     def fuse(self, rankings: Mapping[str, list[ScoredChunk]], settings: FusionConfig) -> list[ScoredChunk]:
         """One ranking from the sources' rankings."""
 
+    def fuse_top(self, rankings: Mapping[str, list[ScoredChunk]], settings: FusionConfig, n: int) -> list[ScoredChunk]:
+        """The first n of `fuse`'s ranking (the `hybrid` stage needs only the query's depth).
+        A fuser may override it to make only those; it must equal `fuse(...)[:n]`."""
+        return self.fuse(rankings, settings)[: max(0, n)]
+
     def run(self, data: Mapping[str, list[ScoredChunk]]) -> list[ScoredChunk]:
         n = max((len(r) for r in data.values()), default=0)
         return self.fuse(data, self.settings_for(ExpandedQuery(text="", k=max(1, n)), n))

@@ -44,6 +44,17 @@ class IdColumn(Sequence[str]):
             return [bytes(v).decode("utf-8", "surrogatepass") for v in self._array[row]]
         return self._array[row].decode("utf-8", "surrogatepass")  # an np.bytes_, a bytes
 
+    def take(self, rows: Any) -> list[str]:
+        """The ids of `rows` (an integer array), in that order: one gather, not a lookup each."""
+        return [v.decode("utf-8", "surrogatepass") for v in self._array[rows].tolist()]
+
+
+def take_ids(ids: Sequence[str], rows: Any) -> list[str]:
+    """`[ids[r] for r in rows]` (rows an integer array), gathered at once where the sequence
+    can (`take`: an id column, a version's row ids)."""
+    take = getattr(ids, "take", None)
+    return take(rows) if take is not None else [ids[r] for r in rows.tolist()]
+
 
 def load_ids(path: Path, n_rows: int) -> IdColumn:
 

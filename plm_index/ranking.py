@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from plm_core.records import Ranking, ScoredChunk, source_score
+from plm_index.columns import take_ids
 
 
 def top_n(
@@ -32,10 +33,8 @@ def top_n(
         if drop_zero:
             order = order[scores[order] > 0]
         order = order[: max(0, n)]
-    return [
-        ScoredChunk(chunk_id=chunk_ids[i], score=float(scores[i]), source=source, rank=r)
-        for r, i in enumerate(order.tolist())
-    ]
+    found = zip(take_ids(chunk_ids, order), scores[order].tolist(), strict=True)
+    return [ScoredChunk(chunk_id=c, score=float(s), source=source, rank=r) for r, (c, s) in enumerate(found)]
 
 
 # Up to this many rows a full argsort (that exact tie order; about 3 ms at 50k). Above
@@ -101,10 +100,8 @@ def top_n_sparse(
     scores = values[top].tolist()
     if n_rows <= FULL_SORT_UP_TO and (tied or any(a == b for a, b in zip(scores, scores[1:], strict=False))):
         return None
-    return [
-        ScoredChunk(chunk_id=chunk_ids[p], score=s, source=source, rank=r)
-        for r, (p, s) in enumerate(zip(positions[top].tolist(), scores, strict=True))
-    ]
+    found = zip(take_ids(chunk_ids, positions[top]), scores, strict=True)
+    return [ScoredChunk(chunk_id=c, score=s, source=source, rank=r) for r, (c, s) in enumerate(found)]
 
 
 BEFORE = "fused"  # the `Hit.sources` key for a hit's rank and score before a stage rescored it

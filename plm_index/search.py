@@ -79,9 +79,7 @@ class CorpusView:
         """Hits for ranked candidates (ranks from 1), with each source's rank (from 1) and
         score of that chunk."""
         chunks = self.store.get_chunks([s.chunk_id for s in ranked])
-        by_source = {
-            label: {s.chunk_id: source_score(s.rank + 1, s.score) for s in found} for label, found in sources.items()
-        }
+        by_source = {label: {s.chunk_id: s for s in found} for label, found in sources.items()}
         hits = []
         for rank, scored in enumerate(ranked):
             chunk = chunks.get(scored.chunk_id)
@@ -99,7 +97,11 @@ class CorpusView:
                     text=chunk.text,
                     heading_path=below_title(chunk.heading_path, chunk.metadata.get("title")),
                     metadata=chunk.metadata,
-                    sources={label: found[chunk.id] for label, found in by_source.items() if chunk.id in found},
+                    sources={
+                        label: source_score(found[chunk.id].rank + 1, found[chunk.id].score)
+                        for label, found in by_source.items()
+                        if chunk.id in found
+                    },
                 )
             )
         return tuple(hits)

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from plm_core.records import CorpusVersion
+from plm_index.columns import take_ids
 from plm_index.ranking import top_n, top_n_sparse
 
 
@@ -204,6 +205,9 @@ class Picked(Sequence[str]):
             return [self._ids[int(r)] for r in self._rows[i]]
         return self._ids[int(self._rows[i])]
 
+    def take(self, positions: Any) -> list[str]:
+        return take_ids(self._ids, self._rows[positions])
+
 
 class RowIds(Sequence[str]):
     """Chunk id of each row of a state (segments concatenated), looked up when needed."""
@@ -224,3 +228,18 @@ class RowIds(Sequence[str]):
             raise IndexError(f"row {row} of {self._state.total}")
         seg = bisect.bisect_right(self._starts, row) - 1
         return self._ids[seg][row - self._starts[seg]]
+
+    def take(self, rows: Any) -> list[str]:
+        """The ids of `rows` (an integer array of valid rows), in that order."""
+        import numpy as np
+
+        rows = np.asarray(rows, dtype=np.int64)
+        if len(self._ids) == 1:
+            return take_ids(self._ids[0], rows)
+        seg = np.searchsorted(self._state.offsets[1:-1], rows, side="right")
+        out: list[str] = [""] * len(rows)
+        for s in np.unique(seg).tolist():
+            at = np.flatnonzero(seg == s)
+            for i, chunk_id in zip(at.tolist(), take_ids(self._ids[s], rows[at] - self._starts[s]), strict=True):
+                out[i] = chunk_id
+        return out

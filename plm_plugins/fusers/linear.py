@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field
 
-from plm import ComponentConfig, FusionConfig, ScoredChunk, hookimpl
+from plm import ComponentConfig, FusionConfig, ScoredChunk, fused_ranking, hookimpl
 from plm_plugins.fusers.profiles import ProfiledFuser, Weight, equal_weights
 
 if TYPE_CHECKING:
@@ -96,6 +96,14 @@ class LinearFuser(ProfiledFuser):
         return {"normalization": profile.normalization}
 
     def fuse(self, rankings: Mapping[str, list[ScoredChunk]], settings: FusionConfig) -> list[ScoredChunk]:
+        return self._fused(rankings, settings, None)
+
+    def fuse_top(self, rankings: Mapping[str, list[ScoredChunk]], settings: FusionConfig, n: int) -> list[ScoredChunk]:
+        return self._fused(rankings, settings, n)
+
+    def _fused(
+        self, rankings: Mapping[str, list[ScoredChunk]], settings: FusionConfig, n: int | None
+    ) -> list[ScoredChunk]:
         method = settings.params.get("normalization", self.config.default.normalization)
         # A dict keeps first-insertion order and Python's sort is stable (also with
         # reverse=True): equal scores stay in insertion order.
@@ -105,8 +113,7 @@ class LinearFuser(ProfiledFuser):
             found = rankings[source]
             for hit, value in zip(found, normalise([h.score for h in found], method), strict=True):
                 scores[hit.chunk_id] = scores.get(hit.chunk_id, 0.0) + weight * value
-        ranked = sorted(scores.items(), key=lambda item: item[1], reverse=True)
-        return [ScoredChunk(chunk_id=cid, score=score, source="fused", rank=i) for i, (cid, score) in enumerate(ranked)]
+        return fused_ranking(scores, n)
 
 
 @hookimpl

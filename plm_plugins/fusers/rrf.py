@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import Field, field_validator
 
-from plm import ComponentConfig, FusionConfig, ScoredChunk, hookimpl
+from plm import ComponentConfig, FusionConfig, ScoredChunk, fused_ranking, hookimpl
 from plm_plugins.fusers.profiles import ProfiledFuser, Weight, equal_weights
 
 if TYPE_CHECKING:
@@ -81,6 +81,14 @@ class RRFFuser(ProfiledFuser):
         return {"k": profile.k}
 
     def fuse(self, rankings: Mapping[str, list[ScoredChunk]], settings: FusionConfig) -> list[ScoredChunk]:
+        return self._fused(rankings, settings, None)
+
+    def fuse_top(self, rankings: Mapping[str, list[ScoredChunk]], settings: FusionConfig, n: int) -> list[ScoredChunk]:
+        return self._fused(rankings, settings, n)
+
+    def _fused(
+        self, rankings: Mapping[str, list[ScoredChunk]], settings: FusionConfig, n: int | None
+    ) -> list[ScoredChunk]:
         order = self.source_order(rankings, settings)
         # A dict keeps first-insertion order; Python's sort is stable (also with
         # reverse=True), so equal scores stay in insertion order, as in the POC.
@@ -92,8 +100,7 @@ class RRFFuser(ProfiledFuser):
                 # The list position is the rank the POC used (its ranking was the list).
                 rank = position + self.config.rank_base
                 scores[hit.chunk_id] = scores.get(hit.chunk_id, 0.0) + weight / (k + rank)
-        ranked = sorted(scores.items(), key=lambda item: item[1], reverse=True)
-        return [ScoredChunk(chunk_id=cid, score=score, source="fused", rank=i) for i, (cid, score) in enumerate(ranked)]
+        return fused_ranking(scores, n)
 
 
 @hookimpl

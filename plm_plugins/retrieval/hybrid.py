@@ -20,7 +20,10 @@ retrieved and fused once per text, and those fused lists are combined by unweigh
 from __future__ import annotations
 
 import dataclasses
+import os
+import threading
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from plm import (
@@ -33,6 +36,7 @@ from plm import (
     Retrieval,
     Retriever,
     ScoredChunk,
+    fused_ranking,
     hookimpl,
 )
 
@@ -67,15 +71,16 @@ class HybridRetrieval(Retrieval):
         settings = self.fuser.settings_for(query, n_rows)
         if n_rows == 0:
             return Ranking(query=query, hits=(), fusion=settings)
-        rankings: dict[str, list[ScoredChunk]] = {
-            label: retriever.search(query, settings.candidates, allowed) for label, retriever in self.retrievers.items()
-        }
-        fused = self.fuser.fuse(rankings, settings)
+        rankings = search_all(self.retrievers, query, settings.candidates, allowed)
         if query.alternatives:
             fused = reciprocal_rerank(
-                [fused, *(self._fused_for(query, text, settings, allowed) for text in query.alternatives)]
-            )
-        fused = fused[: max(0, query.depth)]
+                [
+                    self.fuser.fuse(rankings, settings),
+                    *(self._fused_for(query, text, settings, allowed) for text in query.alternatives),
+                ]
+            )[: max(0, query.depth)]
+        else:
+            fused = self.fuser.fuse_top(rankings, settings, query.depth)
         # Each hit's per-source ranks are those of the main query's retrievers.
         return Ranking(query=query, hits=self.corpus.hits(fused, rankings), fusion=settings)
 
@@ -88,6 +93,44 @@ class HybridRetrieval(Retrieval):
         return self.fuser.fuse(rankings, settings)
 
 
+_POOL: tuple[int, ThreadPoolExecutor] | None = None
+_POOL_LOCK = threading.Lock()
+
+
+def search_all(
+    retrievers: dict[str, Retriever], query: ExpandedQuery, n: int, allowed: Any
+) -> dict[str, list[ScoredChunk]]:
+    """Every retriever's candidates, keyed in the retrievers' order. With more than one core
+    they run side by side: the first in the calling thread, the others in a pool kept for the
+    process (faiss, ONNX and NumPy's large loops release the GIL), each answer its own, as
+    when they run one after another; a retriever's error is raised once the others are done."""
+    items = list(retrievers.items())
+    pool = _pool() if len(items) > 1 else None
+    if pool is None:
+        return {label: r.search(query, n, allowed) for label, r in items}
+    futures = [pool.submit(r.search, query, n, allowed) for _, r in items[1:]]
+    try:
+        first = items[0][1].search(query, n, allowed)
+    finally:
+        errors = [f.exception() for f in futures]  # waits for each
+    for error in errors:
+        if error is not None:
+            raise error
+    return dict(zip([label for label, _ in items], [first, *(f.result() for f in futures)], strict=True))
+
+
+def _pool() -> ThreadPoolExecutor | None:
+    """The process's retriever pool (None on one core); a forked child makes its own."""
+    global _POOL
+    cores = os.cpu_count() or 1
+    if cores < 2:
+        return None
+    with _POOL_LOCK:
+        if _POOL is None or _POOL[0] != os.getpid():
+            _POOL = (os.getpid(), ThreadPoolExecutor(min(cores, 8), thread_name_prefix="plm-retrieve"))
+        return _POOL[1]
+
+
 def reciprocal_rerank(rankings: Sequence[Sequence[ScoredChunk]], k: float = 60.0) -> list[ScoredChunk]:
     """Unweighted RRF over several queries' fused rankings (LlamaIndex's QueryFusionRetriever
     `reciprocal_rerank`): score = sum of 1 / (k + 0-based rank); ties keep first-seen order."""
@@ -95,8 +138,7 @@ def reciprocal_rerank(rankings: Sequence[Sequence[ScoredChunk]], k: float = 60.0
     for ranking in rankings:
         for rank, hit in enumerate(ranking):
             scores[hit.chunk_id] = scores.get(hit.chunk_id, 0.0) + 1.0 / (k + rank)
-    ranked = sorted(scores.items(), key=lambda item: item[1], reverse=True)
-    return [ScoredChunk(chunk_id=cid, score=score, source="fused", rank=i) for i, (cid, score) in enumerate(ranked)]
+    return fused_ranking(scores)
 
 
 @hookimpl

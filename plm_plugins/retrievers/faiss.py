@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field
 
-from plm import ExpandedQuery, MissingDependencyError, Rows, ScoredChunk, StaleIndexError, hookimpl
+from plm import ExpandedQuery, MissingDependencyError, Rows, ScoredChunk, StaleIndexError, hookimpl, take_ids
 from plm_plugins.retrievers.dense import DenseRetriever, similarities
 
 if TYPE_CHECKING:
@@ -197,7 +197,8 @@ class FaissRetriever(DenseRetriever):
         for i, seg in enumerate(state.segments):
             lo = int(state.offsets[i])
             local = mask[lo : lo + seg.n]
-            pool = int(local.sum())
+            # Unfiltered, a segment's pool is its live rows, known without counting them.
+            pool = seg.n - len(state.deleted[i]) if allowed is None else int(local.sum())
             if not pool:
                 continue
             data: FaissSegment = seg.data
@@ -253,11 +254,8 @@ class FaissRetriever(DenseRetriever):
         best = scores[order].astype("float64")
         if self.config.score == "unit":
             best = (1.0 + best) / 2.0
-        ids = self.state.ids
-        return [
-            ScoredChunk(chunk_id=ids[int(rows[i])], score=float(best[r]), source=self.label, rank=r)
-            for r, i in enumerate(order.tolist())
-        ]
+        found = zip(take_ids(self.state.ids, rows[order]), best.tolist(), strict=True)
+        return [ScoredChunk(chunk_id=c, score=s, source=self.label, rank=r) for r, (c, s) in enumerate(found)]
 
 
 class FaissSegment:

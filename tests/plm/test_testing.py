@@ -532,9 +532,19 @@ class EmptyGivesPlaceholder(SumOfScores):
         return super().fuse(rankings, settings) or [plm.ScoredChunk("none", 0.0, "fused", 0)]
 
 
+class TopIsNotTheHead(SumOfScores):
+    name = "kit_top_not_head"
+
+    def fuse_top(
+        self, rankings: Mapping[str, list[plm.ScoredChunk]], settings: plm.FusionConfig, n: int
+    ) -> list[plm.ScoredChunk]:
+        return self.fuse(rankings, settings)[-n:] if n else []  # the last n: a bug
+
+
 @pytest.mark.parametrize(
     ("broken", "message"),
     [
+        (TopIsNotTheHead, r"fuse_top\(rankings, settings, n\) is fuse\(rankings, settings\)\[:n\]"),
         (WorstFirst, r"hits come best first"),
         (Consumes, r"leaves its input rankings as they were"),
         (RankAsScore, r"a chunk first in every source is first"),
