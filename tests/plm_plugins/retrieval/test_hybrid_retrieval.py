@@ -254,3 +254,60 @@ def test_a_written_vector_of_another_model_is_refused_by_the_refresh(job: Job) -
         job.store.replace_documents([Document(id=doc, text=new.text)], [new], vec, model)
     with pytest.raises(PlmUserError, match="half re-embedded"):
         job.retrieve("backup", k=5)
+
+
+class _Recording:
+    """A retriever stand-in for `search_all`: records the thread it ran in, sleeps, answers."""
+
+    def __init__(self, label: str, seconds: float, fail: bool = False) -> None:
+        self.label, self.seconds, self.fail, self.thread, self.done = label, seconds, fail, "", False
+
+    def search(self, query: Any, n: int, allowed: Any = None) -> list[Any]:
+        import threading
+        import time
+
+        from plm_core.records import ScoredChunk
+
+        self.thread = threading.current_thread().name
+        time.sleep(self.seconds)
+        self.done = True
+        if self.fail:
+            raise RuntimeError(f"{self.label} broke")
+        return [ScoredChunk(chunk_id=f"{self.label}{i}", score=1.0 / (i + 1), source=self.label, rank=i) for i in range(n)]
+
+
+def test_retrievers_run_side_by_side_and_answer_as_one_after_another(monkeypatch: Any) -> None:
+    import os
+    import time
+
+    from plm_plugins.retrieval import hybrid
+
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    parts = {"dense": _Recording("d", 0.3), "bm25": _Recording("b", 0.3)}
+    query = ExpandedQuery(text="q", k=3)
+    start = time.perf_counter()
+    together = hybrid.search_all(parts, query, 3, None)  # type: ignore[arg-type]
+    seconds = time.perf_counter() - start
+    assert list(together) == ["dense", "bm25"]
+    assert together == {label: r.search(query, 3) for label, r in parts.items()}
+    assert seconds < 0.5, f"{seconds:.2f}s: the two 0.3 s searches ran one after the other"
+    monkeypatch.setattr(os, "cpu_count", lambda: 1)
+    parts["bm25"].thread = ""
+    hybrid.search_all(parts, query, 3, None)  # type: ignore[arg-type]
+    assert parts["bm25"].thread == parts["dense"].thread  # one core: no pool
+
+
+def test_a_retriever_error_is_raised_after_the_others_finish(monkeypatch: Any) -> None:
+    import os
+
+    from plm_plugins.retrieval import hybrid
+
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    slow = _Recording("b", 0.2)
+    parts = {"dense": _Recording("d", 0.0, fail=True), "bm25": slow}
+    with pytest.raises(RuntimeError, match="d broke"):
+        hybrid.search_all(parts, ExpandedQuery(text="q", k=3), 3, None)  # type: ignore[arg-type]
+    assert slow.thread.startswith("plm-retrieve") and slow.done  # waited for, not left running
+    parts = {"dense": _Recording("d", 0.0), "bm25": _Recording("b", 0.0, fail=True)}
+    with pytest.raises(RuntimeError, match="b broke"):
+        hybrid.search_all(parts, ExpandedQuery(text="q", k=3), 3, None)  # type: ignore[arg-type]
