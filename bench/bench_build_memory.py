@@ -40,9 +40,10 @@ def main() -> None:
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     arrays = (data.indptr, data.rows, data.tf, data.dl, data.first)
     digest = hashlib.sha1(b"".join(np.ascontiguousarray(a).tobytes() for a in arrays)).hexdigest()[:12]
+    workers = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss  # the largest tokenizing worker's
     print(
         f"N={n} build {seconds:.1f}s rss before {base / 1024:.0f} MB peak {peak / 1024:.0f} MB "
-        f"(+{(peak - base) / 1024:.0f}) digest {digest} vocab {len(data.vocab)}"
+        f"(+{(peak - base) / 1024:.0f}) largest worker {workers / 1024:.0f} MB digest {digest} vocab {len(data.vocab)}"
     )
 
 

@@ -64,14 +64,30 @@ print(json.dumps({"wall_s": time.perf_counter() - t0, "peak_rss_mb": hwm_mb()}))
 PLM_INGEST = (
     HWM
     + """
-import json, sys, time, contextlib, io
+import json, sys, time, contextlib, io, threading, psutil
+workers_mb = [0.0]  # the BM25 build's tokenizing workers, together, sampled every 0.2 s
+
+def sample():
+    me = psutil.Process()
+    while True:
+        rss = 0
+        for child in me.children(recursive=True):
+            try:
+                rss += child.memory_info().rss
+            except psutil.Error:
+                pass
+        workers_mb[0] = max(workers_mb[0], rss / 2**20)
+        time.sleep(0.2)
+
+threading.Thread(target=sample, daemon=True).start()
 t0 = time.perf_counter()
 from plm_index.job import Job
 from plm_core.settings import Settings
 settings = Settings(progress=False, cache=False)  # PLM_INGEST_BATCH from the environment, default 64
 job = Job.from_config(sys.argv[3], index_dir=sys.argv[2], settings=settings)
 report = job.ingest([sys.argv[1]])
-print(json.dumps({"wall_s": time.perf_counter() - t0, "peak_rss_mb": hwm_mb(), "timings": report.timings}))
+print(json.dumps({"wall_s": time.perf_counter() - t0, "peak_rss_mb": hwm_mb(), "workers_peak_mb": workers_mb[0],
+                  "timings": report.timings}))
 """
 )
 RAW_QUERY = (
@@ -183,7 +199,11 @@ def measure(n: int, work: Path, queries: list[str]) -> dict[str, Any]:
     row = {
         "n": n,
         "ingest": {"raw_s": raw["wall_s"], "plm_s": plm["wall_s"], "ratio": plm["wall_s"] / raw["wall_s"]},
-        "peak_rss_mb": {"raw": raw["peak_rss_mb"], "plm": plm["peak_rss_mb"]},
+        "peak_rss_mb": {
+            "raw": raw["peak_rss_mb"],
+            "plm": plm["peak_rss_mb"],
+            "plm_workers": plm.get("workers_peak_mb", 0.0),
+        },
         "plm_timings": plm["timings"],
         "cold_start_s": {"raw": raw_q["cold_s"], "plm": plm_q["cold_s"]},
         "import_s": {"raw": raw_q["import_s"], "plm": plm_q["import_s"]},

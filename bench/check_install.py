@@ -24,9 +24,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 REPO = Path(__file__).resolve().parents[1]
-HEAVY = re.compile(
-    r"^(jax|jaxlib|numba|llvmlite|ray|gliner|faiss-cpu|pgserver|nvidia-.*|cuda-.*|triton)$"
-)
+HEAVY = re.compile(r"^(jax|jaxlib|numba|llvmlite|ray|gliner|faiss-cpu|pgserver|nvidia-.*|cuda-.*|triton)$")
 
 
 def resolve(extra: str, report: Path) -> dict[str, dict]:

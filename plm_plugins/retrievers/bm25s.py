@@ -56,12 +56,12 @@ from plm import (
     hookimpl,
     load_npy,
 )
+from plm_plugins.retrievers.token_slices import Slice, slices_of, token_slices
 
 if TYPE_CHECKING:
     from plm import Registry
 
 FORMAT = 4  # 4: first positions (the word order of rank_bm25_okapi's mean IDF)
-TOKENIZE_STEP = 65536  # texts tokenized at a time by a build (their tokens become ids, then go)
 
 # A Markdown ATX heading line (1 to 6 `#`, a space or tab, then text), as the
 # markdown_semantic chunker writes one at the top of each section.
@@ -178,17 +178,14 @@ class BM25Retriever(Retriever, SegmentedIndex):
 
     def build_data(self, rows: Rows) -> Postings:
         texts = list(rows.texts or [])
-        # Tokenized a slice at a time, each slice's tokens turned into ids and dropped: the
-        # whole corpus's token lists peaked at 9 GB for a million chunks.
-        tokens = (
-            tokens
-            for i in range(0, len(texts), TOKENIZE_STEP)
-            for tokens in self.tokenize(texts[i : i + TOKENIZE_STEP])
-        )
+        # Tokenized a slice at a time (on every core when there are many), each slice's
+        # tokens turned into ids and dropped: the whole corpus's token lists peaked at 9 GB
+        # for a million chunks.
+        slices = token_slices(self.tokens, texts, self.tokenize)
         if self.heading_weight == 1.0:
-            return Postings.of(tokens)
+            return Postings.of_slices(slices)
         headings = self.tokenize([heading_text(t, self.config.heading_field) for t in texts])
-        return Postings.of(tokens, headings, self.heading_weight)
+        return Postings.of_slices(slices, headings, self.heading_weight)
 
     def save_data(self, data: Postings, folder: Path) -> None:
         data.save(folder)
@@ -372,23 +369,27 @@ class Postings:
         dropped as they are read); with `headings` (each row's heading's tokens) and a
         weight, each word's heading occurrences (at most its occurrences in the row) count
         `weight` times."""
+        return cls.of_slices(slices_of(corpus), headings, weight)
+
+    @classmethod
+    def of_slices(
+        cls, slices: Iterable[Slice], headings: list[list[str]] | None = None, weight: float = 1.0
+    ) -> Postings:
+        """`of` over rows given as `token_slices` gives them: a slice's words join the
+        vocabulary in the order they first occur in it, so ids are in corpus order."""
         import numpy as np
 
         vocab: dict[str, int] = {}
-        lengths, parts = int_array("i"), []
-        part = int_array("i")
-        for tokens in corpus:
-            lengths.append(len(tokens))
-            part.extend([vocab.setdefault(t, len(vocab)) for t in tokens])
-            if len(part) >= 1 << 22:
-                parts.append(np.frombuffer(part, dtype=np.int32))
-                part = int_array("i")
-        parts.append(np.frombuffer(part, dtype=np.int32))
+        lengths, parts = int_array("i"), [np.zeros(0, dtype=np.int32)]
+        for words, ids, row_lengths in slices:
+            lookup = np.fromiter((vocab.setdefault(w, len(vocab)) for w in words), np.int32, len(words))
+            parts.append(lookup[np.frombuffer(ids, dtype=np.int32)])
+            lengths.extend(row_lengths)
         n_docs, n_vocab = len(lengths), len(vocab)
         dl = np.frombuffer(lengths, dtype=np.int32).copy() if n_docs else np.zeros(0, dtype=np.int32)
         # (word, row) keys, sorted; `at`: each pair's first token (unique returns first indices).
         key = np.concatenate(parts, dtype=np.int64)
-        del parts, part
+        del parts
         key *= max(n_docs, 1)
         key += np.repeat(np.arange(n_docs, dtype=np.int64), dl)
         pairs, at, tf = np.unique(key, return_index=True, return_counts=True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Callable, Iterable, Sequence
+from itertools import chain, filterfalse
 from typing import Any, Literal
 
 import plm
@@ -63,9 +64,19 @@ def stemmer_for(language: str | None) -> Callable[[list[str]], list[str]]:
 
 def stem_all(docs: list[list[str]], stem_words: Callable[[list[str]], list[str]]) -> list[list[str]]:
     """Each distinct word stemmed once (as bm25s does): most of a corpus's words repeat."""
-    unique = list(dict.fromkeys(w for doc in docs for w in doc))
-    stems = dict(zip(unique, stem_words(unique), strict=True))
-    return [[stems[w] for w in doc] for doc in docs]
+    unique = list(dict.fromkeys(chain.from_iterable(docs)))
+    stem = dict(zip(unique, stem_words(unique), strict=True)).__getitem__
+    return [list(map(stem, doc)) for doc in docs]
+
+
+def stemmed_words(
+    texts: Sequence[str], stop: frozenset[str], stem_words: Callable[[list[str]], list[str]]
+) -> list[list[str]]:
+    """Each text's words (`WORD`, lowercased) less the stop words, stemmed: bm25s.tokenize's
+    steps, written out. (Its progress bars and per-call vocabulary cost five times the
+    tokens themselves for a query; the loops here run in C, a third of a build's time.)"""
+    words, drop = WORD.findall, stop.__contains__
+    return stem_all([list(filterfalse(drop, words(text.lower()))) for text in texts], stem_words)
 
 
 class SnowballTokenizer(plm.Tokenizer):
@@ -91,8 +102,7 @@ class SnowballTokenizer(plm.Tokenizer):
 
     def tokenize(self, texts: Sequence[str]) -> list[list[str]]:
         self.ensure_warm()
-        stop = self._stop
-        return stem_all([[w for w in WORD.findall(text.lower()) if w not in stop] for text in texts], self._stem_words)
+        return stemmed_words(texts, self._stop, self._stem_words)
 
     @property
     def identity(self) -> dict[str, Any]:

@@ -1,0 +1,110 @@
+"""A BM25 build's texts as token ids, a slice at a time, on every core.
+
+A build tokenizes `STEP` texts at a time and keeps only ids: each slice becomes its words in
+the order they first occur, each token's index in that list (int32) and each row's length,
+and the build maps those words to its vocabulary (`Postings.of_slices`), so the vocabulary
+is in corpus order whoever tokenized the slice. Tokenizing is most of a build (regular
+expressions, stop words, stemming: pure Python per token), so with more than one core a
+build of more than two slices hands slices to worker processes, a few at a time, in order;
+the postings are the same bit for bit. A tokenizer the workers cannot make again (a class
+defined inside a function, settings that do not round-trip), or a main module they must
+not import again (a user's script), keeps the work in this process.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from array import array as int_array
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from itertools import chain, islice
+from pathlib import Path
+from typing import Any
+
+STEP = 65536  # texts tokenized at a time (their tokens become ids, then go)
+Slice = tuple[list[str], Any, Any]  # (words in first-occurrence order, int32 ids, int32 lengths)
+
+
+def slice_ids(rows: Sequence[Sequence[str]]) -> Slice:
+    """Rows of tokens as (their words in the order they first occur, each token's index in
+    that list, each row's length), the loops in C."""
+    local = {word: i for i, word in enumerate(dict.fromkeys(chain.from_iterable(rows)))}
+    ids = int_array("i", map(local.__getitem__, chain.from_iterable(rows)))
+    return list(local), ids, int_array("i", map(len, rows))
+
+
+def slices_of(rows: Iterable[Sequence[str]]) -> Iterator[Slice]:
+    """`slice_ids` of each STEP rows of tokens."""
+    rows_in = iter(rows)
+    while batch := list(islice(rows_in, STEP)):
+        yield slice_ids(batch)
+
+
+def token_slices(tokenizer: Any, texts: Sequence[str], tokenize: Callable[[Sequence[str]], Any]) -> Iterator[Slice]:
+    """`slice_ids` of each STEP texts' tokens, in order: from worker processes when the build
+    is more than two slices, this machine has more than one core and the tokenizer can be
+    made again there; else here, with `tokenize`."""
+    starts = range(0, len(texts), STEP)
+    spec = _spec(tokenizer) if len(starts) > 2 and (os.cpu_count() or 1) > 1 and _main_is_safe() else None
+    if spec is None:
+        return (slice_ids(tokenize(texts[i : i + STEP])) for i in starts)
+    return _in_workers(spec, (texts[i : i + STEP] for i in starts))
+
+
+def _main_is_safe() -> bool:
+    """Whether a spawned worker may start: it imports the main module again, which is safe
+    for `plm` itself, `python -c`, a REPL and pytest, but would run a user's script that
+    ingests without an `if __name__ == "__main__":` guard a second time. Other scripts
+    tokenize in their own process."""
+    main = sys.modules.get("__main__")
+    if getattr(main, "__file__", None) is None:
+        return True
+    spec = getattr(main, "__spec__", None)
+    top = (getattr(spec, "name", None) or "").split(".")[0]
+    return top in ("plm", "plm_core", "pytest") or Path(sys.argv[0]).name == "plm"
+
+
+def _spec(tokenizer: Any) -> tuple[str, str, dict[str, Any]] | None:
+    cls = type(tokenizer)
+    if "<locals>" in cls.__qualname__ or cls.__module__ == "__main__":
+        return None
+    try:
+        config = tokenizer.config.model_dump(mode="json")
+        if cls(cls.Config(**config), label="tokenizer").identity != tokenizer.identity:
+            return None
+    except Exception:  # noqa: BLE001 - settings that do not round-trip: tokenize here
+        return None
+    return cls.__module__, cls.__qualname__, config
+
+
+def _in_workers(spec: tuple[str, str, dict[str, Any]], parts: Iterable[Sequence[str]]) -> Iterator[Slice]:
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    workers = min(os.cpu_count() or 1, 4)
+    # spawn, not fork: a server's threads (readers, the watcher) must not be copied mid-lock.
+    with ProcessPoolExecutor(workers, multiprocessing.get_context("spawn"), _start, (spec,)) as pool:
+        pending = []
+        for part in parts:
+            pending.append(pool.submit(_tokenize, list(part)))
+            if len(pending) > workers:  # a few slices in flight: memory stays a few slices'
+                yield pending.pop(0).result()
+        for future in pending:
+            yield future.result()
+
+
+_TOKENIZER: Any = None
+
+
+def _start(spec: tuple[str, str, dict[str, Any]]) -> None:
+    global _TOKENIZER
+    module, name, config = spec
+    cls: Any = importlib.import_module(module)
+    for part in name.split("."):
+        cls = getattr(cls, part)
+    _TOKENIZER = cls(cls.Config(**config), label="tokenizer")
+
+
+def _tokenize(texts: list[str]) -> Slice:
+    return slice_ids(_TOKENIZER.tokenize(texts))

@@ -1,0 +1,72 @@
+"""A BM25 build tokenizes slices in worker processes on a machine with more than one core:
+the postings must be those of one process, bit for bit, vocabulary order included."""
+
+from __future__ import annotations
+
+import os
+import random
+from typing import Any
+
+import numpy as np
+import pytest
+
+import plm
+from plm_index.segments import Rows
+from plm_plugins.retrievers import token_slices
+from plm_plugins.retrievers.bm25s import BM25Retriever, Postings
+
+WORDS = ["Pods", "pending", "the", "running", "nodes", "kubelet", "Ünïcode", "café", "scheduling", "42", "a"]
+
+
+def _texts(n: int) -> list[str]:
+    rng = random.Random(7)
+    return [" ".join(rng.choices(WORDS, k=rng.randrange(0, 12))) + f" w{i % 97}" for i in range(n)]
+
+
+def _arrays(p: Postings) -> list[Any]:
+    return [list(p.vocab), p.indptr, p.rows, p.tf, p.dl, p.first]
+
+
+def _build(tokenizer: Any, texts: list[str]) -> Postings:
+    rows = Rows(np.arange(1, len(texts) + 1), [f"c{i}" for i in range(len(texts))], np.arange(len(texts)), texts=texts)
+    return BM25Retriever(label="bm25", tokenizer=tokenizer).build_data(rows)
+
+
+def _same(a: Postings, b: Postings) -> None:
+    for x, y in zip(_arrays(a), _arrays(b), strict=True):
+        assert type(x) is type(y) and (x == y if isinstance(x, list) else np.array_equal(x, y) and x.dtype == y.dtype)
+
+
+@pytest.mark.parametrize("tokenizer", ["bm25s_stem", {"use": "snowball", "language": "german"}, "whitespace_lower"])
+def test_slices_tokenized_by_workers_give_the_postings_of_one_process(tokenizer: Any, monkeypatch: Any) -> None:
+    texts = _texts(700)
+    monkeypatch.setattr(token_slices, "STEP", 50)  # 14 slices: the workers' path
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    spawned = []
+    real = token_slices._in_workers
+    monkeypatch.setattr(token_slices, "_in_workers", lambda *a: spawned.append(1) or real(*a))
+    parallel = _build(tokenizer, texts)
+    assert spawned, "the build did not use worker processes"
+    monkeypatch.setattr(os, "cpu_count", lambda: 1)
+    spawned.clear()
+    alone = _build(tokenizer, texts)
+    assert not spawned
+    _same(parallel, alone)
+    _same(alone, Postings.of(BM25Retriever(label="bm25", tokenizer=tokenizer).tokenize(texts)))  # one slice
+
+
+def test_a_tokenizer_workers_cannot_make_is_run_here(monkeypatch: Any) -> None:
+    class Local(plm.Tokenizer):  # defined in a function: a worker cannot import it
+        name = "local_words"
+
+        def tokenize(self, texts: Any) -> list[list[str]]:
+            return [t.lower().split() for t in texts]
+
+    monkeypatch.setattr(token_slices, "STEP", 50)
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(token_slices, "_in_workers", lambda *a: pytest.fail("handed to workers"))
+    texts = _texts(300)
+    retriever = BM25Retriever(label="bm25")
+    retriever.tokenizer = Local(Local.Config(), label="tokenizer")
+    rows = Rows(np.arange(1, 301), [f"c{i}" for i in range(300)], np.arange(300), texts=texts)
+    _same(retriever.build_data(rows), Postings.of([t.lower().split() for t in texts]))
