@@ -10,9 +10,11 @@ from __future__ import annotations
 import hashlib
 import resource
 import sys
+import threading
 import time
 
 import numpy as np
+import psutil
 
 
 def texts_of(n: int) -> list[str]:
@@ -33,6 +35,16 @@ def main() -> None:
     texts = texts_of(n)
     retriever = BM25Retriever(label="bm25", tokenizer="bm25s_stem")
     rows = Rows(np.arange(1, n + 1), [f"c{i}" for i in range(n)], np.arange(n), texts=texts)
+    workers_mb = [0.0]
+
+    def sample() -> None:  # the tokenizing workers' memory, together (ru_maxrss of a child
+        me = psutil.Process()  # spawned by fork and exec starts at its parent's)
+        while True:
+            rss = sum(c.memory_info().rss for c in me.children(recursive=True) if c.is_running())
+            workers_mb[0] = max(workers_mb[0], rss / 2**20)
+            time.sleep(0.1)
+
+    threading.Thread(target=sample, daemon=True).start()
     base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     t0 = time.perf_counter()
     data = retriever.build_data(rows)
@@ -40,10 +52,9 @@ def main() -> None:
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     arrays = (data.indptr, data.rows, data.tf, data.dl, data.first)
     digest = hashlib.sha1(b"".join(np.ascontiguousarray(a).tobytes() for a in arrays)).hexdigest()[:12]
-    workers = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss  # the largest tokenizing worker's
     print(
         f"N={n} build {seconds:.1f}s rss before {base / 1024:.0f} MB peak {peak / 1024:.0f} MB "
-        f"(+{(peak - base) / 1024:.0f}) largest worker {workers / 1024:.0f} MB digest {digest} vocab {len(data.vocab)}"
+        f"(+{(peak - base) / 1024:.0f}) workers {workers_mb[0]:.0f} MB digest {digest} vocab {len(data.vocab)}"
     )
 
 

@@ -7,8 +7,7 @@ is in corpus order whoever tokenized the slice. Tokenizing is most of a build (r
 expressions, stop words, stemming: pure Python per token), so with more than one core a
 build of more than two slices hands slices to worker processes, a few at a time, in order;
 the postings are the same bit for bit. A tokenizer the workers cannot make again (a class
-defined inside a function, settings that do not round-trip), or a main module they must
-not import again (a user's script), keeps the work in this process.
+defined inside a function, settings that do not round-trip) is run in this process.
 """
 
 from __future__ import annotations
@@ -16,13 +15,14 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+import types
 from array import array as int_array
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from itertools import chain, islice
-from pathlib import Path
 from typing import Any
 
-STEP = 65536  # texts tokenized at a time (their tokens become ids, then go)
+STEP = 16384  # texts tokenized at a time (their tokens become ids, then go)
 Slice = tuple[list[str], Any, Any]  # (words in first-occurrence order, int32 ids, int32 lengths)
 
 
@@ -46,23 +46,10 @@ def token_slices(tokenizer: Any, texts: Sequence[str], tokenize: Callable[[Seque
     is more than two slices, this machine has more than one core and the tokenizer can be
     made again there; else here, with `tokenize`."""
     starts = range(0, len(texts), STEP)
-    spec = _spec(tokenizer) if len(starts) > 2 and (os.cpu_count() or 1) > 1 and _main_is_safe() else None
+    spec = _spec(tokenizer) if len(starts) > 2 and (os.cpu_count() or 1) > 1 else None
     if spec is None:
         return (slice_ids(tokenize(texts[i : i + STEP])) for i in starts)
     return _in_workers(spec, (texts[i : i + STEP] for i in starts))
-
-
-def _main_is_safe() -> bool:
-    """Whether a spawned worker may start: it imports the main module again, which is safe
-    for `plm` itself, `python -c`, a REPL and pytest, but would run a user's script that
-    ingests without an `if __name__ == "__main__":` guard a second time. Other scripts
-    tokenize in their own process."""
-    main = sys.modules.get("__main__")
-    if getattr(main, "__file__", None) is None:
-        return True
-    spec = getattr(main, "__spec__", None)
-    top = (getattr(spec, "name", None) or "").split(".")[0]
-    return top in ("plm", "plm_core", "pytest") or Path(sys.argv[0]).name == "plm"
 
 
 def _spec(tokenizer: Any) -> tuple[str, str, dict[str, Any]] | None:
@@ -87,11 +74,25 @@ def _in_workers(spec: tuple[str, str, dict[str, Any]], parts: Iterable[Sequence[
     with ProcessPoolExecutor(workers, multiprocessing.get_context("spawn"), _start, (spec,)) as pool:
         pending = []
         for part in parts:
-            pending.append(pool.submit(_tokenize, list(part)))
+            with _plain_main():  # a worker is started by the submit that needs it
+                pending.append(pool.submit(_tokenize, list(part)))
             if len(pending) > workers:  # a few slices in flight: memory stays a few slices'
                 yield pending.pop(0).result()
         for future in pending:
             yield future.result()
+
+
+@contextmanager
+def _plain_main() -> Iterator[None]:
+    """A spawned worker imports the main module again unless it has no file and no spec: a
+    user's script without an `if __name__ == "__main__":` guard would run (and ingest)
+    again in every worker. While workers start, the main module is an empty one."""
+    main = sys.modules["__main__"]
+    sys.modules["__main__"] = types.ModuleType("__main__")
+    try:
+        yield
+    finally:
+        sys.modules["__main__"] = main
 
 
 _TOKENIZER: Any = None

@@ -70,3 +70,34 @@ def test_a_tokenizer_workers_cannot_make_is_run_here(monkeypatch: Any) -> None:
     retriever.tokenizer = Local(Local.Config(), label="tokenizer")
     rows = Rows(np.arange(1, 301), [f"c{i}" for i in range(300)], np.arange(300), texts=texts)
     _same(retriever.build_data(rows), Postings.of([t.lower().split() for t in texts]))
+
+
+def test_a_script_without_a_main_guard_is_not_run_again_by_the_workers(tmp_path: Any) -> None:
+    import subprocess
+    import sys
+
+    marker = tmp_path / "runs.txt"
+    script = tmp_path / "build.py"  # no `if __name__ == "__main__":`, as many users write
+    script.write_text(
+        f"""
+import os
+import numpy as np
+from plm_index.segments import Rows
+from plm_plugins.retrievers import token_slices
+from plm_plugins.retrievers.bm25s import BM25Retriever
+
+with open({str(marker)!r}, "a") as f:
+    f.write("run\\n")
+token_slices.STEP = 20
+os.cpu_count = lambda: 2
+spawned = []
+real = token_slices._in_workers
+token_slices._in_workers = lambda *a: spawned.append(1) or real(*a)
+texts = [f"pods pending on node {{i}}" for i in range(200)]
+rows = Rows(np.arange(1, 201), [f"c{{i}}" for i in range(200)], np.arange(200), texts=texts)
+data = BM25Retriever(label="bm25").build_data(rows)
+assert spawned and len(data.dl) == 200
+"""
+    )
+    subprocess.run([sys.executable, str(script)], check=True, timeout=120, cwd=tmp_path)
+    assert marker.read_text() == "run\n"  # the workers did not run the script's body again
