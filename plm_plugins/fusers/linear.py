@@ -95,13 +95,7 @@ class LinearFuser(ProfiledFuser):
     def profile_params(self, profile: Any) -> dict[str, Any]:
         return {"normalization": profile.normalization}
 
-    def fuse(self, rankings: Mapping[str, list[ScoredChunk]], settings: FusionConfig) -> list[ScoredChunk]:
-        return self._fused(rankings, settings, None)
-
-    def fuse_top(self, rankings: Mapping[str, list[ScoredChunk]], settings: FusionConfig, n: int) -> list[ScoredChunk]:
-        return self._fused(rankings, settings, n)
-
-    def _fused(
+    def fused(
         self, rankings: Mapping[str, list[ScoredChunk]], settings: FusionConfig, n: int | None
     ) -> list[ScoredChunk]:
         method = settings.params.get("normalization", self.config.default.normalization)

@@ -16,6 +16,7 @@ defaults (`[fuser.expanded] k = 5` keeps the expanded profile's weights and cand
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, Protocol, cast
 
@@ -73,6 +74,18 @@ class ProfiledFuser(Fuser):
     def profile_params(self, profile: Any) -> dict[str, Any]:
         """The fuser's own settings from a profile (`FusionConfig.params`), e.g. RRF's k."""
         return {}
+
+    def fuse(self, rankings: Mapping[str, list[ScoredChunk]], settings: FusionConfig) -> list[ScoredChunk]:
+        return self.fused(rankings, settings, None)
+
+    def fuse_top(self, rankings: Mapping[str, list[ScoredChunk]], settings: FusionConfig, n: int) -> list[ScoredChunk]:
+        return self.fused(rankings, settings, n)
+
+    @abstractmethod
+    def fused(
+        self, rankings: Mapping[str, list[ScoredChunk]], settings: FusionConfig, n: int | None
+    ) -> list[ScoredChunk]:
+        """The fused ranking's first n hits (None: all of them): `plm.fused_ranking`'s n."""
 
     sources: tuple[str, ...] = DEFAULT_SOURCES  # the retrievers fused, once `check_sources` names them
 

@@ -80,13 +80,7 @@ class RRFFuser(ProfiledFuser):
     def profile_params(self, profile: Any) -> dict[str, Any]:
         return {"k": profile.k}
 
-    def fuse(self, rankings: Mapping[str, list[ScoredChunk]], settings: FusionConfig) -> list[ScoredChunk]:
-        return self._fused(rankings, settings, None)
-
-    def fuse_top(self, rankings: Mapping[str, list[ScoredChunk]], settings: FusionConfig, n: int) -> list[ScoredChunk]:
-        return self._fused(rankings, settings, n)
-
-    def _fused(
+    def fused(
         self, rankings: Mapping[str, list[ScoredChunk]], settings: FusionConfig, n: int | None
     ) -> list[ScoredChunk]:
         order = self.source_order(rankings, settings)
