@@ -44,12 +44,14 @@ def slices_of(rows: Iterable[Sequence[str]]) -> Iterator[Slice]:
 def token_slices(tokenizer: Any, texts: Sequence[str], tokenize: Callable[[Sequence[str]], Any]) -> Iterator[Slice]:
     """`slice_ids` of each STEP texts' tokens, in order: from worker processes when the build
     is more than two slices, this machine has more than one core and the tokenizer can be
-    made again there; else here, with `tokenize`."""
+    made again there; else here, with `tokenize`. Workers that cannot start (no process
+    semaphores, a worker's import failing) leave the work to this process."""
     starts = range(0, len(texts), STEP)
+    here = (slice_ids(tokenize(texts[i : i + STEP])) for i in starts)
     spec = _spec(tokenizer) if len(starts) > 2 and (os.cpu_count() or 1) > 1 else None
     if spec is None:
-        return (slice_ids(tokenize(texts[i : i + STEP])) for i in starts)
-    return _in_workers(spec, (texts[i : i + STEP] for i in starts))
+        return here
+    return _in_workers(spec, [texts[i : i + STEP] for i in starts], here)
 
 
 def _spec(tokenizer: Any) -> tuple[str, str, dict[str, Any]] | None:
@@ -65,19 +67,35 @@ def _spec(tokenizer: Any) -> tuple[str, str, dict[str, Any]] | None:
     return cls.__module__, cls.__qualname__, config
 
 
-def _in_workers(spec: tuple[str, str, dict[str, Any]], parts: Iterable[Sequence[str]]) -> Iterator[Slice]:
+def _in_workers(
+    spec: tuple[str, str, dict[str, Any]], parts: list[Sequence[str]], here: Iterator[Slice]
+) -> Iterator[Slice]:
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
 
     workers = min(os.cpu_count() or 1, 4)
-    # spawn, not fork: a server's threads (readers, the watcher) must not be copied mid-lock.
-    with ProcessPoolExecutor(workers, multiprocessing.get_context("spawn"), _start, (spec,)) as pool:
-        pending = []
-        for part in parts:
+    try:
+        # spawn, not fork: a server's threads (readers, the watcher) must not be copied mid-lock.
+        pool = ProcessPoolExecutor(workers, multiprocessing.get_context("spawn"), _start, (spec,))
+    except OSError:
+        yield from here
+        return
+    with pool:
+        try:
             with _plain_main():  # a worker is started by the submit that needs it
+                pending = [pool.submit(_tokenize, list(part)) for part in parts[: workers + 1]]
+            first = pending.pop(0).result()
+        except (OSError, BrokenProcessPool):
+            first = None
+        if first is None:
+            yield from here
+            return
+        yield first
+        for part in parts[workers + 1 :]:  # a few slices in flight: memory stays a few slices'
+            with _plain_main():
                 pending.append(pool.submit(_tokenize, list(part)))
-            if len(pending) > workers:  # a few slices in flight: memory stays a few slices'
-                yield pending.pop(0).result()
+            yield pending.pop(0).result()
         for future in pending:
             yield future.result()
 

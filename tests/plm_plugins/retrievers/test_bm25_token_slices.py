@@ -101,3 +101,17 @@ assert spawned and len(data.dl) == 200
     )
     subprocess.run([sys.executable, str(script)], check=True, timeout=120, cwd=tmp_path)
     assert marker.read_text() == "run\n"  # the workers did not run the script's body again
+
+
+def test_workers_that_cannot_start_leave_the_build_to_this_process(monkeypatch: Any) -> None:
+    texts = _texts(300)
+    monkeypatch.setattr(token_slices, "STEP", 50)
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(token_slices, "_spec", lambda tokenizer: ("no_such_module_for_plm", "Nothing", {}))
+    started = []
+    real = token_slices._in_workers
+    monkeypatch.setattr(token_slices, "_in_workers", lambda *a: started.append(1) or real(*a))
+    fell_back = _build("bm25s_stem", texts)  # each worker's start fails: the pool breaks
+    assert started
+    monkeypatch.setattr(os, "cpu_count", lambda: 1)
+    _same(fell_back, _build("bm25s_stem", texts))
