@@ -89,8 +89,7 @@ class HybridRetrieval(Retrieval):
         fusion settings as the main query. It carries no vector, so dense retrievers embed it."""
         fields = {f.name: getattr(query, f.name) for f in dataclasses.fields(ExpandedQuery)}
         alternative = ExpandedQuery(**{**fields, "text": text, "alternatives": ()})
-        rankings = {label: r.search(alternative, settings.candidates, allowed) for label, r in self.retrievers.items()}
-        return self.fuser.fuse(rankings, settings)
+        return self.fuser.fuse(search_all(self.retrievers, alternative, settings.candidates, allowed), settings)
 
 
 _POOL: tuple[int, ThreadPoolExecutor] | None = None
