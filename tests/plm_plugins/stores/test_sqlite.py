@@ -134,9 +134,16 @@ def test_sha256_fingerprints_are_stored_as_32_bytes_and_read_back_as_text(tmp_pa
     assert store.doc_fingerprints()["a"] == sha.upper()
 
 
-def test_document_texts_are_kept_compressed_and_whole(tmp_path) -> None:
+@pytest.mark.parametrize("compressor", ["isal", "standard library"])
+def test_document_texts_are_kept_compressed_and_whole(tmp_path, monkeypatch, compressor) -> None:
     import zlib
 
+    from plm_plugins.stores import sqlite as module
+
+    if compressor == "isal":
+        assert module._isal_compress is not None, "isal is a dependency on this platform"
+    else:  # a platform without the isal wheel
+        monkeypatch.setattr(module, "_isal_compress", None)
     store = _store(tmp_path)
     text = "Ünïcode ✓ and a long line. " * 200 + "𝔘 last"
     store.write_batch([Document(id="a", text=text)], [Chunk(id="a_0", doc_id="a", text="a")])
