@@ -53,8 +53,11 @@ def heading_pattern(max_level: int) -> re.Pattern[str]:
     return re.compile(rf"^(#{{1,{max_level}}})\s+(.+)$", re.MULTILINE)
 
 
+@lru_cache(maxsize=64)
 def word_count(text: str) -> int:
-    """Whitespace-separated words once every code span is replaced by a space."""
+    """Whitespace-separated words once every code span is replaced by a space. Remembered
+    for the last texts: a one-section document is counted by three passes (a string keeps
+    its hash, so asking again costs a lookup, not a split)."""
     return len((CODE_SPAN.sub(" ", text) if "`" in text else text).split())  # no backtick: no span
 
 
@@ -237,7 +240,8 @@ class MarkdownSemanticChunker(Chunker):
         return chunks
 
     def _sections(self, text: str) -> list[_Piece]:
-        headings = list(heading_pattern(self.config.max_heading_level).finditer(text))
+        # No "#" anywhere: no heading (a search for one character is far cheaper than the pattern's).
+        headings = list(heading_pattern(self.config.max_heading_level).finditer(text)) if "#" in text else []
         if not headings:
             return [_Piece(text, 0, len(text), ())]  # the whole document, unstripped
         sections: list[_Piece] = []
