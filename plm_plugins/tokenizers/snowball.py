@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import string
 from collections.abc import Callable, Iterable, Sequence
 from itertools import chain, filterfalse
 from typing import Any, Literal
@@ -31,6 +32,13 @@ STOPWORD_LISTS = {
     "russian": "RUSSIAN", "swedish": "SWEDISH", "norwegian": "NORWEGIAN", "turkish": "TURKISH", "danish": "DANISH",
 }  # fmt: skip
 WORD = re.compile(r"(?u)\b\w\w+\b")  # bm25s's (and scikit-learn's) token pattern
+# The same words in ASCII text, without the pattern: every ASCII character that is not a word
+# character (`\w`: a letter, a digit, "_") becomes a space and capitals become small, in one
+# `translate`; then a split, and words of one character are dropped with the stop words.
+# Twice as fast as the pattern on English text, the same tokens (tests compare them).
+_ASCII_WORD_CHARS = frozenset(string.ascii_letters + string.digits + "_")
+_ASCII_WORDS = str.maketrans({chr(i): chr(i).lower() if chr(i) in _ASCII_WORD_CHARS else " " for i in range(128)})
+_ONE_CHARACTER = frozenset(c.lower() for c in _ASCII_WORD_CHARS)
 
 
 def stopwords_for(language: str, setting: bool | list[str]) -> frozenset[str]:
@@ -75,8 +83,16 @@ def stemmed_words(
     """Each text's words (`WORD`, lowercased) less the stop words, stemmed: bm25s.tokenize's
     steps, written out. (Its progress bars and per-call vocabulary cost five times the
     tokens themselves for a query; the loops here run in C, a third of a build's time.)"""
-    words, drop = WORD.findall, stop.__contains__
-    return stem_all([list(filterfalse(drop, words(text.lower()))) for text in texts], stem_words)
+    words, drop, ascii_drop = WORD.findall, stop.__contains__, (stop | _ONE_CHARACTER).__contains__
+    return stem_all(
+        [
+            list(filterfalse(ascii_drop, text.translate(_ASCII_WORDS).split()))
+            if text.isascii()
+            else list(filterfalse(drop, words(text.lower())))
+            for text in texts
+        ],
+        stem_words,
+    )
 
 
 class SnowballTokenizer(plm.Tokenizer):

@@ -83,3 +83,31 @@ def test_identity_names_the_stop_words() -> None:
         SnowballTokenizer(language="finnish").identity["stopwords_sha256"]
         == (SnowballTokenizer(language="german", stopwords=False).identity["stopwords_sha256"])
     )  # no list in bm25s for Finnish: none
+
+
+ASCII_TEXT = "".join(chr(i) for i in range(128)) + "The Pods are RUNNING; kubectl get pods -n kube_system (v1.2.3) it's a_b x"
+
+
+@pytest.mark.parametrize("language", ["english", "german"])
+def test_ascii_texts_give_the_patterns_words(language: str) -> None:
+    """ASCII texts skip the regular expression (`translate` and `split`): the same tokens as
+    the pattern gives, on every ASCII character and on texts mixing the two paths."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from plm_plugins.tokenizers.snowball import WORD, stemmed_words, stemmer_for, stopwords_for
+
+    stop, stem = stopwords_for(language, True), stemmer_for(language)
+
+    def by_pattern(texts: list[str]) -> list[list[str]]:
+        return [[stem([w])[0] for w in WORD.findall(t.lower()) if w not in stop] for t in texts]
+
+    fixed = [ASCII_TEXT, ASCII_TEXT.upper(), "", "a b c", "naïve ÀB café_au_lait", "x" * 3 + "\x1f" + "yy"]
+    assert stemmed_words(fixed, stop, stem) == by_pattern(fixed)
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.lists(st.text(alphabet=st.characters(max_codepoint=300), max_size=60), max_size=5))
+    def same(texts: list[str]) -> None:
+        assert stemmed_words(texts, stop, stem) == by_pattern(texts)
+
+    same()
