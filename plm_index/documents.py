@@ -53,6 +53,9 @@ def searchable_text(title: str, text: str, include_title: bool) -> str:
 def is_blank(text: str) -> bool:
     """True when `text` has no visible character: empty, whitespace, control and format
     characters (zero-width spaces, a BOM) only. Such a document would get no chunk."""
+    first = text.lstrip()[:1]
+    if first.isalnum():  # a letter or digit is visible: most texts are answered here
+        return False
     return not any(unicodedata.category(ch) not in _INVISIBLE for ch in text if not ch.isspace())
 
 
@@ -71,6 +74,19 @@ def _shown(value: Any) -> str:
     if isinstance(value, str):
         return _short(value)
     return str(value)[:60] if isinstance(value, (int, float)) else _kind(value)
+
+
+def _storable(value: Any) -> bool:
+    """What `check_text` accepts, answered without building its message."""
+    if not isinstance(value, str) or "\x00" in value:
+        return False
+    if value.isascii():
+        return True
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def check_text(value: Any, what: str) -> str:
@@ -130,7 +146,8 @@ def check_id(doc_id: Any) -> None:
     if not isinstance(doc_id, str) or not doc_id.strip():
         got = _short(doc_id) if isinstance(doc_id, str) else _kind(doc_id)
         raise DocumentError(f"document id must be a non-empty string, got {got}; give every document an id")
-    check_text(doc_id, f"document id {_short(doc_id)}")
+    if not _storable(doc_id):
+        check_text(doc_id, f"document id {_short(doc_id)}")
     if len(doc_id) > MAX_ID_CHARS:
         raise DocumentError(f"document id {_short(doc_id)} has {len(doc_id)} characters, over {MAX_ID_CHARS}")
     if _CONTROL.search(doc_id):
@@ -146,9 +163,10 @@ def check_document(doc: Document) -> None:
         raise DocumentError(f"expected a Document, got {_kind(doc)}")
     check_id(doc.id)
     where = f"document {_short(doc.id)}"
-    check_text(doc.title, f"{where}: title")
-    check_text(doc.path, f"{where}: path")
-    check_text(doc.text, f"{where}: text")
+    for name in ("title", "path", "text"):
+        value = getattr(doc, name)
+        if not _storable(value):  # the message is made only for a value that fails
+            check_text(value, f"{where}: {name}")
     if is_blank(doc.text):
         raise DocumentError(f"{where}: text is {'empty' if not doc.text else 'blank'}: nothing to index; add text")
     if not isinstance(doc.metadata, Mapping):

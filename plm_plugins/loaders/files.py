@@ -6,7 +6,6 @@ the rest; `docs_or_raise` gives `run()` its old behaviour of stopping at the fir
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import stat
@@ -200,4 +199,5 @@ def with_path(loaded: tuple[list[Document], list[LoadFailure]], path: Path) -> t
     """Documents from one file remember it, so a sync can prune only what that file yielded."""
     docs, failures = loaded
     where = Path(os.path.abspath(path)).as_posix()
-    return [dataclasses.replace(d, path=where) for d in docs], failures
+    # Made directly: dataclasses.replace reads the fields anew for every document.
+    return [Document(d.id, d.text, d.title, where, d.metadata) for d in docs], failures
