@@ -25,7 +25,16 @@ from plm_index.cache import ContentCache, open_cache
 from plm_index.file_stats import FileStats, Seen
 from plm_index.search import Searcher
 from plm_index.sources import Source, as_sources, lists_files, load_sources
-from plm_index.sync import IngestReport, Processor, ProcessorRecipe, Syncer, index_fingerprint, note_other_sources, plan
+from plm_index.sync import (
+    IngestReport,
+    Processor,
+    ProcessorRecipe,
+    Syncer,
+    few_full_collections,
+    index_fingerprint,
+    note_other_sources,
+    plan,
+)
 
 __all__ = ["IngestReport", "Job", "index_dir_for", "settings_for"]
 
@@ -149,6 +158,7 @@ class Job:
         stored = self.store.doc_fingerprints(ids if len(ids) <= 20_000 else None)
         return {p: e for p, e in entries.items() if stored.get(e.doc_id) == e.fingerprint}
 
+    @few_full_collections()
     def _sync(
         self,
         items: list[Source],

@@ -768,3 +768,51 @@ def test_the_same_folder_or_file_given_twice_is_read_once(tmp_path: Path) -> Non
     other = write_corpus(tmp_path / "other", {"alpha": "# Other alpha\n\n" + section("Elsewhere", "other")})
     again = make_job(cfg, index).ingest([docs, docs, other])
     assert [f.doc_id for f in again.failed] == ["alpha"] and again.unchanged == 3
+
+
+def test_a_sync_makes_no_full_collection_and_puts_the_setting_back() -> None:
+    """`few_full_collections`: the oldest generation's threshold is raised while any sync
+    runs (nested, in threads) and put back by the last one, also when it fails."""
+    import gc
+    import threading
+
+    from plm_index.sync import few_full_collections
+
+    before = gc.get_threshold()
+    inside: list[tuple[int, int, int]] = []
+    started, release = threading.Event(), threading.Event()
+
+    def other_sync() -> None:
+        with few_full_collections():
+            started.set()
+            release.wait(10)
+
+    thread = threading.Thread(target=other_sync)
+    thread.start()
+    started.wait(10)
+    with pytest.raises(RuntimeError), few_full_collections():
+        inside.append(gc.get_threshold())
+        raise RuntimeError("a failing sync")
+    inside.append(gc.get_threshold())  # the other sync still runs
+    release.set()
+    thread.join(10)
+    assert inside[0][:2] == before[:2] and inside[0][2] >= 1_000_000
+    assert inside[1] == inside[0]
+    assert gc.get_threshold() == before
+
+
+def test_document_fingerprints_stay_what_earlier_releases_stored() -> None:
+    """A fingerprint is stored with each document: if its recipe changed, every document of
+    every index would be read and stored again at the next sync. These are the values plm
+    computed before the fingerprint was made faster (one hash update, a reused encoder)."""
+    import hashlib
+
+    from plm_core.records import Document
+    from plm_index.sync import doc_fingerprint
+
+    rich = Document(id="ü", text="text\n", title="T", path="/p/a.md", metadata={"b": 1, "a": [1, "z"]})
+    plain = Document(id="a", text="x")
+    assert doc_fingerprint("fp", rich) == "8ff43831ee350963beb4a2b5cc67c4e55b2353d47819e7e32c88b85c99f556d2"
+    assert doc_fingerprint(hashlib.sha256(b"fp"), plain) == (
+        "46162c8d14c875d25359c34eeefac886023d128fc2fb53ce9b6de3c8cd4345a7"
+    )
