@@ -5,7 +5,7 @@ turns a full score vector into ranked candidates (equal scores: the later row fi
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from plm_core.records import Ranking, ScoredChunk, source_score
@@ -72,16 +72,23 @@ def top_n_sparse(
     source: str,
     allowed: Any = None,
     drop_zero: bool = False,
+    keys: Callable[[Any], Any] | None = None,
 ) -> list[ScoredChunk] | None:
     """`top_n` of a score vector of `n_rows` rows that is zero except at `positions`
     (distinct) where it holds `values`: the same hits in the same order, found among those
     rows alone (a BM25 query's matching rows, not the whole corpus). None where the answer
     needs the full vector: fewer than n positive scores with zeros kept, or equal scores
     among the hits of a vector small enough for the full sort, whose order among equals is
-    its own."""
+    its own.
+
+    `keys`: where `positions` are not places in the vector's order but rows of something
+    else, the order keys of some of them (`keys(positions[i])`): equal scores are ordered
+    by (key, position), as the places would order them. `allowed` is then not taken."""
     import numpy as np
 
     n = max(0, n)
+    if keys is not None and allowed is not None:
+        raise ValueError("an allowed mask needs positions in the vector's order, not keyed rows")
     if allowed is not None:
         keep = np.asarray(allowed, dtype=bool)[positions]
         positions, values = positions[keep], values[keep]
@@ -96,7 +103,10 @@ def top_n_sparse(
             return None
         k = len(top)
     tied = len(top) > k  # more rows than k at the k-th best score
-    top = top[np.lexsort((-positions[top], -values[top]))][:k]  # best first, equal scores last row first
+    if keys is None:
+        top = top[np.lexsort((-positions[top], -values[top]))][:k]  # best first, equal scores last row first
+    else:
+        top = top[np.lexsort((-positions[top], -keys(positions[top]), -values[top]))][:k]
     scores = values[top].tolist()
     if n_rows <= FULL_SORT_UP_TO and (tied or any(a == b for a, b in zip(scores, scores[1:], strict=False))):
         return None

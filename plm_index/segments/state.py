@@ -130,6 +130,20 @@ class State:
             lambda: np.concatenate([s.order for s in self.segments]) if self.segments else np.zeros(0, np.int64),
         )
 
+    def order_of(self, rows: Any) -> Any:
+        """The order keys of these rows (any order), read from their segments' keys."""
+        import numpy as np
+
+        rows = np.asarray(rows, dtype=np.int64)
+        if "order" in self._cache:
+            return self.order[rows]
+        which = np.searchsorted(self.offsets, rows, side="right") - 1
+        keys = np.empty(len(rows), dtype=np.int64)
+        for i in set(which.tolist()):
+            here = which == i
+            keys[here] = self.segments[i].order[rows[here] - self.offsets[i]]
+        return keys
+
     @property
     def ids(self) -> RowIds:
         return self.cached("ids", lambda: RowIds(self))
@@ -175,6 +189,10 @@ class State:
     ) -> list[Any] | None:
         """`top` of scores that are zero except at `rows` (live, distinct), found among those
         rows alone (`top_n_sparse`); None where only `top` over every row can tell."""
+        if allowed is None:
+            # Equal scores ordered by the rows' own order keys: a version's first query needs
+            # no index order of every row (25 ms at a million, at every write).
+            return top_n_sparse(rows, values, self.n_live, n, self.ids, source, None, drop_zero, self.order_of)
         index = self.rows_in_index_order()
         if index is None:
             return top_n_sparse(rows, values, self.n_live, n, self.ids, source, allowed, drop_zero)

@@ -291,11 +291,11 @@ class BM25Retriever(Retriever, SegmentedIndex):
             return out
         # Rows as intp: numpy gathers and scatters by int32 indices at a third of the speed.
         at, tf = np.concatenate(rows, dtype=np.intp), np.concatenate(tfs)
-        norms = state.cached(
-            f"bm25_norms {formula} {k1!r} {c.b!r}", lambda: _NORM[formula](_lengths(state), avgdl, k1, c.b)
-        )
+        # The length part of only the rows these words reach (element for element what every
+        # row's would hold): a version's first query reads no length of a million rows.
+        norms = _NORM[formula](np.concatenate([_lengths_of(state, r) for r in rows]), avgdl, k1, c.b)
         counts = [len(r) for r in rows]
-        part = np.repeat(np.array(idfs), counts) * tfc(tf.astype(np.float64), norms[at], k1, delta)
+        part = np.repeat(np.array(idfs), counts) * tfc(tf.astype(np.float64), norms, k1, delta)
         if skips:
             part -= np.repeat(np.array(skips), counts)
         ends = np.cumsum(counts).tolist()
@@ -353,13 +353,16 @@ class Postings:
         self.tokens = int(dl.sum())
         self.heading_tokens = 0 if hl is None else int(hl.sum())
 
-    def lengths(self) -> Any:
-        """Each row's length as the scoring reads it: in tokens, or weighted (float64)."""
+    def lengths(self, rows: Any = None) -> Any:
+        """Each row's length (of `rows` only, if given) as the scoring reads it: in tokens, or
+        weighted (float64)."""
         import numpy as np
 
+        dl = self.dl if rows is None else self.dl[rows]
         if self.hl is None:
-            return self.dl
-        return weighted(np.asarray(self.dl, dtype=np.float64), np.asarray(self.hl, dtype=np.float64), self.weight)
+            return dl
+        hl = self.hl if rows is None else self.hl[rows]
+        return weighted(np.asarray(dl, dtype=np.float64), np.asarray(hl, dtype=np.float64), self.weight)
 
     @classmethod
     def of(
@@ -591,12 +594,18 @@ def _word_row_pairs(key: Any, dl: Any, n_vocab: int) -> tuple[Any, Any, Any]:
     return pairs, tf, first
 
 
-def _lengths(state: State) -> Any:
-    """Each row's length in tokens, or weighted (segments concatenated), as float64: the
-    scoring's own type."""
+def _lengths_of(state: State, rows: Any) -> Any:
+    """The lengths of these rows (global, ascending) as the scoring reads them, float64: in
+    tokens, or weighted; read from the segments that hold them."""
     import numpy as np
 
-    return np.concatenate([np.zeros(0)] + [seg.data.lengths() for seg in state.segments]).astype(np.float64)
+    cuts = np.searchsorted(rows, state.offsets).tolist()
+    parts = [np.zeros(0)]
+    for i, seg in enumerate(state.segments):
+        if cuts[i + 1] > cuts[i]:
+            data: Postings = seg.data
+            parts.append(np.asarray(data.lengths(rows[cuts[i] : cuts[i + 1]] - int(state.offsets[i])), np.float64))
+    return np.concatenate(parts)
 
 
 def _sum_by_row(state: State, at: Any, part: Any) -> tuple[Any, Any]:

@@ -144,11 +144,15 @@ def _check(ix: BM25Retriever, whole: BM25Retriever, snap: CorpusSnapshot, store:
                 assert hits == full, (ix.label, text, n)
 
 
+@pytest.mark.parametrize("full_sort_up_to", [ranking.FULL_SORT_UP_TO, 0], ids=["small-sorted-whole", "ties-sparse"])
 def test_segments_deletions_and_merges_score_as_the_whole_build(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, full_sort_up_to: int
 ) -> None:
+    """`ties-sparse`: equal scores among the matching rows are ordered there too (as past
+    FULL_SORT_UP_TO rows, a million-chunk index), by the rows' order keys, not by a full sort."""
     from plm_plugins.stores.sqlite import SQLiteStore
 
+    monkeypatch.setattr(ranking, "FULL_SORT_UP_TO", full_sort_up_to)
     monkeypatch.setattr(segments.merge, "MERGE_FACTOR", 3)
     monkeypatch.setattr(segments.merge, "FLOOR_ROWS", 4)
     monkeypatch.setattr(Impacts, "MAX_IMPACTS", 400)  # words' impacts evicted and scored again, often
