@@ -3,6 +3,7 @@ files no manifest names, after a grace period or at once when superseded files p
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -83,13 +84,29 @@ def _superseded_too_much(
 
 
 def _folder_bytes(folder: Path) -> int:
+    """The bytes of a segment's files. A segment is written once, so the sum is kept while
+    its folder's modification time holds (one stat, not one per file, at every write of a
+    server: 300 stats a write under a busy writer's superseded versions)."""
+    try:
+        stamp = os.stat(folder).st_mtime_ns
+    except OSError:  # removed meanwhile
+        return 0
+    known = _SIZES.get(str(folder))
+    if known is not None and known[0] == stamp:
+        return known[1]
     total = 0
     try:
         for path in folder.iterdir():
             total += path.stat().st_size
     except OSError:  # removed meanwhile
-        pass
+        return total
+    if len(_SIZES) >= 4096:
+        _SIZES.clear()
+    _SIZES[str(folder)] = (stamp, total)
     return total
+
+
+_SIZES: dict[str, tuple[int, int]] = {}  # segment folder -> (its mtime_ns, its files' bytes)
 
 
 def _held_here(base: Path) -> set[str]:
