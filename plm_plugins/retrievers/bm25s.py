@@ -291,9 +291,7 @@ class BM25Retriever(Retriever, SegmentedIndex):
             return out
         # Rows as intp: numpy gathers and scatters by int32 indices at a third of the speed.
         at, tf = np.concatenate(rows, dtype=np.intp), np.concatenate(tfs)
-        # The length part of only the rows these words reach (element for element what every
-        # row's would hold): a version's first query reads no length of a million rows.
-        norms = _NORM[formula](np.concatenate([_lengths_of(state, r) for r in rows]), avgdl, k1, c.b)
+        norms = _norms(state, rows, at, formula, avgdl, k1, c.b)
         counts = [len(r) for r in rows]
         part = np.repeat(np.array(idfs), counts) * tfc(tf.astype(np.float64), norms, k1, delta)
         if skips:
@@ -350,19 +348,25 @@ class Postings:
     ) -> None:
         self.vocab, self.indptr, self.rows, self.tf, self.dl, self.first = vocab, indptr, rows, tf, dl, first
         self.hl, self.weight = hl, weight
+        self._float_lengths: Any = None  # lengths(), float64, made once: a segment never changes
         self.tokens = int(dl.sum())
         self.heading_tokens = 0 if hl is None else int(hl.sum())
 
-    def lengths(self, rows: Any = None) -> Any:
-        """Each row's length (of `rows` only, if given) as the scoring reads it: in tokens, or
-        weighted (float64)."""
+    def lengths(self) -> Any:
+        """Each row's length as the scoring reads it: in tokens, or weighted (float64)."""
         import numpy as np
 
-        dl = self.dl if rows is None else self.dl[rows]
         if self.hl is None:
-            return dl
-        hl = self.hl if rows is None else self.hl[rows]
-        return weighted(np.asarray(dl, dtype=np.float64), np.asarray(hl, dtype=np.float64), self.weight)
+            return self.dl
+        return weighted(np.asarray(self.dl, dtype=np.float64), np.asarray(self.hl, dtype=np.float64), self.weight)
+
+    def float_lengths(self) -> Any:
+        """`lengths()` as float64, the scoring's own type, made once for the segment."""
+        import numpy as np
+
+        if self._float_lengths is None:
+            self._float_lengths = np.asarray(self.lengths(), dtype=np.float64)
+        return self._float_lengths
 
     @classmethod
     def of(
@@ -594,39 +598,72 @@ def _word_row_pairs(key: Any, dl: Any, n_vocab: int) -> tuple[Any, Any, Any]:
     return pairs, tf, first
 
 
+def _norms(state: State, rows: list[Any], at: Any, formula: str, avgdl: float, k1: float, b: float) -> Any:
+    """The length part (`_NORM`) of the rows `at` (the words' `rows`, each ascending, joined),
+    element for element what every row's holds. A version's first words compute it for their
+    rows alone (a write's new version at a million: no pass over every row before its first
+    answer); once that has covered as many rows as the version has, every row's is computed
+    and kept, and read from then on."""
+    import numpy as np
+
+    kept = state.cached(f"bm25_norms {formula} {k1!r} {b!r}", lambda: {"rows": 0, "norms": None})
+    if kept["norms"] is None:
+        kept["rows"] += len(at)
+        if kept["rows"] <= state.total:
+            return _NORM[formula](np.concatenate([_lengths_of(state, r) for r in rows]), avgdl, k1, b)
+        kept["norms"] = _NORM[formula](_lengths(state), avgdl, k1, b)
+    return kept["norms"][at]
+
+
+def _lengths(state: State) -> Any:
+    """Each row's length as the scoring reads it (segments concatenated), float64: each
+    segment's made once, so a new version (a write) only joins them."""
+    import numpy as np
+
+    return np.concatenate([np.zeros(0)] + [seg.data.float_lengths() for seg in state.segments])
+
+
 def _lengths_of(state: State, rows: Any) -> Any:
-    """The lengths of these rows (global, ascending) as the scoring reads them, float64: in
-    tokens, or weighted; read from the segments that hold them."""
+    """`_lengths(state)[rows]` for ascending rows, without joining every segment's: each
+    segment's part of the rows read where it lies."""
     import numpy as np
 
     cuts = np.searchsorted(rows, state.offsets).tolist()
     parts = [np.zeros(0)]
     for i, seg in enumerate(state.segments):
         if cuts[i + 1] > cuts[i]:
-            data: Postings = seg.data
-            parts.append(np.asarray(data.lengths(rows[cuts[i] : cuts[i + 1]] - int(state.offsets[i])), np.float64))
+            parts.append(seg.data.float_lengths()[rows[cuts[i] : cuts[i + 1]] - int(state.offsets[i])])
     return np.concatenate(parts)
 
 
 def _sum_by_row(state: State, at: Any, part: Any) -> tuple[Any, Any]:
     """The rows in `at` whose parts do not sum to 0 (ascending) and their sums, each row's
-    parts added in the order given (np.add.at adds one at a time, in order), into a buffer
-    of the state's size, zeroed again where used and kept for the next query (one per query
-    running at once): no array of the corpus's size is made per query. A row left out
-    scores 0, as a row no query word reaches."""
+    parts added in the order given (np.add.at adds one at a time, in order), into a zeroed
+    buffer of at least the state's size, zeroed again where used and kept for the next query
+    (one per query running at once), of this version or the next: no array of the corpus's
+    size is made per query, nor per write (a new buffer's pages fault in as it is first
+    written: 5 ms at a million). A row left out scores 0, as a row no query word reaches."""
     import numpy as np
 
-    free = state.cached("bm25_buffers", list)
     try:
-        sums = free.pop()  # list.pop and append are atomic: a buffer is one query's at a time
+        buffer = _BUFFERS.pop()  # list.pop and append are atomic: a buffer is one query's at a time
     except IndexError:
-        sums = np.zeros(state.total, dtype=np.float64)
+        buffer = np.zeros(0, dtype=np.float64)
+    if len(buffer) < state.total:
+        buffer = np.zeros(state.total + state.total // 8 + 1024, dtype=np.float64)  # room for writes
+    sums = buffer[: state.total]
     np.add.at(sums, at, part)
     rows = np.flatnonzero(sums != 0)
     values = sums[rows]
     sums[rows] = 0.0  # (a -0.0 left behind adds as 0.0 does)
-    free.append(sums)  # not reached (the buffer dropped) if anything above raised
+    if len(_BUFFERS) < _KEEP_BUFFERS:
+        _BUFFERS.append(buffer)  # not reached (the buffer dropped) if anything above raised
     return rows, values
+
+
+# Zeroed score buffers for `_sum_by_row`, shared by every BM25 index of the process.
+_BUFFERS: list[Any] = []
+_KEEP_BUFFERS = 8
 
 
 def _live_tokens(state: State, weight: float = 1.0) -> float:
