@@ -457,8 +457,8 @@ class Syncer:
         report.notes.append(f"re-embedded {len(broken)} stored chunks whose vectors were missing or stale")
 
 
-_held = [0]  # syncs inside few_full_collections now (a server's writer and a CLI's, in threads)
-_held_lock = threading.Lock()
+_collector = {"syncs": 0, "oldest": 0}  # syncs inside few_full_collections now (threads), the threshold they raised
+_collector_lock = threading.Lock()
 
 
 @contextmanager
@@ -469,20 +469,19 @@ def few_full_collections() -> Iterator[None]:
     million-document ingest. Cycles that live long enough to reach the oldest generation
     wait until the end (the setting is the process's: it is put back when the last sync
     inside it ends)."""
-    with _held_lock:
-        _held[0] += 1
-        if _held[0] == 1:
-            young, middle, old = gc.get_threshold()
-            _held.append(old)
-            gc.set_threshold(young, middle, max(old, 1_000_000))
+    with _collector_lock:
+        _collector["syncs"] += 1
+        if _collector["syncs"] == 1:
+            young, middle, _collector["oldest"] = gc.get_threshold()
+            gc.set_threshold(young, middle, max(_collector["oldest"], 1_000_000))
     try:
         yield
     finally:
-        with _held_lock:
-            _held[0] -= 1
-            if _held[0] == 0:
+        with _collector_lock:
+            _collector["syncs"] -= 1
+            if _collector["syncs"] == 0:
                 young, middle, _ = gc.get_threshold()
-                gc.set_threshold(young, middle, _held.pop())
+                gc.set_threshold(young, middle, _collector["oldest"])
 
 
 def batches_of(todo: Sequence[Any], size: int, progress: bool) -> list[Sequence[Any]]:
