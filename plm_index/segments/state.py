@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import bisect
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from plm_core.records import CorpusVersion
@@ -130,18 +130,34 @@ class State:
             lambda: np.concatenate([s.order for s in self.segments]) if self.segments else np.zeros(0, np.int64),
         )
 
+    def by_segment(self, rows: Any) -> Iterator[tuple[int, Any, Any]]:
+        """(segment index, where in `rows`, those rows within the segment) for each segment
+        holding some of these global rows (any order; ascending rows are cut, not masked)."""
+        import numpy as np
+
+        rows = np.asarray(rows, dtype=np.int64)
+        if not len(rows):
+            return
+        if bool(np.all(rows[1:] >= rows[:-1])):
+            cuts = np.searchsorted(rows, self.offsets).tolist()
+            for i in range(len(self.segments)):
+                if cuts[i + 1] > cuts[i]:
+                    yield i, slice(cuts[i], cuts[i + 1]), rows[cuts[i] : cuts[i + 1]] - self.offsets[i]
+            return
+        which = np.searchsorted(self.offsets, rows, side="right") - 1
+        for i in np.unique(which).tolist():
+            at = np.flatnonzero(which == i)
+            yield i, at, rows[at] - self.offsets[i]
+
     def order_of(self, rows: Any) -> Any:
         """The order keys of these rows (any order), read from their segments' keys."""
         import numpy as np
 
-        rows = np.asarray(rows, dtype=np.int64)
         if "order" in self._cache:
             return self.order[rows]
-        which = np.searchsorted(self.offsets, rows, side="right") - 1
         keys = np.empty(len(rows), dtype=np.int64)
-        for i in set(which.tolist()):
-            here = which == i
-            keys[here] = self.segments[i].order[rows[here] - self.offsets[i]]
+        for i, at, local in self.by_segment(rows):
+            keys[at] = self.segments[i].order[local]
         return keys
 
     @property
@@ -254,10 +270,7 @@ class RowIds(Sequence[str]):
         rows = np.asarray(rows, dtype=np.int64)
         if len(self._ids) == 1:
             return take_ids(self._ids[0], rows)
-        seg = np.searchsorted(self._state.offsets[1:-1], rows, side="right")
-        out: list[str] = [""] * len(rows)
-        for s in np.unique(seg).tolist():
-            at = np.flatnonzero(seg == s)
-            for i, chunk_id in zip(at.tolist(), take_ids(self._ids[s], rows[at] - self._starts[s]), strict=True):
-                out[i] = chunk_id
-        return out
+        out = np.empty(len(rows), dtype=object)
+        for s, at, local in self._state.by_segment(rows):
+            out[at] = take_ids(self._ids[s], local)
+        return out.tolist()  # type: ignore[no-any-return]

@@ -624,16 +624,14 @@ def _lengths(state: State) -> Any:
 
 
 def _lengths_of(state: State, rows: Any) -> Any:
-    """`_lengths(state)[rows]` for ascending rows, without joining every segment's: each
-    segment's part of the rows read where it lies."""
+    """`_lengths(state)[rows]` without joining every segment's: each segment's part of the
+    rows read where it lies."""
     import numpy as np
 
-    cuts = np.searchsorted(rows, state.offsets).tolist()
-    parts = [np.zeros(0)]
-    for i, seg in enumerate(state.segments):
-        if cuts[i + 1] > cuts[i]:
-            parts.append(seg.data.float_lengths()[rows[cuts[i] : cuts[i + 1]] - int(state.offsets[i])])
-    return np.concatenate(parts)
+    out = np.empty(len(rows), dtype=np.float64)
+    for i, at, local in state.by_segment(rows):
+        out[at] = state.segments[i].data.float_lengths()[local]
+    return out
 
 
 def _sum_by_row(state: State, at: Any, part: Any) -> tuple[Any, Any]:
