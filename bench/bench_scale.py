@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -160,7 +161,10 @@ def make_corpus(n: int, path: Path, seed: int = 7) -> list[str]:
 
 
 def run_py(code: str, *args: str) -> dict[str, Any]:
-    res = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True)
+    # PYTHONSAFEPATH: `-c` puts the current folder ahead of PYTHONPATH, so a "before" run
+    # (PYTHONPATH=<worktree>) started in the checkout would measure the checkout's code.
+    env = {**os.environ, "PYTHONSAFEPATH": "1"}
+    res = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env)
     if res.returncode != 0:
         raise RuntimeError(res.stderr[-3000:])
     return json.loads(res.stdout.strip().splitlines()[-1])

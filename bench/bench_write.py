@@ -137,7 +137,10 @@ def main() -> None:
     work, corpus = args.work.resolve(), args.corpus_dir.resolve()
     work.mkdir(parents=True, exist_ok=True)
     generate(corpus, args.docs, 0)
+    # PYTHONSAFEPATH: `-m` puts the current folder ahead of PYTHONPATH, so a "before" run
+    # (PYTHONPATH=<worktree>) started in the checkout would serve the checkout's code.
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PLM_PROGRESS": "0", "PLM_DATA_DIR": str(work / "data")}
+    env["PYTHONSAFEPATH"] = "1"
     env.pop("PLM_API_KEY", None)
     plm = [sys.executable, "-m", "plm_core.cli"]
     serve_cfg, index = work / "serve.toml", work / "index"
