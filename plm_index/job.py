@@ -22,6 +22,7 @@ from plm_core.registry import Registry, default_registry
 from plm_core.settings import Settings, load_settings
 from plm_index.assembly import Assembler
 from plm_index.cache import ContentCache, open_cache
+from plm_index.collector import few_full_collections
 from plm_index.file_stats import FileStats, Seen
 from plm_index.search import Searcher
 from plm_index.sources import Source, as_sources, lists_files, load_sources
@@ -30,7 +31,6 @@ from plm_index.sync import (
     Processor,
     ProcessorRecipe,
     Syncer,
-    few_full_collections,
     index_fingerprint,
     note_other_sources,
     plan,

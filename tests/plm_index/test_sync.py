@@ -776,7 +776,7 @@ def test_a_sync_makes_no_full_collection_and_puts_the_setting_back() -> None:
     import gc
     import threading
 
-    from plm_index.sync import few_full_collections
+    from plm_index.collector import few_full_collections
 
     before = gc.get_threshold()
     inside: list[tuple[int, int, int]] = []
