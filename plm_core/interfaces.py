@@ -211,6 +211,15 @@ class Index(ABC):
         """Open what `build` saved for the snapshot's version. Raise StaleIndexError when
         there is none (the core rebuilds it in memory), StoreError when it is corrupt."""
 
+    def ahead(self, texts: Sequence[str]) -> None:  # noqa: B027 - optional, a no-op by default
+        """The index texts of chunks a sync has just stored, in the order it stored them,
+        before the build that reads them: an index may start that build's work on other
+        cores (BM25 tokenizes them), as long as the build gives what it gives without.
+        Default: nothing."""
+
+    def ahead_done(self) -> None:  # noqa: B027 - optional, a no-op by default
+        """The sync is over (built, or failed): drop what `ahead` kept. Default: nothing."""
+
 
 class Retriever(BaseComponent[ExpandedQuery, list[ScoredChunk]], Index):
     """Searches its index. Works inside a fan-out stage (`hybrid`) or as the whole

@@ -168,6 +168,20 @@ class Job:
         note_others: bool = True,
         prune_unread: bool = False,
     ) -> IngestReport:
+        try:
+            return self._sync_steps(items, force, prune, deleted, note_others, prune_unread)
+        finally:
+            self.searcher.ahead_done()  # what the build did not take, or a failed sync left
+
+    def _sync_steps(
+        self,
+        items: list[Source],
+        force: bool,
+        prune: bool,
+        deleted: Sequence[str],
+        note_others: bool,
+        prune_unread: bool,
+    ) -> IngestReport:
         if items and not self.config.index:
             raise PlmUserError(
                 f"{self.config.path} has no [index] stages: it can query an index, not build one; add a loader "
@@ -191,7 +205,9 @@ class Job:
             raise PlmUserError("nothing to ingest: no documents found in the given sources")
         # Only these documents' fingerprints: a one-file sync into a million documents reads one row.
         todo = plan(docs, self.store.doc_fingerprints([d.id for d in docs]), index_fp, redo)
-        self.syncer.run(todo, report, read_cache=not force)
+        # Each batch's texts go to the indexes as it is stored: BM25 tokenizes them on the
+        # other cores meanwhile, for the build that follows.
+        self.syncer.run(todo, report, read_cache=not force, stored=self.searcher.ahead)
         report.unchanged += len(loaded.unchanged)
         synced = set(todo.fingerprints) | {e.doc_id for e in loaded.unchanged.values()}
         failed = {f.doc_id for f in report.failed}

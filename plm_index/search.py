@@ -190,6 +190,15 @@ class Searcher:
     def indexes_current(self, version: CorpusVersion) -> bool:
         return all(ix.is_current(version, self.index_dir) for ix in self.indexes)
 
+    def ahead(self, texts: Sequence[str]) -> None:
+        """Chunks' index texts just stored, for each index to start on (`Index.ahead`)."""
+        for ix in self.indexes:
+            ix.ahead(texts)
+
+    def ahead_done(self) -> None:
+        for ix in self.indexes:
+            ix.ahead_done()
+
     def rebuild(self, timings: dict[str, float] | None = None, whole: bool = True, check: bool = True) -> None:
         """Build and save every index from what the store holds now; with `whole` false,
         bring each saved index up to date by its cheapest path (`Index.refresh`). `check`

@@ -346,9 +346,16 @@ class Syncer:
         embedder = self.processor.embedder
         return embedder.embedder.model_name if embedder is not None else None
 
-    def run(self, sync_plan: SyncPlan, report: IngestReport, read_cache: bool = True) -> None:
+    def run(
+        self,
+        sync_plan: SyncPlan,
+        report: IngestReport,
+        read_cache: bool = True,
+        stored: Callable[[list[str]], None] | None = None,
+    ) -> None:
         """Process and commit the plan's documents batch by batch: each batch is one
-        transaction, so an interrupted sync keeps every batch before it."""
+        transaction, so an interrupted sync keeps every batch before it. `stored` is given
+        each committed batch's index texts, in order."""
         report.added, report.updated, report.unchanged = sync_plan.added, sync_plan.updated, sync_plan.unchanged
         todo = sync_plan.todo
         if not todo:
@@ -362,6 +369,8 @@ class Syncer:
             results, "index", self.progress, total_items=len(todo), unit="docs", step=_documents_in
         ):
             self.commit(result, sync_plan.fingerprints, report)
+            if stored is not None and result.documents:
+                stored([c.index_text for c in result.chunks])
 
     def commit(self, result: BatchResult, fingerprints: Mapping[str, str], report: IngestReport) -> None:
         """Store a processed batch in one transaction and account for it."""

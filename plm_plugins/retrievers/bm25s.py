@@ -56,7 +56,7 @@ from plm import (
     hookimpl,
     load_npy,
 )
-from plm_plugins.retrievers.token_slices import Slice, slices_of, token_slices
+from plm_plugins.retrievers.token_slices import Ahead, Slice, slices_of, token_slices
 
 if TYPE_CHECKING:
     from plm import Registry
@@ -84,6 +84,7 @@ class BM25Retriever(Retriever, SegmentedIndex):
     name = "bm25s"
     parts = {"tokenizer": Tokenizer}
     tokenizer: Tokenizer | None
+    _ahead: Ahead | None = None  # the texts of a sync's chunks, tokenized while it stores them
 
     class Config(ComponentConfig):
         tokenizer: str | dict[str, Any] = "bm25s_stem"
@@ -176,12 +177,22 @@ class BM25Retriever(Retriever, SegmentedIndex):
     def index_base(self, index_dir: Path) -> Path:
         return self.stage_base(index_dir)
 
+    def ahead(self, texts: Sequence[str]) -> None:
+        if self._ahead is None:
+            self._ahead = Ahead(self.tokens)
+        self._ahead.add(texts)
+
+    def ahead_done(self) -> None:
+        ahead, self._ahead = self._ahead, None
+        if ahead is not None:
+            ahead.close()
+
     def build_data(self, rows: Rows) -> Postings:
         texts = list(rows.texts or [])
-        # Tokenized a slice at a time (on every core when there are many), each slice's
-        # tokens turned into ids and dropped: the whole corpus's token lists peaked at 9 GB
-        # for a million chunks.
-        slices = token_slices(self.tokens, texts, self.tokenize)
+        # Tokenized a slice at a time (on every core when there are many, or ahead, while a
+        # sync stored them), each slice's tokens turned into ids and dropped: the whole
+        # corpus's token lists peaked at 9 GB for a million chunks.
+        slices = token_slices(self.tokens, texts, self.tokenize, self._ahead)
         if self.heading_weight == 1.0:
             return Postings.of_slices(slices)
         headings = self.tokenize([heading_text(t, self.config.heading_field) for t in texts])

@@ -8,15 +8,21 @@ expressions, stop words, stemming: pure Python per token), so with more than one
 build of more than two slices hands slices to worker processes, a few at a time, in order;
 the postings are the same bit for bit. A tokenizer the workers cannot make again (a class
 defined inside a function, settings that do not round-trip) is run in this process.
+
+`Ahead` starts that work earlier: while a large sync stores its chunks (one core busy), their
+texts are tokenized a slice at a time on the other cores, and the build that follows takes a
+slice from there when its texts are the same (by digest), tokenizing the others itself.
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import os
 import sys
 import types
 from array import array as int_array
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from itertools import chain, islice
@@ -41,17 +47,102 @@ def slices_of(rows: Iterable[Sequence[str]]) -> Iterator[Slice]:
         yield slice_ids(batch)
 
 
-def token_slices(tokenizer: Any, texts: Sequence[str], tokenize: Callable[[Sequence[str]], Any]) -> Iterator[Slice]:
+def token_slices(
+    tokenizer: Any, texts: Sequence[str], tokenize: Callable[[Sequence[str]], Any], ahead: Ahead | None = None
+) -> Iterator[Slice]:
     """`slice_ids` of each STEP texts' tokens, in order: from worker processes when the build
     is more than two slices, this machine has more than one core and the tokenizer can be
     made again there; else here, with `tokenize`. Workers that cannot start (no process
-    semaphores, a worker's import failing) leave the work to this process."""
+    semaphores, a worker's import failing) leave the work to this process. With `ahead`, a
+    slice it tokenized from the same texts is taken from it, and the others made here."""
     starts = range(0, len(texts), STEP)
+    if ahead is not None and ahead.has_work():
+        return _taken(ahead, [texts[i : i + STEP] for i in starts], tokenize)
     here = (slice_ids(tokenize(texts[i : i + STEP])) for i in starts)
     spec = _spec(tokenizer) if len(starts) > 2 and (os.cpu_count() or 1) > 1 else None
     if spec is None:
         return here
     return _in_workers(spec, [texts[i : i + STEP] for i in starts], here)
+
+
+def _taken(ahead: Ahead, parts: list[Sequence[str]], tokenize: Callable[[Sequence[str]], Any]) -> Iterator[Slice]:
+    for part in parts:
+        done = ahead.take(part)
+        yield done if done is not None else slice_ids(tokenize(part))
+
+
+def _digest(texts: Sequence[str]) -> bytes:
+    """What names a slice's texts: each one's length, then all of them (two slices with one
+    digest hold the same texts, as two documents with one fingerprint do)."""
+    h = hashlib.sha256(int_array("q", map(len, texts)).tobytes())
+    h.update("".join(texts).encode("utf-8", "surrogatepass"))
+    return h.digest()
+
+
+class Ahead:
+    """Texts about to be built, tokenized ahead a slice (STEP texts) at a time on worker
+    processes: `add` texts in the order the build will read them (a sync's chunks as it
+    stores them), `take` each slice's result as the build reaches it, `close` when the build
+    is done (or will not come). A worker returns its slice's digest with it and the build
+    compares it with that of its own texts: a slice of other texts is not used. Nothing
+    starts unless a whole slice is added, on a machine of more than one core, for a
+    tokenizer workers can make again; a worker that fails leaves its slices to the build."""
+
+    def __init__(self, tokenizer: Any) -> None:
+        self._tokenizer: Any = tokenizer  # None once there is nothing more to do ahead
+        self._buffer: list[str] = []
+        self._slices: deque[Any] = deque()  # futures of (digest, Slice), in the order added
+        self._pool: Any = None
+
+    def add(self, texts: Sequence[str]) -> None:
+        if self._tokenizer is None:
+            return
+        self._buffer.extend(texts)
+        while len(self._buffer) >= STEP and self._tokenizer is not None:
+            part, self._buffer = self._buffer[:STEP], self._buffer[STEP:]
+            self._submit(part)
+
+    def has_work(self) -> bool:
+        return bool(self._slices)
+
+    def take(self, texts: Sequence[str]) -> Slice | None:
+        """The next slice tokenized ahead if it holds exactly these texts (waiting for it if
+        a worker has it); None if it holds others, if no worker has started it yet (the
+        caller tokenizes it meanwhile: the build's process and the workers share what is
+        left), or if its worker failed."""
+        if not self._slices:
+            return None
+        future = self._slices.popleft()
+        if future.cancel():
+            return None
+        try:
+            digest, done = future.result()
+        except Exception:  # noqa: BLE001 - a failed worker: the build tokenizes the slice itself
+            return None
+        return done if digest == _digest(texts) else None  # type: ignore[no-any-return]
+
+    def close(self) -> None:
+        self._buffer, self._slices, self._tokenizer = [], deque(), None
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
+
+    def _submit(self, part: list[str]) -> None:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        try:
+            if self._pool is None:  # a whole slice at last (a large sync): anywhere to send it?
+                spec = _spec(self._tokenizer) if (os.cpu_count() or 1) > 1 else None
+                if spec is None:
+                    self.close()
+                    return
+                workers = max(1, min((os.cpu_count() or 1) - 1, 4))  # this process is busy storing
+                self._pool = ProcessPoolExecutor(workers, multiprocessing.get_context("spawn"), _start, (spec,))
+            with _plain_main():
+                self._slices.append(self._pool.submit(_tokenize_named, part))
+        except Exception:  # noqa: BLE001 - no workers here (no semaphores, a broken pool): the build does it
+            self.close()
 
 
 def _spec(tokenizer: Any) -> tuple[str, str, dict[str, Any]] | None:
@@ -127,3 +218,7 @@ def _start(spec: tuple[str, str, dict[str, Any]]) -> None:
 
 def _tokenize(texts: list[str]) -> Slice:
     return slice_ids(_TOKENIZER.tokenize(texts))
+
+
+def _tokenize_named(texts: list[str]) -> tuple[bytes, Slice]:
+    return _digest(texts), _tokenize(texts)
