@@ -662,13 +662,26 @@ def _sum_by_row(state: State, at: Any, part: Any) -> tuple[Any, Any]:
         buffer = np.zeros(state.total + state.total // 8 + 1024, dtype=np.float64)  # room for writes
     sums = buffer[: state.total]
     np.add.at(sums, at, part)
-    rows = np.flatnonzero(sums != 0)
-    values = sums[rows]
-    sums[rows] = 0.0  # (a -0.0 left behind adds as 0.0 does)
+    if len(at) < state.total * SORTED_BELOW:
+        # Few parts for the rows: their rows sorted (0.9 ms for 93k parts) rather than every
+        # row scanned (2.4 ms at a million rows, most of it branching over the scattered rows).
+        rows = np.sort(at)
+        rows = rows[np.concatenate(([True], rows[1:] != rows[:-1]))] if len(rows) else rows
+        values = sums[rows]
+        sums[rows] = 0.0
+        kept = values != 0
+        rows, values = rows[kept], values[kept]
+    else:
+        rows = np.flatnonzero(sums != 0)
+        values = sums[rows]
+        sums[rows] = 0.0  # (a -0.0 left behind adds as 0.0 does)
     if len(_BUFFERS) < _KEEP_BUFFERS:
         _BUFFERS.append(buffer)  # not reached (the buffer dropped) if anything above raised
     return rows, values
 
+
+# `_sum_by_row` finds the rows by sorting the parts when they are fewer than this many per row.
+SORTED_BELOW = 0.125
 
 # Zeroed score buffers for `_sum_by_row`, shared by every BM25 index of the process.
 _BUFFERS: list[Any] = []

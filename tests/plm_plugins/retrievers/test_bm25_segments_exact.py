@@ -144,15 +144,23 @@ def _check(ix: BM25Retriever, whole: BM25Retriever, snap: CorpusSnapshot, store:
                 assert hits == full, (ix.label, text, n)
 
 
-@pytest.mark.parametrize("full_sort_up_to", [ranking.FULL_SORT_UP_TO, 0], ids=["small-sorted-whole", "ties-sparse"])
+@pytest.mark.parametrize(
+    ("full_sort_up_to", "sorted_below"),
+    [(ranking.FULL_SORT_UP_TO, 0.0), (0, float("inf"))],
+    ids=["small-sorted-whole", "ties-sparse"],
+)
 def test_segments_deletions_and_merges_score_as_the_whole_build(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, full_sort_up_to: int
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, full_sort_up_to: int, sorted_below: float
 ) -> None:
     """`ties-sparse`: equal scores among the matching rows are ordered there too (as past
-    FULL_SORT_UP_TO rows, a million-chunk index), by the rows' order keys, not by a full sort."""
+    FULL_SORT_UP_TO rows, a million-chunk index), by the rows' order keys, not by a full
+    sort. A query's summed rows are found by scanning every row in one run, by sorting its
+    parts' rows in the other (`SORTED_BELOW`, as for a few words at a million)."""
+    from plm_plugins.retrievers import bm25s
     from plm_plugins.stores.sqlite import SQLiteStore
 
     monkeypatch.setattr(ranking, "FULL_SORT_UP_TO", full_sort_up_to)
+    monkeypatch.setattr(bm25s, "SORTED_BELOW", sorted_below)
     monkeypatch.setattr(segments.merge, "MERGE_FACTOR", 3)
     monkeypatch.setattr(segments.merge, "FLOOR_ROWS", 4)
     monkeypatch.setattr(Impacts, "MAX_IMPACTS", 400)  # words' impacts evicted and scored again, often
@@ -214,3 +222,31 @@ def test_queries_at_once_on_one_index_rank_as_one_at_a_time(tmp_path: Path) -> N
     with ThreadPoolExecutor(8) as pool:
         together = list(pool.map(lambda q: retriever.search(ExpandedQuery(text=q, k=10), 10), queries))
     assert together == alone
+
+
+def test_a_querys_rows_summed_by_sorting_are_those_a_scan_finds(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`_sum_by_row` finds the summed rows by sorting a query's parts (few of them) or by
+    scanning every row (many): the same rows, the same floats, rows whose parts cancel out
+    left out either way, and the shared buffer zeroed again after both."""
+    from types import SimpleNamespace
+
+    from plm_plugins.retrievers import bm25s
+
+    rng = np.random.default_rng(3)
+    state = SimpleNamespace(total=5_000)
+    for size in (0, 1, 40, 900, 3_000):
+        at = np.concatenate([np.sort(rng.choice(state.total, size=size, replace=False)) for _ in range(3)])
+        part = rng.choice([-1.5, -0.25, 0.25, 0.5, 1.5, 2.0], size=len(at)) * rng.random(len(at)).round(1)
+        if size:
+            at, part = np.append(at, [at[0], at[0]]), np.append(part, [1.0, -1.0])  # a row whose parts cancel
+        got = {}
+        for way, below in (("sort", float("inf")), ("scan", 0.0)):
+            monkeypatch.setattr(bm25s, "SORTED_BELOW", below)
+            got[way] = bm25s._sum_by_row(state, at.astype(np.intp), part)  # type: ignore[arg-type]
+            assert all(not buffer[: state.total].any() for buffer in bm25s._BUFFERS)
+        sums = np.zeros(state.total)
+        np.add.at(sums, at, part)
+        want = np.flatnonzero(sums != 0)
+        for rows, values in got.values():
+            assert np.array_equal(rows, want) and np.array_equal(values, sums[want]), size
+            assert values.dtype == np.float64 and (values != 0).all()
