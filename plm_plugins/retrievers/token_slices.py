@@ -128,17 +128,13 @@ class Ahead:
             self._pool = None
 
     def _submit(self, part: list[str]) -> None:
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor
-
         try:
             if self._pool is None:  # a whole slice at last (a large sync): anywhere to send it?
                 spec = _spec(self._tokenizer) if (os.cpu_count() or 1) > 1 else None
                 if spec is None:
                     self.close()
                     return
-                workers = max(1, min((os.cpu_count() or 1) - 1, 4))  # this process is busy storing
-                self._pool = ProcessPoolExecutor(workers, multiprocessing.get_context("spawn"), _start, (spec,))
+                self._pool = _workers(spec, (os.cpu_count() or 1) - 1)  # this process is busy storing
             with _plain_main():
                 self._slices.append(self._pool.submit(_tokenize_named, part))
         except Exception:  # noqa: BLE001 - no workers here (no semaphores, a broken pool): the build does it
@@ -161,14 +157,11 @@ def _spec(tokenizer: Any) -> tuple[str, str, dict[str, Any]] | None:
 def _in_workers(
     spec: tuple[str, str, dict[str, Any]], parts: list[Sequence[str]], here: Iterator[Slice]
 ) -> Iterator[Slice]:
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
     from concurrent.futures.process import BrokenProcessPool
 
     workers = min(os.cpu_count() or 1, 4)
     try:
-        # spawn, not fork: a server's threads (readers, the watcher) must not be copied mid-lock.
-        pool = ProcessPoolExecutor(workers, multiprocessing.get_context("spawn"), _start, (spec,))
+        pool = _workers(spec, workers)
     except OSError:
         yield from here
         return
@@ -189,6 +182,15 @@ def _in_workers(
             yield pending.pop(0).result()
         for future in pending:
             yield future.result()
+
+
+def _workers(spec: tuple[str, str, dict[str, Any]], n: int) -> Any:
+    """A pool of 1 to 4 tokenizing processes, each making the tokenizer of `spec` once.
+    Spawned, not forked: a server's threads (readers, the watcher) must not be copied mid-lock."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    return ProcessPoolExecutor(max(1, min(n, 4)), multiprocessing.get_context("spawn"), _start, (spec,))
 
 
 @contextmanager
