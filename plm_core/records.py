@@ -58,11 +58,14 @@ class SyntheticQuery:
 @dataclass(frozen=True)
 class LoadFailure:
     """A file (or record) a loader could not turn into a document, and why; `doc_id` when
-    known (e.g. the file stem), so a sync keeps the stored document instead of pruning it."""
+    known (e.g. the file stem), so a sync keeps the stored document instead of pruning it.
+    `emptied`: the file is there but holds no text, so its stored document (if any) is
+    removed rather than kept: a user who empties a file wants its old text gone."""
 
     path: str
     error: str
     doc_id: str = ""
+    emptied: bool = False
 
 
 @dataclass(frozen=True)

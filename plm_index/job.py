@@ -8,6 +8,7 @@ alone: `assembly` (config -> components), `sources` (paths and records -> docume
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import time
 from collections.abc import Iterable, Sequence
@@ -219,6 +220,7 @@ class Job:
             seen_now = {d.path: Seen(*loaded.signatures[d.path], d.id, todo.fingerprints[d.id]) for d in ok}
             stats.record(index_fp, seen_now, loaded.listed_ns)
         del docs, todo  # the documents' texts are stored: free them before the index builds
+        self._remove_emptied(report)
         if prune:
             self.syncer.prune(items, synced, report, loaded.read, prune_unread)
         # An id stored again by this sync (a file renamed between folders) is not deleted.
@@ -240,6 +242,19 @@ class Job:
         if check_all:
             self.syncer.complete_vectors(report, read_cache=not force)
         return self._finish(report, start, check=check_all)
+
+    def _remove_emptied(self, report: IngestReport) -> None:
+        """A file emptied since it was stored: its failure stays (it holds nothing to index),
+        and its stored document is deleted, so that its old text is no longer found."""
+        emptied = sorted({f.doc_id for f in report.failed if f.emptied and f.doc_id})
+        removed = set(self.store.delete_documents(emptied)) if emptied else set()
+        if not removed:
+            return
+        report.deleted += [d for d in sorted(removed) if d not in report.deleted]
+        report.failed = [
+            dataclasses.replace(f, error=f"{f.error} (its stored version was removed)") if f.doc_id in removed else f
+            for f in report.failed
+        ]
 
     def _supersede(self, docs: Sequence[Document], added: set[str], synced: set[str], report: IngestReport) -> None:
         """A file read under a new id (ids became paths, or its folder is now read from a

@@ -29,6 +29,10 @@ class BadInput(Exception):
     """
 
 
+class EmptyInput(BadInput):
+    """A file with no text (0 bytes, or only whitespace): its failure is `emptied`."""
+
+
 def shown(path: str | Path) -> str:
     """`path` as text that can always be printed and stored: a name that is not valid
     UTF-8 (Python keeps its bytes as lone surrogates) shows those bytes as `\\xff`."""
@@ -40,15 +44,16 @@ def shown(path: str | Path) -> str:
     return text
 
 
-def failure(path: str | Path, error: str, doc_id: str = "") -> LoadFailure:
+def failure(path: str | Path, error: str | BadInput | PlmUserError, doc_id: str = "") -> LoadFailure:
     """A LoadFailure that can always be printed and stored: the path as `shown`, and no
-    doc_id when it could not name a document (no stored version can have such an id)."""
+    doc_id when it could not name a document (no stored version can have such an id);
+    `emptied` when the error is an EmptyInput."""
     if doc_id:
         try:
             check_id(doc_id)
         except PlmUserError:
             doc_id = ""
-    return LoadFailure(shown(path), error, doc_id)
+    return LoadFailure(shown(path), str(error), doc_id, emptied=isinstance(error, EmptyInput))
 
 
 def read_text_file(path: Path, max_mb: float, skip: str) -> str:

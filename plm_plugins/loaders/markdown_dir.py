@@ -31,7 +31,7 @@ from plm import (
     hookimpl,
     inside,
 )
-from plm_plugins.loaders.files import BadInput, docs_or_raise, failure, read_text_file, shown
+from plm_plugins.loaders.files import BadInput, EmptyInput, docs_or_raise, failure, read_text_file, shown
 
 if TYPE_CHECKING:
     from plm import Registry
@@ -247,7 +247,7 @@ class MarkdownLoader(Loader):
                 check_document(doc)  # the one check every document passes (id, Unicode, metadata)
                 docs.append(doc)
             except (BadInput, PlmUserError) as err:
-                failures.append(failure(path, str(err), doc_id=doc_id))
+                failures.append(failure(path, err, doc_id=doc_id))
         return docs, failures
 
     def _id(self, path: Path, root: str) -> str:
@@ -353,7 +353,7 @@ class MarkdownLoader(Loader):
     def _document(self, path: Path, doc_id: str) -> Document:
         text = read_text_file(path, self.config.max_file_mb, skip=_SKIP)
         if not text.lstrip("\ufeff").strip():
-            raise BadInput(f"empty ({'only whitespace' if text else '0 bytes'}); add text or {_SKIP}")
+            raise EmptyInput(f"empty ({'only whitespace' if text else '0 bytes'}); add text or {_SKIP}")
         metadata = parse_front_matter(text) if self.config.front_matter else {}
         if self.config.front_matter and (problem := front_matter_problem(text)):
             logger.warning("%s: %s", shown(path), problem)

@@ -384,6 +384,36 @@ def test_bad_files_fail_one_by_one_and_stored_versions_are_kept_even_with_prune(
     assert fixed.updated == ["beta"] and len(fixed.failed) == 5 and fixed.deleted == []
 
 
+def test_an_emptied_file_fails_and_its_stored_version_is_removed(tmp_path: Path) -> None:
+    """A failing file's stored version is kept, except when the file was emptied: its old
+    text must not stay searchable. By a folder's sync and by a one-file (watcher's) sync."""
+    docs, index, cfg = tmp_path / "docs", tmp_path / "index", config(tmp_path)
+    write_corpus(docs, CORPUS)
+    make_job(cfg, index).ingest([docs])
+    (docs / "alpha.md").write_text("")
+    (docs / "beta.md").write_text(" \n\t\n")
+    job = make_job(cfg, index)
+    report = job.ingest([docs])
+    failed = {Path(f.path).name: (f.doc_id, f.error) for f in report.failed}
+    removed = " (its stored version was removed)"
+    assert failed == {
+        "alpha.md": ("alpha", "empty (0 bytes); add text or move it out of the folder" + removed),
+        "beta.md": ("beta", "empty (only whitespace); add text or move it out of the folder" + removed),
+    }
+    assert report.deleted == ["alpha", "beta"] and report.unchanged == 1
+    assert stored_ids(job) == ["gamma"] and "alpha" not in hit_docs(job, "alpha install")
+    assert job.store.stats()["documents"] == 1
+
+    (docs / "alpha.md").write_text(CORPUS["alpha"])
+    assert make_job(cfg, index).ingest([docs / "alpha.md"]).added == ["alpha"]
+    (docs / "alpha.md").write_text("")
+    one = make_job(cfg, index).ingest([docs / "alpha.md"])
+    assert one.deleted == ["alpha"] and [f.error.endswith(removed) for f in one.failed] == [True]
+    again = make_job(cfg, index).ingest([docs / "alpha.md"])  # nothing stored any more: only the failure
+    assert again.deleted == [] and [f.error.endswith(removed) for f in again.failed] == [False]
+    assert "alpha" not in stored_ids(make_job(cfg, index))
+
+
 def test_cli_failed_lines_are_one_line_each_without_a_terminal(tmp_path: Path) -> None:
     docs, cfg = write_corpus(tmp_path / "docs"), config(tmp_path)
     (docs / "a_file_with_a_long_enough_name_to_pass_eighty_columns_in_the_message.md").write_bytes(b"\0")

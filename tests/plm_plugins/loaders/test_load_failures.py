@@ -268,7 +268,7 @@ def test_markdown_file_without_read_permission_is_a_failure(tmp_path: Path) -> N
 def test_markdown_one_bad_file_given_as_the_source_is_a_failure(tmp_path: Path) -> None:
     path = write(tmp_path, "empty.md", "")
     error = "empty (0 bytes); add text or move it out of the folder"
-    assert MarkdownLoader().load(str(path)) == ([], [LoadFailure(path.as_posix(), error, doc_id="empty")])
+    assert MarkdownLoader().load(str(path)) == ([], [LoadFailure(path.as_posix(), error, doc_id="empty", emptied=True)])
 
 
 def test_markdown_unusable_source_still_raises_from_load(tmp_path: Path) -> None:
