@@ -12,6 +12,7 @@ import hashlib
 import json
 import logging
 import sqlite3
+import sys
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
@@ -21,6 +22,7 @@ from typing import Any
 from plm_core.component import BaseComponent
 from plm_core.interfaces import Embedder
 from plm_core.records import Chunk
+from plm_index.progress import on_terminal
 
 log = logging.getLogger(__name__)
 
@@ -225,7 +227,14 @@ class CachedEmbedder:
         missing = [i for i, k in enumerate(keys) if k not in found]
         rows: dict[int, Any] = {}
         if missing:
-            new = np.asarray(embedder.embed([texts[i] for i in missing], progress=progress), dtype=np.float32)
+            bar = progress and on_terminal()
+            if progress and not bar:  # a log or a pipe: a line says what the silence that follows is
+                print(
+                    f"embed: {len(missing):,} chunks in one call, {len(keys) - len(missing):,} from the cache",
+                    file=sys.stderr,
+                    flush=True,
+                )
+            new = np.asarray(embedder.embed([texts[i] for i in missing], progress=bar), dtype=np.float32)
             rows = {i: new[j] for j, i in enumerate(missing)}
             self.cache.put_many({keys[i]: row.tobytes() for i, row in rows.items()}.items())
         self.computed += len(missing)

@@ -36,11 +36,15 @@ def progress_iter(
             return step(item)
         return len(item) if total_items is not None and isinstance(item, Sized) else 1
 
-    stderr_is_terminal = getattr(sys.stderr, "isatty", lambda: False)()
-    if show and stderr_is_terminal:
+    if show and on_terminal():
         yield from _bar(items, description, total, unit, advance)
     else:
         yield from _heartbeat(items, description, total, unit, advance)
+
+
+def on_terminal() -> bool:
+    """Whether stderr is a terminal (a bar), not a pipe, a log or a background job (lines)."""
+    return bool(getattr(sys.stderr, "isatty", lambda: False)())
 
 
 def _bar(items: Iterable[T], description: str, total: int, unit: str, advance: Callable[[T], int]) -> Iterator[T]:
@@ -91,6 +95,6 @@ def progress_line(description: str, done: int, total: int, unit: str, seconds: f
     if not total:
         return f"{description}: {done:,}{what}, {seconds:.0f} s"
     line = f"{description}: {done:,} of {total:,}{what} ({100 * done // total}%), {seconds:.0f} s"
-    if 0 < done < total:
-        line += f", about {seconds * (total - done) / done:.0f} s left"
+    if 0 < done < total and 10 * done >= total:  # fewer done: the rate says little (a first
+        line += f", about {seconds * (total - done) / done:.0f} s left"  # window's embedding)
     return line

@@ -29,7 +29,7 @@ from plm_index.progress import progress_iter
 
 FORMAT_VERSION = "1"
 EMBED_WINDOW = 8192  # chunks embedded in one call across batches (the default of PLM_EMBED_WINDOW)
-PROGRESS_CHUNKS = 2048  # a window this large shows the embedder's own progress bar
+PROGRESS_CHUNKS = 256  # a window this large shows the embedder's own bar (10 s and more on a CPU)
 log = logging.getLogger(__name__)
 
 

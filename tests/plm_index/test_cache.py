@@ -101,3 +101,17 @@ def test_cached_vectors_of_the_wrong_size_are_recomputed_not_returned(tmp_path) 
     ToyEmbedder.texts.clear()
     assert np.array_equal(CachedEmbedder(ToyEmbedder(), cache).embed(texts), first)
     assert [t for t in ToyEmbedder.texts if t != "size probe"] == []
+
+
+def test_a_long_embedding_without_a_terminal_says_what_it_does_first(tmp_path, capsys, monkeypatch) -> None:
+    """In a log or a pipe the model's bar is not shown: one line before the call says how
+    many chunks it embeds, so a minute of silence has a reason; with a bar, no line."""
+    from plm_index import cache as cache_module
+
+    cache = SQLiteContentCache(tmp_path / "cache.sqlite")
+    CachedEmbedder(ToyEmbedder(), cache).embed(["ab"])
+    CachedEmbedder(ToyEmbedder(), cache).embed(["ab", "abb", "bbb"], progress=True)
+    assert capsys.readouterr().err == "embed: 2 chunks in one call, 1 from the cache\n"
+    monkeypatch.setattr(cache_module, "on_terminal", lambda: True)
+    CachedEmbedder(ToyEmbedder(), cache).embed(["aaa"], progress=True)
+    assert "embed:" not in capsys.readouterr().err

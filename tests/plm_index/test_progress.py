@@ -44,6 +44,9 @@ def test_a_long_step_says_how_far_it_got(capsys: pytest.CaptureFixture[str], mon
     assert lines[-1] == "index: 5 of 5 docs (100%), 0 s"
     line = progress.progress_line("index", 1200, 5000, "docs", 35)
     assert line == "index: 1,200 of 5,000 docs (24%), 35 s, about 111 s left"
+    # Under a tenth done, no guess: the first batches of an embedding window arrive only
+    # after the whole window is embedded, and the rest follow at once.
+    assert progress.progress_line("index", 8, 198, "docs", 164) == "index: 8 of 198 docs (4%), 164 s"
 
 
 def test_a_long_ingest_shows_signs_of_life_on_stderr(
