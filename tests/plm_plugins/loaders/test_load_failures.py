@@ -198,14 +198,40 @@ def test_markdown_never_follows_a_symlink_out_of_the_folder(tmp_path: Path) -> N
     write(folder, "ok.md", "# OK\n")
     (folder / "host.md").symlink_to(outside / "secret.md")
     (folder / "linked").symlink_to(outside / "sub", target_is_directory=True)
-    (folder / "same.md").symlink_to(folder / "ok.md")  # inside: read
+    (folder / "same.md").symlink_to(folder / "ok.md")  # inside, to a file read anyway: not read twice
     docs, failures = MarkdownLoader(pattern="**/*.md").load(str(folder))
-    assert sorted(d.id for d in docs) == ["ok", "same"]
+    assert sorted(d.id for d in docs) == ["ok"]
     refused = {f.doc_id: f.error for f in failures}
     assert set(refused) <= {"host", "deep"} and "host" in refused
     assert all(error.startswith("a symlink leading outside") for error in refused.values())
     # a file given by name is read wherever it lives: the user named it
     assert [d.id for d in MarkdownLoader().load(str(folder / "host.md"))[0]] == ["host"]
+
+
+def test_markdown_symlink_to_a_file_the_folder_reads_is_not_read_twice(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A link to a file the folder reads anyway would give every hit twice (and go stale
+    under a watcher): it is left out, with a warning. A link to a file the folder does not
+    read itself (a hidden folder, another name pattern) is read, under the link's id."""
+    write(tmp_path, "proj/README.md", "# Project\n")
+    write(tmp_path, ".drafts/plan.md", "# Plan\n")
+    write(tmp_path, "notes.txt", "# Notes\n")
+    (tmp_path / "README.md").symlink_to(tmp_path / "proj" / "README.md")
+    (tmp_path / "plan.md").symlink_to(tmp_path / ".drafts" / "plan.md")
+    (tmp_path / "notes.md").symlink_to("notes.txt")
+    loader = MarkdownLoader()
+    with caplog.at_level("WARNING"):
+        docs, failures = loader.load(str(tmp_path))
+    assert sorted(d.id for d in docs) == ["notes", "plan", "proj/README"] and failures == []
+    assert [r.getMessage() for r in caplog.records] == [
+        "1 symlink(s) not read: each leads to a file of the folder that is read under its own id "
+        "(README.md -> proj/README.md)"
+    ]
+    # The same for a watcher's batch of files, and a file named on its own is read.
+    batch = [str(tmp_path / "README.md"), str(tmp_path / "plan.md")]
+    assert [d.id for d in loader.load_files(str(tmp_path), batch)[0]] == ["plan"]
+    assert [d.id for d in loader.load(str(tmp_path / "README.md"))[0]] == ["README"]
 
 
 def test_markdown_symlink_loop_is_a_failure(tmp_path: Path) -> None:
