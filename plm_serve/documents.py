@@ -2,16 +2,27 @@
 Markdown to HTML (raw HTML in the source is escaped, never passed through), its YAML front
 matter taken out and shown as metadata, every heading given an id (a slug of its text), and
 the id of the heading a chunk sits under, so a hit can open its document at that place.
+
+A relative link to another stored document (`[index](docs/index.md)`, `../README.md#setup`)
+is rewritten to that document's page, `/doc?id=...#setup`: resolved against the document's
+own file, as a Markdown viewer would, and kept only when that file is a stored document of
+the same loaded folder. Every other link is left as written; see `linked_file`.
 """
 
 from __future__ import annotations
 
+import posixpath
 import re
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
+from urllib.parse import quote, unquote
 
 from plm_core.records import Chunk, Document
 
 _NOT_WORD = re.compile(r"[^\w]+")
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")  # `https:`, `mailto:`, `C:` alike: not relative
+# Stored document id -> the path it was loaded from, of the paths asked for: the store's `doc_paths`.
+PathLookup = Callable[[Sequence[str]], Mapping[str, str]]
 
 
 def split_front_matter(text: str) -> tuple[str, str, int]:
@@ -37,10 +48,63 @@ def _plain(inline: Any) -> str:
     return "".join(child.content for child in inline.children or () if child.type in ("text", "code_inline"))
 
 
-def render_document(document: Document, chunk: Chunk | None = None) -> dict[str, Any]:
+def loaded_folder(document: Document) -> str | None:
+    """The folder the document was loaded from, as the markdown_dir loader names ids (the
+    path from that folder without its extension): `/r/docs/` for id `proj-a/guide` at
+    `/r/docs/proj-a/guide.md`, "" when the path is the id itself (a record's relative path);
+    None when the path does not end in the id (no path, a JSON file's records)."""
+    if not document.path:
+        return None
+    base = posixpath.splitext(document.path)[0]
+    if base == document.id:
+        return ""
+    return base[: len(base) - len(document.id)] if base.endswith("/" + document.id) else None
+
+
+def linked_file(document: Document, href: str) -> tuple[str, str] | None:
+    """(the file a link names, its `#fragment` without the `#`), when the link is relative
+    and stays inside the folder the document was loaded from; None for everything else: an
+    absolute URL (`https:`, `mailto:`, `//host`), a path from the site's root (`/x.md`), a
+    link to a place in this page (`#a`), one with a query (`x.md?plain=1`), one that climbs
+    above the loaded folder, and any link of a document whose folder is not known."""
+    if not href or href.startswith(("#", "/", "\\")) or _SCHEME.match(href) or "?" in href:
+        return None
+    root = loaded_folder(document)
+    if root is None or document.path is None:
+        return None
+    path, _, fragment = href.partition("#")
+    # markdown-it has percent-encoded the URL (`my%20file.md`); a stored path is plain text.
+    target = posixpath.normpath(posixpath.join(posixpath.dirname(document.path), unquote(path)))
+    inside = target[len(root) :] if target.startswith(root) else ""
+    if not inside or inside == ".." or inside.startswith(("../", "/")):
+        return None
+    return target, unquote(fragment)
+
+
+def link_documents(document: Document, tokens: Sequence[Any], stored: PathLookup) -> None:
+    """Point each relative link to a stored document's file at that document's page
+    (`/doc?id=ID`, its fragment made a heading id as this page names them, so GitHub's
+    `#backup--restore` opens `#backup-restore`), asking `stored` once for all of them.
+    A link to a file that is not a stored document is left as written."""
+    links: list[tuple[Any, str, str]] = []
+    for token in tokens:
+        for child in token.children or ():
+            if child.type == "link_open" and (found := linked_file(document, str(child.attrGet("href") or ""))):
+                links.append((child, *found))
+    if not links:
+        return
+    ids = {path: doc_id for doc_id, path in stored(sorted({path for _, path, _ in links})).items()}
+    for token, path, fragment in links:
+        if path in ids:
+            anchor = f"#{quote(slug(fragment), safe='')}" if fragment else ""
+            token.attrSet("href", f"/doc?id={quote(ids[path], safe='/')}{anchor}")
+
+
+def render_document(document: Document, chunk: Chunk | None = None, stored: PathLookup | None = None) -> dict[str, Any]:
     """The document as the `GET /documents/{id}` response: `html`, `headings` (id, level,
     text, line), `front_matter`, and `anchor`: the id of the heading `chunk` starts under
-    (None without one, or when the chunk starts before the first heading)."""
+    (None without one, or when the chunk starts before the first heading). With `stored`
+    (the store's `doc_paths`), relative links to stored documents open their pages."""
     from markdown_it import MarkdownIt
 
     front_matter, body, skipped = split_front_matter(document.text)
@@ -61,6 +125,8 @@ def render_document(document: Document, chunk: Chunk | None = None) -> dict[str,
         token.attrSet("id", anchor)
         line = token.map[0] + skipped if token.map else -1
         headings.append({"id": anchor, "level": int(token.tag[1:]), "text": text, "line": line})
+    if stored is not None:
+        link_documents(document, tokens, stored)
     html = md.renderer.render(tokens, md.options, {})
     return {
         "id": document.id,

@@ -8,7 +8,8 @@ come from a CDN onto the origin where the pages keep the API key):
   hits as `plm query --json` prints them, with per-stage timings. GET's `filter` and `weight`
   (repeatable) take the CLI's `--filter`/`--weight` syntax (`version>=3`, `team=a,b`, `bm25=0.5`).
 - `GET /documents/{id}`: one stored document, whole, with its Markdown rendered to HTML
-  (`?chunk=ID` adds the id of the heading that chunk sits under).
+  (`?chunk=ID` adds the id of the heading that chunk sits under; a relative link to another
+  stored document points at its page, `/doc?id=...`).
 - `GET /`: a search page (plain HTML and a little JavaScript) over `GET /query`, its state in
   the URL (`/?q=...&k=...&filter=...`); `GET /doc?id=...`: the page showing one document.
 - `GET /health` (the process is up), `GET /ready` (an index is loaded: 503 until then).
@@ -339,7 +340,7 @@ def create_app(
         found, chunk_record = service.document(doc_id, chunk)
         if found is None:
             return error(404, f"no document with id {doc_id!r}")
-        return render_document(found, chunk_record)
+        return render_document(found, chunk_record, service.doc_paths)  # links to stored documents: their pages
 
     def page(name: str) -> Any:
         from fastapi.responses import HTMLResponse

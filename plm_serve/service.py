@@ -18,7 +18,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from typing import Any
 
@@ -292,6 +292,15 @@ class Service:
         def read(job: Job) -> tuple[Any, Any]:
             chunk = job.store.get_chunks([chunk_id]).get(chunk_id) if chunk_id else None
             return job.store.get_document(doc_id), chunk if chunk is None or chunk.doc_id == doc_id else None
+
+        return self.read(lambda generation, deadline: generation.read(read, deadline))[1]  # type: ignore[no-any-return]
+
+    def doc_paths(self, paths: Sequence[str]) -> dict[str, str]:
+        """Stored document id -> the path it was loaded from, of these paths only, as the
+        current generation sees them (the document view's links to other documents)."""
+
+        def read(job: Job) -> dict[str, str]:
+            return job.store.doc_paths(paths)
 
         return self.read(lambda generation, deadline: generation.read(read, deadline))[1]  # type: ignore[no-any-return]
 
