@@ -70,7 +70,7 @@ def linked_file(document: Document, href: str) -> tuple[str, str] | None:
     if not href or href.startswith(("#", "/", "\\")) or _SCHEME.match(href) or "?" in href:
         return None
     root = loaded_folder(document)
-    if root is None or document.path is None:
+    if root is None:
         return None
     path, _, fragment = href.partition("#")
     # markdown-it has percent-encoded the URL (`my%20file.md`); a stored path is plain text.

@@ -70,7 +70,7 @@ LINKS = """# Guide
 """
 
 
-def linked(text: str, doc_id: str = "proj-a/guide", path: str | None = "/r/docs/proj-a/guide.md") -> dict[str, str]:
+def linked(text: str, doc_id: str = "proj-a/guide", path: str = "/r/docs/proj-a/guide.md") -> dict[str, str]:
     """Each link's text -> its href, as rendered with STORED as the store's documents."""
     asked: list[Sequence[str]] = []
 
@@ -108,6 +108,6 @@ def test_other_links_are_left_as_written() -> None:
 def test_links_are_resolved_only_where_the_documents_folder_is_known() -> None:
     text = "[index](docs/index.md) [other](other.md)"
     assert linked(text, "proj-a/guide", "/r/docs/proj-a/guide.md")["other"] == "/doc?id=proj-a/other"
-    assert linked(text, "guide", None) == {"index": "docs/index.md", "other": "other.md"}  # a record: no file
+    assert linked(text, "guide", "") == {"index": "docs/index.md", "other": "other.md"}  # a record: no file
     assert linked(text, "guide", "/r/records.jsonl")["other"] == "other.md"  # a JSON file's record
     assert render_document(Document(id="d", text=text))["html"].count('href="docs/index.md"') == 1  # no store given
