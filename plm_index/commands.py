@@ -29,7 +29,7 @@ from plm_index.cli_kit import (
     print_timings,
 )
 from plm_index.job import Job
-from plm_index.search import query_payload
+from plm_index.search import no_match, query_payload
 
 config_app = typer.Typer(help="Check job configs.", no_args_is_help=True)
 plugins_app = typer.Typer(help="Registered components (`plm plugins show NAME` for one's config keys).")
@@ -191,9 +191,7 @@ def print_query_result(payload: dict[str, Any]) -> None:
             out.print("   " + facts, markup=False, highlight=False)
         out.print("   " + " ".join(h["text"].split())[:200], markup=False, highlight=False)
     if not payload["hits"]:
-        filters = payload.get("filters")
-        why = f" matches the filters {json.dumps(filters, default=str)}" if filters else " matches the query"
-        out.print(f"no match: no chunk{why}", highlight=False, markup=False)
+        out.print(no_match(payload.get("filters")), highlight=False, markup=False)
 
 
 def _metadata_line(metadata: dict[str, Any], width: int = 60) -> str:

@@ -9,6 +9,7 @@ the whole `[query.retrieve]` stage.
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import time
@@ -319,6 +320,18 @@ class Searcher:
         if len(ranking.hits) > query.k:
             ranking = Ranking(query=ranking.query, hits=ranking.hits[: query.k], fusion=ranking.fusion)
         return ranking, dict(result.timings)
+
+
+def no_match(filters: Mapping[str, Any] | None) -> str:
+    """The line for a query with no hit; under filters, with the rule that surprises: a
+    chunk without a filtered field never matches, `!=` included (as SQL, unlike a search
+    engine's must_not)."""
+    if not filters:
+        return "no match: no chunk matches the query"
+    return (
+        f"no match: no chunk matches the filters {json.dumps(filters, default=str)} "
+        "(a chunk without a filtered field never matches, != included)"
+    )
 
 
 def query_payload(text: str, ranking: Any, timings: dict[str, float], filters: Any) -> dict[str, Any]:

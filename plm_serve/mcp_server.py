@@ -35,6 +35,7 @@ from plm_core.errors import PlmUserError
 from plm_core.records import Hit
 from plm_index.cli_kit import ConfigOpt, IndexOpt, SetOpt, open_job
 from plm_index.job import Job
+from plm_index.search import no_match
 from plm_serve.schemas import HitModel
 from plm_serve.service import warm_for_queries
 
@@ -96,8 +97,7 @@ def hits_text(hits: list[dict[str, Any]], filters: dict[str, Any] | None) -> str
     """The hits as a block of text for a model to read: the CLI's list, with metadata and
     the whole chunk text."""
     if not hits:
-        why = f" matches the filters {json.dumps(filters, default=str)}" if filters else " matches the query"
-        return f"no match: no chunk{why}"
+        return no_match(filters)
     blocks = []
     for h in hits:
         lines = [

@@ -288,8 +288,9 @@ def test_cli_query_filter_returns_only_matching_hits(job: Any) -> None:
         pytest.skip("one CLI run is enough")
     env = {**os.environ, "PLM_PROGRESS": "0", "HF_HUB_OFFLINE": "1"}
 
-    def plm(*filters: str) -> subprocess.CompletedProcess[str]:
-        args = ["query", QUERY, "-k", "3", "--json", "--config", str(job.config.path), "--index", str(job.index_dir)]
+    def plm(*filters: str, as_json: bool = True) -> subprocess.CompletedProcess[str]:
+        args = ["query", QUERY, "-k", "3", *(["--json"] if as_json else [])]
+        args += ["--config", str(job.config.path), "--index", str(job.index_dir)]
         for f in filters:
             args += ["--filter", f]
         cmd = [sys.executable, "-m", "plm_core.cli", *args]
@@ -304,3 +305,11 @@ def test_cli_query_filter_returns_only_matching_hits(job: Any) -> None:
     res = plm("version=>2")
     message = " ".join(res.stderr.split())  # rich wraps long lines
     assert res.returncode == 2 and "--filter team=storage" in message and "Traceback" not in message
+    # No hit under a filter: the line says so, and names the rule that surprises (a chunk
+    # without the field never matches, != included).
+    res = plm("team=nobody", as_json=False)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert " ".join(res.stdout.split()) == (
+        'no match: no chunk matches the filters {"team": "nobody"} '
+        "(a chunk without a filtered field never matches, != included)"
+    )
