@@ -333,6 +333,9 @@ class MarkdownLoader(Loader):
         errors: list[OSError] = []
         found: list[str] = []
         links: set[str] = set()
+        # Under the default `*.md`, Markdown by another name (`NOTES.MD`, `a.markdown`) is
+        # not read: one warning says so, rather than nothing.
+        other_markdown: list[str] | None = [] if pattern.rsplit("/", 1)[-1] == "*.md" else None
         for where, subdirs, names, linked in _walk(top, errors.append):
             rel = () if where == top else tuple(os.path.relpath(where, top).split(os.sep))
             if recursive:
@@ -348,6 +351,18 @@ class MarkdownLoader(Loader):
                     found.append(os.path.join(where, name))
                     if name in linked:
                         links.add(found[-1])
+                elif other_markdown is not None and name.lower().endswith(_MARKDOWN_NAMES):
+                    if match((*rel, name.rsplit(".", 1)[0] + ".md")) and not (excluded and excluded(parts)):
+                        other_markdown.append("/".join(parts))
+        if other_markdown:
+            logger.warning(
+                "%d Markdown file(s) not read: the loader's pattern %r matches names ending in .md only, "
+                "case included (%s%s); rename them to .md, or set the loader's `pattern` (e.g. '**/*.markdown')",
+                len(other_markdown),
+                pattern,
+                ", ".join(sorted(other_markdown)[:3]),
+                ", ..." if len(other_markdown) > 3 else "",
+            )
         if not found:
             raise PlmUserError(
                 f"{shown(root)}: no files match {self.config.pattern!r}"
@@ -443,6 +458,7 @@ def _path_order(path: str) -> list[str]:
 
 
 _SKIP = "move it out of the folder"
+_MARKDOWN_NAMES = (".md", ".markdown", ".mdown", ".mkd", ".mkdn")
 
 
 @hookimpl

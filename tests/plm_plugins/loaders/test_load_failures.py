@@ -490,3 +490,30 @@ def test_unreadable_subfolder_is_a_failure_without_doc_id(tmp_path: Path, monkey
     assert "a" in [d.id for d in docs]
     failure = next(f for f in failures if f.path == locked.as_posix())
     assert failure.doc_id == "" and "folder cannot be read (Permission denied)" in failure.error
+
+
+def test_markdown_by_another_name_is_not_read_and_a_warning_says_so(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """`*.md` is case-sensitive and names one extension: `NOTES.MD` and `a.markdown` are
+    not read, and one warning names them rather than nothing; excluded ones are not named."""
+    write(tmp_path, "guide.md", "# Guide\n")
+    write(tmp_path, "sub/NOTES.MD", "# Notes\n")
+    write(tmp_path, "other.markdown", "# Other\n")
+    write(tmp_path, "drafts/old.markdown", "# Old\n")
+    write(tmp_path, "notes.txt", "plain\n")
+    with caplog.at_level("WARNING"):
+        docs, failures = MarkdownLoader(exclude=["drafts"]).load(str(tmp_path))
+    assert [d.id for d in docs] == ["guide"] and failures == []
+    assert [r.getMessage() for r in caplog.records] == [
+        "2 Markdown file(s) not read: the loader's pattern '**/*.md' matches names ending in .md only, case "
+        "included (other.markdown, sub/NOTES.MD); rename them to .md, or set the loader's `pattern` "
+        "(e.g. '**/*.markdown')"
+    ]
+    caplog.clear()
+    with caplog.at_level("WARNING"):  # a pattern of the user's own: their choice, no warning
+        assert [d.id for d in MarkdownLoader(pattern="**/*.markdown").load(str(tmp_path))[0]] == [
+            "drafts/old",
+            "other",
+        ]
+    assert caplog.records == []
