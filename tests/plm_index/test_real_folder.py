@@ -141,6 +141,7 @@ def test_a_file_or_subfolder_given_later_keeps_the_id_its_folder_gave(
     (docs / "team-b" / "new.md").write_text("# New\n\nA brand new capybara page.\n")
     sub = job.ingest([docs / "team-b"])
     assert sub.added == ["team-b/new"] and sub.deleted == []
+    assert sub.notes == []  # the folder's other documents are the same collection, no "other sources"
     # what a watcher hands over: files under its folder
     (docs / "team-b" / "deep" / "rotate-keys.md").write_text("# Rotate keys\n\nRotate yearly now.\n")
     batch = sync_paths(job, [docs / "team-b" / "deep" / "rotate-keys.md"], [])
