@@ -10,6 +10,7 @@ A table with a `use` key inside a stage's parameters is a nested component (e.g.
 
 from __future__ import annotations
 
+import difflib
 import re
 import sys
 from collections.abc import Sequence
@@ -225,6 +226,15 @@ def _stage_tables(raw: dict[str, Any], section: str, path: Path, registry: Regis
     tables = raw.get(section, {})
     if not isinstance(tables, dict):
         raise ConfigError(f"{path} [{section}]: expected a table of stages")
+    for label, table in tables.items():
+        # `--set query.retreive.k=3` makes a new table without `use`: name the one meant.
+        if isinstance(table, dict) and "use" not in table:
+            staged = [n for n, t in tables.items() if isinstance(t, dict) and "use" in t]
+            if close := difflib.get_close_matches(label, staged, n=1):
+                raise ConfigError(
+                    f"{path} [{section}.{label}]: missing 'use'; did you mean [{section}.{close[0]}]? "
+                    "(a misspelt table name, or a misspelt --set key)"
+                )
     return [build_spec(t, f"{section}.{label}", registry, path) for label, t in tables.items()]
 
 

@@ -85,6 +85,10 @@ def test_missing_config_file_fails_cleanly(tmp_path: Path) -> None:
 def test_set_override_is_validated() -> None:
     res = plm("config", "check", str(POC), "--set", "query.retrieve.fuser.default.k=-3")
     assert res.returncode != 0 and "[query.retrieve.fuser]" in res.stderr
+    # a misspelt stage in a --set key makes a new table without `use`: the one meant is named
+    res = plm("config", "check", str(POC), "--set", "query.retreive.fuser.default.k=30")
+    assert res.returncode != 0 and "Traceback" not in res.stderr
+    assert "[query.retreive]: missing 'use'; did you mean [query.retrieve]?" in " ".join(res.stderr.split())
 
 
 @pytest.mark.slow
