@@ -18,6 +18,10 @@ folded into a full chunk; poc_needle's reference depends on both, so by default 
 kept, behind guards the corpus never reaches (`OVERSIZE_FACTOR`, `_keeps_overlap`,
 `_folds`, `_bounded`). With `strict_max_words` no chunk ever exceeds `max_words`, nor
 `STRICT_CHARS_PER_WORD` characters per word of it (code counts as no words).
+
+The POC read `#` headings only. With `setext_headings` a line underlined by `===` or `---`
+starts a section too, written into the chunk as the `#` heading it equals; the rules
+(fences, front matter, thematic breaks) are in `plm_plugins.setext`.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from typing import TYPE_CHECKING
 from pydantic import Field, model_validator
 
 from plm import Chunk, Chunker, ComponentConfig, Document, hookimpl
+from plm_plugins.setext import SetextHeading, setext_headings
 
 if TYPE_CHECKING:
     from plm import Registry
@@ -182,7 +187,16 @@ class MarkdownSemanticChunker(Chunker):
         min_words: int = Field(50, ge=0, description="smaller sections and chunks are merged")
         max_words: int = Field(800, ge=1, description="sections up to this size stay one chunk")
         overlap_sentences: int = Field(1, ge=0, description="sentences carried into the next piece")
-        max_heading_level: int = Field(4, ge=1, le=6, description="deepest `#` level that starts a section")
+        max_heading_level: int = Field(
+            4, ge=1, le=6, description="deepest heading level that starts a section (setext: `===` 1, `---` 2)"
+        )
+        setext_headings: bool = Field(
+            False,
+            description="also start sections at setext headings (a line underlined by `===` for level 1 or `---` "
+            "for level 2, written into the chunk as `# title` / `## title`); not in fenced code or front matter, "
+            "not after a blank line (a thematic break), only the one line above the underline (plm_plugins/setext.py "
+            "has the rules). False keeps the POC's `#` headings only",
+        )
         strict_max_words: bool = Field(
             False,
             description="never emit a chunk over max_words: split long paragraphs at word boundaries and never "
@@ -239,27 +253,42 @@ class MarkdownSemanticChunker(Chunker):
             )
         return chunks
 
-    def _sections(self, text: str) -> list[_Piece]:
+    def _headings(self, text: str) -> list[SetextHeading]:
+        """Every heading that starts a section: (start, end, level, title), in order."""
         # No "#" anywhere: no heading (a search for one character is far cheaper than the pattern's).
-        headings = list(heading_pattern(self.config.max_heading_level).finditer(text)) if "#" in text else []
+        atx = heading_pattern(self.config.max_heading_level).finditer(text) if "#" in text else ()
+        headings = [SetextHeading(m.start(), m.end(), len(m.group(1)), m.group(2).strip()) for m in atx]
+        if not self.config.setext_headings:
+            return headings
+        # Merged in order. A `#` heading's `\s+` may cross a line (`#` alone, then `Title`), so
+        # a setext heading whose text a `#` heading took is dropped: the `#` rule wins.
+        merged: list[SetextHeading] = []
+        for h in sorted([*headings, *setext_headings(text, self.config.max_heading_level)]):
+            if not merged or h.start >= merged[-1].end:
+                merged.append(h)
+        return merged
+
+    def _sections(self, text: str) -> list[_Piece]:
+        headings = self._headings(text)
         if not headings:
             return [_Piece(text, 0, len(text), ())]  # the whole document, unstripped
         sections: list[_Piece] = []
-        intro = text[: headings[0].start()].strip()
+        intro = text[: headings[0].start].strip()
         # The intro is kept from min_words // 2 words on (25 for the POC's 50).
         if intro and word_count(intro) >= self.config.min_words // 2:
-            sections.append(_Piece(intro, 0, headings[0].start(), (), 0, "Introduction"))
+            sections.append(_Piece(intro, 0, headings[0].start, (), 0, "Introduction"))
         stack: list[tuple[int, str]] = []
-        for i, m in enumerate(headings):
-            end = headings[i + 1].start() if i + 1 < len(headings) else len(text)
-            hashes, title = m.group(1), m.group(2).strip()
-            level, short = len(hashes), title[:MAX_TITLE_CHARS].rstrip()
+        for i, h in enumerate(headings):
+            end = headings[i + 1].start if i + 1 < len(headings) else len(text)
+            level, title = h.level, h.title
+            short = title[:MAX_TITLE_CHARS].rstrip()
             while stack and stack[-1][0] >= level:
                 stack.pop()
             stack.append((level, short))
-            body = text[m.end() : end].strip()
+            body = text[h.end : end].strip()
             path = tuple(t for _, t in stack)
-            sections.append(_Piece(f"{hashes} {title}\n\n{body}", m.start(), end, path, level, short))
+            # A setext heading is written as the `#` heading it equals, like every heading here.
+            sections.append(_Piece(f"{'#' * level} {title}\n\n{body}", h.start, end, path, level, short))
         return sections
 
     def _merge_tiny(self, sections: list[_Piece]) -> list[_Piece]:
