@@ -76,9 +76,12 @@ def test_lines_inside_code_fences_are_never_setext_headings() -> None:
     [only] = setext(text)
     assert only.heading_path == ("A",)
     assert only.text == f"# A\n\n{text[4:].strip()}"
-    # A `~~~` fence too, and a longer closing fence; after it headings count again.
-    text = f"~~~~\nx\n---\n~~~~~\n\nAfter\n---\n\n{words(60)}\n"
+    # A `~~~` fence too, closed only by one at least as long; after it headings count again.
+    text = f"~~~~\n~~~\nx\n---\n~~~~~\n\nAfter\n---\n\n{words(60)}\n"
     assert [c.heading_path for c in setext(text)] == [("After",)]
+    # Backticks after the opening ones make inline code, not a fence (CommonMark).
+    text = f"```ls``` lists\n---\n\n{words(60)}\n"
+    assert [c.heading_path for c in setext(text)] == [("```ls``` lists",)]
 
 
 def test_list_items_quotes_and_atx_lines_above_dashes_are_not_headings() -> None:
