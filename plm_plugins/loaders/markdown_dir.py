@@ -1,7 +1,8 @@
 """Markdown loader: one `Document` per `.md` file, the way the POC read its corpus.
 
 POC_SPEC section 1: files sorted by path, id = file stem (in a nested folder, the path
-from the folder without extension), the title taken from the first `title:` or `# ` line,
+from the folder without extension), the title taken from the first `title:` or `# ` line
+(or, with `setext_title`, a `Title` line over `===`, which the POC did not read),
 and the text kept whole (front matter included, because the POC indexed it and its
 keywords and BM25 terms come partly from it). Front matter is also parsed into
 `Document.metadata` for filtering; that parse never changes the text.
@@ -32,6 +33,7 @@ from plm import (
     inside,
 )
 from plm_plugins.loaders.files import BadInput, EmptyInput, docs_or_raise, failure, read_text_file, shown
+from plm_plugins.setext import setext_headings
 
 if TYPE_CHECKING:
     from plm import Registry
@@ -44,17 +46,24 @@ _BLOCK_SCALAR = re.compile(r"^[|>][+-]?$")
 logger = logging.getLogger(__name__)
 
 
-def title_of(text: str, default: str) -> str:
+def title_of(text: str, default: str, setext: bool = False) -> str:
     """The POC's title rule: the first line starting with `title:` or `# `, else `default`.
 
     Lines are tested raw (not stripped), so an indented `title:` inside a nested
-    front-matter map does not count; this is what reproduces the corpus titles.
+    front-matter map does not count; this is what reproduces the corpus titles. With
+    `setext`, the text line of a first-level setext heading (`Title` over `===`, by
+    `plm_plugins.setext`'s rules) counts too, when it comes first.
     """
+    first = next(iter(setext_headings(text, max_level=1)), None) if setext else None
+    start = 0
     for line in text.split("\n"):
         if line.startswith("title:"):
             return line[len("title:") :].strip().strip("\"'")
         if line.startswith("# "):
             return line[2:].strip()
+        if first is not None and start == first.start:
+            return first.title
+        start += len(line) + 1
     return default
 
 
@@ -196,6 +205,11 @@ class MarkdownLoader(Loader):
             "path", description="document id: the path from the folder without extension, or the file stem"
         )
         front_matter: bool = Field(True, description="parse leading `---` front matter into metadata")
+        setext_title: bool = Field(
+            False,
+            description="also take the title from a first-level setext heading (a line underlined by `===`) when "
+            "it comes before any `title:` or `# ` line; False keeps the POC's rule, which reads those two only",
+        )
         max_file_mb: float = Field(20, gt=0, description="larger files are reported and skipped, never read")
 
     config: Config
@@ -410,7 +424,13 @@ class MarkdownLoader(Loader):
         # working directory, and a sync can tell which folder a stored document came from.
         where = Path(os.path.abspath(path)).as_posix()
         metadata["path"] = where
-        return Document(id=doc_id, text=text, title=title_of(text, path.stem), path=where, metadata=metadata)
+        return Document(
+            id=doc_id,
+            text=text,
+            title=title_of(text, path.stem, self.config.setext_title),
+            path=where,
+            metadata=metadata,
+        )
 
 
 def _walk(top: str, onerror: Callable[[OSError], Any]) -> Iterator[tuple[str, list[str], list[str], set[str]]]:

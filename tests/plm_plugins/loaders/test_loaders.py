@@ -55,6 +55,35 @@ def test_markdown_title_rule(tmp_path: Path, text: str, title: str) -> None:
     assert title_of(text, "doc") == title
 
 
+@pytest.mark.parametrize(
+    ("text", "title"),
+    [
+        ("APT\n===\n\nA package manager.\n", "APT"),
+        ("   APT  \n  =====  \nbody\n", "APT"),  # up to 3 spaces before the underline, trailing spaces
+        ("intro\n\nFirst\n===\n\n# Later\n", "First"),  # first match wins, either kind
+        ("# Hash\n\nSetext\n===\n", "Hash"),
+        ('---\ntitle: "From meta"\n---\nAPT\n===\n', "From meta"),
+        ("Usage\n-----\n", "doc"),  # level 2 is no title, as `## ` is not
+        ("text\n\n===\n", "doc"),  # after a blank line `===` underlines nothing
+        ("```\nAPT\n===\n```\n", "doc"),  # fenced code
+        ("- item\n===\n", "doc"),  # a list item's line
+    ],
+)
+def test_markdown_setext_title(tmp_path: Path, text: str, title: str) -> None:
+    write(tmp_path, "doc.md", text)
+    assert MarkdownLoader(setext_title=True).run(str(tmp_path))[0].title == title
+    assert title_of(text, "doc", setext=True) == title
+    # Off by default: the POC's rule reads `title:` and `# ` lines only.
+    assert MarkdownLoader().run(str(tmp_path))[0].title == title_of(text, "doc")
+    assert MarkdownLoader().config.setext_title is False
+
+
+def test_markdown_readme_with_a_setext_title_is_not_titled_readme(tmp_path: Path) -> None:
+    write(tmp_path, "README.md", "APT\n===\n\nA package manager.\n")
+    assert MarkdownLoader(setext_title=True).run(str(tmp_path))[0].title == "APT"
+    assert MarkdownLoader().run(str(tmp_path))[0].title == "README"
+
+
 def test_markdown_keeps_front_matter_in_text_and_parses_it(tmp_path: Path) -> None:
     text = (
         "---\n"
