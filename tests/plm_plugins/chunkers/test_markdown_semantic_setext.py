@@ -119,8 +119,8 @@ def test_a_hash_heading_that_runs_onto_the_next_line_keeps_it() -> None:
 @pytest.mark.dataset
 def test_poc_needle_has_no_setext_headings(poc_needle: Path) -> None:
     """configs/recommended.toml turns setext headings on; on poc_needle, where it is measured,
-    that changes no title and no chunk: its 8 CommonMark setext headings are YAML `---`
-    under a Hugo `{{< highlight yaml >}}` line, which the rules leave alone."""
+    that changes no title and no chunk: its 9 CommonMark setext headings (5 pages) are YAML
+    `---` in code under a Hugo `{{< highlight yaml >}}` line, which the rules leave alone."""
     from plm_plugins.loaders.markdown_dir import MarkdownLoader
 
     docs = MarkdownLoader().run(str(poc_needle / "kubernetes"))
