@@ -78,23 +78,37 @@ def _heartbeat(items: Iterable[T], description: str, total: int, unit: str, adva
     every = HEARTBEAT_SECONDS
     start = last = time.monotonic()
     done, said = 0, False
+    first: tuple[float, int] | None = None  # when the first item was done, and the count then
     for item in items:
         yield item
         done += advance(item)
         now = time.monotonic()
+        first = first or (now, done)
         if now - last >= every:
-            print(progress_line(description, done, total, unit, now - start), file=sys.stderr, flush=True)
+            left = _left(first, now, done, total)
+            print(progress_line(description, done, total, unit, now - start, left), file=sys.stderr, flush=True)
             last, said = now, True
     if said:  # a long step says when it is over, too
         print(progress_line(description, done, total, unit, time.monotonic() - start), file=sys.stderr, flush=True)
 
 
-def progress_line(description: str, done: int, total: int, unit: str, seconds: float) -> str:
-    """ "index: 1,200 of 5,000 docs (24%), 35 s, about 110 s left"."""
+def _left(first: tuple[float, int], now: float, done: int, total: int) -> float | None:
+    """Seconds left at the pace since the first item was done, not since the start: the wait
+    for the first (a model loading, a window of chunks embedded before its first batch
+    commits, and the rest of the window at once) says nothing of the rest. None until a
+    second item has come."""
+    at, count = first
+    if not total or done <= count or now <= at:
+        return None
+    return (total - done) * (now - at) / (done - count)
+
+
+def progress_line(description: str, done: int, total: int, unit: str, seconds: float, left: float | None = None) -> str:
+    """ "index: 1,200 of 5,000 docs (24%), 35 s, about 110 s left" (that last part given)."""
     what = f" {unit}" if unit else ""
     if not total:
         return f"{description}: {done:,}{what}, {seconds:.0f} s"
     line = f"{description}: {done:,} of {total:,}{what} ({100 * done // total}%), {seconds:.0f} s"
-    if 0 < done < total and 10 * done >= total:  # fewer done: the rate says little (a first
-        line += f", about {seconds * (total - done) / done:.0f} s left"  # window's embedding)
+    if left is not None and 0 < done < total:
+        line += f", about {left:.0f} s left"
     return line

@@ -39,14 +39,16 @@ def test_a_long_step_says_how_far_it_got(capsys: pytest.CaptureFixture[str], mon
     out, err = capsys.readouterr()
     lines = err.splitlines()
     assert out == "" and len(lines) == 4, lines  # one per batch, then the end
-    assert lines[0].startswith("index: 2 of 5 docs (40%), 0 s, about 0 s left")
-    assert lines[1].startswith("index: 4 of 5 docs (80%)")
+    assert lines[0] == "index: 2 of 5 docs (40%), 0 s"  # no pace yet: one item done
+    assert lines[1] == "index: 4 of 5 docs (80%), 0 s, about 0 s left"
     assert lines[-1] == "index: 5 of 5 docs (100%), 0 s"
-    line = progress.progress_line("index", 1200, 5000, "docs", 35)
+    line = progress.progress_line("index", 1200, 5000, "docs", 35, left=110.6)
     assert line == "index: 1,200 of 5,000 docs (24%), 35 s, about 111 s left"
-    # Under a tenth done, no guess: the first batches of an embedding window arrive only
-    # after the whole window is embedded, and the rest follow at once.
-    assert progress.progress_line("index", 8, 198, "docs", 164) == "index: 8 of 198 docs (4%), 164 s"
+    # The pace is taken from the first item on, not from the start: an embedding window's
+    # batches arrive only once the whole window is embedded (here 8 docs after 164 s), then
+    # the rest at once. No guess from one item; from two on, the pace since the first.
+    assert progress._left((164.0, 8), 164.0, 8, 198) is None
+    assert progress._left((164.0, 8), 166.0, 16, 198) == 182 * 2 / 8
 
 
 def test_a_long_ingest_shows_signs_of_life_on_stderr(
