@@ -32,6 +32,8 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
+from plm_plugins.loaders.files import front_matter_lines
+
 _UNDERLINE = re.compile(r" {0,3}(=+|-+)[ \t\r]*")  # \r: a file with CRLF line ends
 _FENCE = re.compile(r" {0,3}(`{3,}|~{3,})")
 # Lines that are some other block than a paragraph, so never a heading's text: indented code,
@@ -50,14 +52,6 @@ class SetextHeading(NamedTuple):
     end: int
     level: int
     title: str
-
-
-def front_matter_lines(lines: list[str]) -> int:
-    """How many leading lines are YAML front matter (both `---` lines included), else 0."""
-    if not lines or lines[0].lstrip("\ufeff").rstrip() != "---":
-        return 0
-    end = next((i for i in range(1, len(lines)) if lines[i].rstrip() == "---"), None)
-    return 0 if end is None else end + 1
 
 
 def setext_headings(text: str, max_level: int = 2) -> list[SetextHeading]:

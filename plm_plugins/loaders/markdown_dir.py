@@ -32,7 +32,15 @@ from plm import (
     hookimpl,
     inside,
 )
-from plm_plugins.loaders.files import BadInput, EmptyInput, docs_or_raise, failure, read_text_file, shown
+from plm_plugins.loaders.files import (
+    BadInput,
+    EmptyInput,
+    docs_or_raise,
+    failure,
+    front_matter_lines,
+    read_text_file,
+    shown,
+)
 from plm_plugins.setext import setext_headings
 
 if TYPE_CHECKING:
@@ -98,11 +106,11 @@ def parse_scalar(raw: str) -> Any:
 def front_matter_problem(text: str) -> str | None:
     """Why a leading `---` block is not the YAML front matter it looks like, or None. The
     metadata reader below is lenient on purpose; this only tells the user what it skipped."""
-    lines = text.lstrip("\ufeff").split("\n")
-    if not lines or lines[0].rstrip() != "---":
+    lines = text.split("\n")
+    if lines[0].lstrip("\ufeff").rstrip() != "---":
         return None
-    end = next((i for i in range(1, len(lines)) if lines[i].rstrip() == "---"), None)
-    if end is None:
+    end = front_matter_lines(lines) - 1  # the closing `---` line
+    if end < 0:
         return "front matter opened with '---' is never closed: no metadata was read from it"
     import yaml
 
@@ -129,11 +137,9 @@ def parse_front_matter(text: str) -> dict[str, Any]:
     block scalars. Nested maps are skipped: this is metadata for filters, not a YAML
     parser, and the project deliberately takes no YAML dependency.
     """
-    lines = text.lstrip("\ufeff").split("\n")
-    if not lines or lines[0].rstrip() != "---":
-        return {}
-    end = next((i for i in range(1, len(lines)) if lines[i].rstrip() == "---"), None)
-    if end is None:
+    lines = text.split("\n")
+    end = front_matter_lines(lines) - 1  # the closing `---` line
+    if end < 0:
         return {}
     body = lines[1:end]
     meta: dict[str, Any] = {}
