@@ -311,7 +311,7 @@ def create_app(
             return Response(QueryResponse.model_validate(payload).model_dump_json(), media_type="application/json")
 
     @app.post("/query", response_model=QueryResponse, responses=ERRORS)
-    def post_query(body: QueryRequest) -> dict[str, Any]:
+    def post_query(body: QueryRequest) -> Any:
         """Search: the top `k` hits for `text`, within `filters`."""
         return run_query(body.text, body.k, body.filters, body.weights)
 
@@ -327,7 +327,7 @@ def create_app(
             list[str] | None,
             QueryParam(description="A fusion weight as `plm query --weight` takes it (`bm25=0.5`); repeat."),
         ] = None,
-    ) -> dict[str, Any]:
+    ) -> Any:
         """Search without a body: `/query?q=...&k=5&filter=version>=3&weight=bm25=0.5`."""
         from plm_index.cli_values import parse_filter_args, parse_weight_args
 
