@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import os
 import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -232,11 +231,7 @@ class Job:
             items and not prune and note_others and any(isinstance(i, (str, Path)) and Path(i).is_dir() for i in items)
         ):
             # Folders only (the note reads every stored path): not for a watcher's sync or a file.
-            # A subfolder of a folder ingested before is part of that collection: its other
-            # documents are no other source.
-            given = [os.path.abspath(i) for i in items if isinstance(i, (str, Path))]
-            above = [r for r in stats.roots() if any(g == r or g.startswith(r.rstrip("/") + "/") for g in given)]
-            note_other_sources(self.store.doc_paths(), [*items, *above], report)
+            note_other_sources(self.store.doc_paths(), items, report, stats.roots())
         if report.deleted:
             stats.forget(report.deleted)
         # Every stored vector is checked (a model change, a row left without one) by a folder's

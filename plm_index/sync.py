@@ -312,10 +312,16 @@ def scope(sources: Sequence[Any]) -> Callable[[str], bool]:
     return covered
 
 
-def note_other_sources(stored_paths: Mapping[str, str], sources: Sequence[Any], report: IngestReport) -> None:
+def note_other_sources(
+    stored_paths: Mapping[str, str], sources: Sequence[Any], report: IngestReport, roots: Sequence[str] = ()
+) -> None:
     """Say when the index also holds documents these sources did not name: a user's own
-    documents must never silently join another collection (e.g. the demo's evaluation)."""
-    covered = scope(sources)
+    documents must never silently join another collection (e.g. the demo's evaluation).
+    A folder ingested before (`roots`) that holds a source is that source's collection: a
+    subfolder's ingest does not call the rest of its folder other sources."""
+    given = [s for s in sources if isinstance(s, (str, Path))]
+    above = [r for r in roots if any(scope([r])(os.fspath(g)) for g in given)]
+    covered = scope([*sources, *above])
     others = [path or doc_id for doc_id, path in stored_paths.items() if not covered(path)]
     if others:
         report.notes.append(
