@@ -26,6 +26,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--work", type=Path, required=True)
     ap.add_argument("--queries", type=int, default=300)
+    ap.add_argument("--config", default="serve.toml", help="the recipe in --work to query (default serve.toml)")
     args = ap.parse_args()
     os.environ.setdefault("PLM_PROGRESS", "0")
     from plm_core.records import Query
@@ -58,7 +59,7 @@ def main() -> None:
         (CorpusView, "hits", "hits"),
     ]:
         timed(cls, method, label)
-    job = open_job(args.work / "serve.toml", None, None, args.work / "index")
+    job = open_job(args.work / args.config, None, None, args.work / "index")
     job.open(create=False)
     rng = random.Random(7)
 
@@ -70,16 +71,19 @@ def main() -> None:
     for rnd in range(2):
         took.clear()
         total = []
+        cpu0 = time.process_time()
         for text in fresh(f"r{rnd}-"):
             t0 = time.perf_counter()
             _, stages = job.search(Query(text=text, k=10))
             total.append((time.perf_counter() - t0) * 1000)
             for name, seconds in stages.items():
                 took.setdefault(f"stage {name}", []).append(seconds * 1000)
+        cpu = (time.process_time() - cpu0) * 1000 / len(total)
         parts = ", ".join(f"{k} {statistics.median(v):.2f}" for k, v in took.items())
         total.sort()
         print(
-            f"round {rnd + 1}: query p50 {total[len(total) // 2]:.1f} ms, p95 {total[int(len(total) * 0.95)]:.1f} ms; "
+            f"round {rnd + 1}: query p50 {total[len(total) // 2]:.1f} ms, p95 {total[int(len(total) * 0.95)]:.1f} ms, "
+            f"CPU {cpu:.1f} ms a query (all threads); "
             f"medians (ms): {parts}",
             flush=True,
         )
