@@ -52,7 +52,8 @@ as a third party must: a test holds them to it):
   `VECTORS_FILE` (memory-mapped columns beside an index's files);
 - for loaders: `document_from_record` (a record -> a checked document), `check_document`,
   `check_id`, `record_id`, `merge_metadata_field`, `MissingFieldError`, `MAX_METADATA_INT`,
-  and `inside` (whether a path, links resolved, stays inside a folder);
+  `front_matter_lines` (how many leading lines are YAML front matter), and `inside` (whether
+  a path, links resolved, stays inside a folder);
 - for stages that call a service: `bearer_key` (an API key from the environment),
   `NO_REDIRECTS` and `RedirectRefused` (a credential never follows a redirect).
 
@@ -142,6 +143,7 @@ if TYPE_CHECKING:
         check_document,
         check_id,
         document_from_record,
+        front_matter_lines,
         merge_metadata_field,
         record_id,
     )
@@ -162,7 +164,7 @@ _RUNTIME = {
     ),
     "plm_index.documents": (
         "MAX_METADATA_INT", "MissingFieldError", "check_document", "check_id", "document_from_record",
-        "merge_metadata_field", "record_id",
+        "front_matter_lines", "merge_metadata_field", "record_id",
     ),
     "plm_index.filters": ("RANGE_OPS", "as_date", "compile_filters", "normalize_filters"),
     "plm_index.job": ("Job",),
@@ -248,6 +250,7 @@ __all__ = [
     "check_id",
     "compile_filters",
     "document_from_record",
+    "front_matter_lines",
     "IDS_FILE",
     "inside",
     "Job",

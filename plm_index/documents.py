@@ -89,6 +89,16 @@ def _storable(value: Any) -> bool:
     return True
 
 
+def front_matter_lines(lines: list[str]) -> int:
+    """How many leading lines are YAML front matter (both `---` lines included), else 0: a
+    first line `---` (after a BOM) up to the next `---` line. The one rule for the Markdown
+    loader's metadata, its front-matter warning, setext headings and `plm serve`'s document page."""
+    if not lines or lines[0].lstrip("\ufeff").rstrip() != "---":
+        return 0
+    end = next((i for i in range(1, len(lines)) if lines[i].rstrip() == "---"), None)
+    return 0 if end is None else end + 1
+
+
 def check_text(value: Any, what: str) -> str:
     """`value` itself when it is a string every store can hold: valid UTF-8 (no lone
     surrogates) and no NUL character (Postgres text and jsonb refuse it; checked here so

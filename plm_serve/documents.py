@@ -18,6 +18,7 @@ from typing import Any
 from urllib.parse import quote, unquote
 
 from plm_core.records import Chunk, Document
+from plm_index.documents import front_matter_lines
 
 _NOT_WORD = re.compile(r"[^\w]+")
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")  # `https:`, `mailto:`, `C:` alike: not relative
@@ -26,15 +27,14 @@ PathLookup = Callable[[Sequence[str]], Mapping[str, str]]
 
 
 def split_front_matter(text: str) -> tuple[str, str, int]:
-    """(front matter, body, lines before the body): a leading `---` line up to the next
-    `---` line, as the markdown_dir loader reads it; ("", text, 0) when there is none."""
+    """(front matter, body, lines before the body), by the markdown_dir loader's rule
+    (`front_matter_lines`); ("", text, 0) when there is none, or it is never closed (the
+    loader read no metadata from it either, so it is text)."""
     lines = text.split("\n")
-    if not lines or lines[0].lstrip("\ufeff").rstrip() != "---":
+    skip = front_matter_lines(lines)
+    if not skip:
         return "", text, 0
-    end = next((i for i in range(1, len(lines)) if lines[i].rstrip() == "---"), None)
-    if end is None:  # never closed: the loader read no metadata from it either, so it is text
-        return "", text, 0
-    return "\n".join(lines[1:end]), "\n".join(lines[end + 1 :]), end + 1
+    return "\n".join(lines[1 : skip - 1]), "\n".join(lines[skip:]), skip
 
 
 def slug(text: str) -> str:

@@ -56,16 +56,6 @@ def failure(path: str | Path, error: str | BadInput | PlmUserError, doc_id: str 
     return LoadFailure(shown(path), str(error), doc_id, emptied=isinstance(error, EmptyInput))
 
 
-def front_matter_lines(lines: list[str]) -> int:
-    """How many leading lines are YAML front matter (both `---` lines included), else 0: a
-    first line `---` (after a BOM) up to the next `---` line. The one rule for the Markdown
-    loader's metadata, its front-matter warning and setext headings."""
-    if not lines or lines[0].lstrip("\ufeff").rstrip() != "---":
-        return 0
-    end = next((i for i in range(1, len(lines)) if lines[i].rstrip() == "---"), None)
-    return 0 if end is None else end + 1
-
-
 def read_text_file(path: Path, max_mb: float, skip: str) -> str:
     """The file's text, decoded as UTF-8 with universal newlines (as `Path.read_text`).
 

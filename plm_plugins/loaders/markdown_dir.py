@@ -29,6 +29,7 @@ from plm import (
     LoadFailure,
     PlmUserError,
     check_document,
+    front_matter_lines,
     hookimpl,
     inside,
 )
@@ -37,7 +38,6 @@ from plm_plugins.loaders.files import (
     EmptyInput,
     docs_or_raise,
     failure,
-    front_matter_lines,
     read_text_file,
     shown,
 )
