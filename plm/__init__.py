@@ -188,6 +188,11 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'plm' has no attribute {name!r}")
 
 
+def __dir__() -> list[str]:
+    """The face's names, those loaded on first use included (tab completion, `dir(plm)`)."""
+    return sorted([*__all__, "testing"])
+
+
 __all__ = [
     "BaseComponent",
     "BatchProcessor",

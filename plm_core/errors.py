@@ -22,8 +22,11 @@ class TypeValidationError(PlmUserError):
 class MissingDependencyError(PlmUserError):
     """A stage needs an optional dependency that is not installed."""
 
-    def __init__(self, what: str, extra: str) -> None:
-        super().__init__(f"{what} is not installed. Install it with: pip install 'plm[{extra}]'")
+    def __init__(self, what: str, extra: str = "", *, install: str = "") -> None:
+        """`extra`: plm's extra that brings it; a third-party stage says `install` (the
+        command, "pip install my-package[fuzzy]"); with neither, "pip install WHAT"."""
+        command = install or (f"pip install 'plm[{extra}]'" if extra else f"pip install {what}")
+        super().__init__(f"{what} is not installed. Install it with: {command}")
 
 
 class ModelNotFoundError(PlmUserError):

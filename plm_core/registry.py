@@ -89,6 +89,10 @@ class Registry:
             if len(anywhere) == 1:
                 return anywhere[0]
         loc = f"{where}: " if where else ""
+        if not found:  # a plugin of that very name failed to load: that is the reason, not a typo
+            failed = [entry for entry in FAILED_PLUGINS if entry.startswith(f"plugin {name!r} ")]
+            if failed:
+                raise PluginError(f"{loc}{name!r} is not available: {failed[0]}")
         if len(found) > 1:
             fams = ", ".join(f"{r.family}:{r.name}" for r in found)
             raise PluginError(f"{loc}{name!r} is ambiguous; write one of {fams}")
@@ -216,7 +220,32 @@ def build_registry(extra_plugins: Sequence[Any] = (), autoload: bool | None = No
 
     _call_each(pm, "plm_register_components", origin, attribute, registry=registry)
     registry._current = ("<direct>", "", "<direct>")
+    note_silent_plugins(pm, origin)
     return registry
+
+
+HOOKS = ("plm_register_components", "plm_register_commands")
+
+
+def note_silent_plugins(pm: pluggy.PluginManager, origin: dict[int, tuple[str, str, str]]) -> None:
+    """Warn about a third-party entry point whose module implements no plm hook (none, or one
+    misspelled): it loads without error and adds nothing, and its stages are then unknown."""
+    for module in pm.get_plugins():
+        package, _, plugin = origin.get(id(module), (BUILTIN_DIST, "", ""))
+        if package in (BUILTIN_DIST, "<direct>"):
+            continue
+        hooks = sorted({caller.name for caller in pm.get_hookcallers(module) or ()})
+        if set(hooks) & set(HOOKS):
+            continue
+        close = [h for h in hooks if difflib.get_close_matches(h, HOOKS, n=1)]
+        found = f"; it has {close[0]!r}: a misspelling?" if close else ""
+        entry = f"plugin {plugin!r} from package {package!r} registers nothing"
+        if entry not in FAILED_PLUGINS:
+            FAILED_PLUGINS.append(entry)
+            print(
+                f"warning: {entry}: its module has no `@plm.hookimpl def plm_register_components(registry)`{found}",
+                file=sys.stderr,
+            )
 
 
 def register_commands(app: Any) -> None:

@@ -119,3 +119,30 @@ def test_an_empty_plm_folder_read_as_a_namespace_package_is_named(
     assert f"a folder named plm in {tmp_path} (the working directory) shadows the installed package" in note
     monkeypatch.undo()
     assert shadowed_package_note() == ""  # the real package
+
+
+def test_a_stage_whose_plugin_failed_to_load_is_named_with_the_reason(broken_site: Path) -> None:
+    # the config names the plugin's own stage: the reason first, not a list of 50 known names
+    res = plm("plugins", "show", "plm_frob", site=broken_site)
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    error = next(line for line in res.stderr.splitlines() if line.startswith("error: "))
+    assert error.startswith("error: 'plm_frob' is not available: plugin 'plm_frob' (plm_frob) from package 'plm-frob'")
+    assert "ImportError: needs the frobnicator library" in error and "Known:" not in error
+
+
+def test_a_plugin_that_registers_nothing_is_named(tmp_path: Path) -> None:
+    # a misspelled hook, or none: the module loads, adds nothing, and its stages were "unknown"
+    site = tmp_path / "site"
+    site.mkdir()
+    _dist(
+        site, "plm-typo", "plm_typo", "import plm\n\n@plm.hookimpl\ndef plm_register_component(registry):\n    pass\n"
+    )
+    _dist(site, "plm-bare", "plm_bare", "X = 1\n")
+    res = plm("plugins", site=site)
+    assert res.returncode == 0, res.stderr
+    warnings = [line for line in res.stderr.splitlines() if line.startswith("warning: ")]
+    (typo,) = [w for w in warnings if "'plm_typo'" in w]
+    assert "from package 'plm-typo' registers nothing" in typo and "'plm_register_component': a misspelling?" in typo
+    (bare,) = [w for w in warnings if "'plm_bare'" in w]
+    assert "registers nothing: its module has no `@plm.hookimpl def plm_register_components(registry)`" in bare
+    assert plm("plugins", site=site, PLM_DISABLE_PLUGIN_AUTOLOAD="1").stderr == ""

@@ -157,3 +157,5 @@ def test_every_name_the_face_lists_is_there() -> None:
     import plm
 
     assert sorted(n for n in plm.__all__ if not hasattr(plm, n)) == []
+    # dir() shows the names loaded on first use (tab completion), not the module's own imports
+    assert {"rescore", "top_n", "Job", "testing"} <= set(dir(plm)) and "TYPE_CHECKING" not in dir(plm)

@@ -68,3 +68,16 @@ def test_same_name_in_two_families_is_ambiguous_until_qualified() -> None:
     with pytest.raises(PluginError, match="ambiguous"):
         reg.get("thing")
     assert reg.get("reranker:thing").cls is Twin
+
+
+def test_a_missing_dependency_says_how_to_install_it() -> None:
+    from plm_core.errors import MissingDependencyError
+
+    assert (
+        str(MissingDependencyError("bm25s", "bm25"))
+        == "bm25s is not installed. Install it with: pip install 'plm[bm25]'"
+    )
+    # a third party's stage names its own package, not a plm extra that does not exist
+    third = MissingDependencyError("rapidfuzz", install="pip install 'my-package[fuzzy]'")
+    assert str(third) == "rapidfuzz is not installed. Install it with: pip install 'my-package[fuzzy]'"
+    assert str(MissingDependencyError("rapidfuzz")).endswith("Install it with: pip install rapidfuzz")
