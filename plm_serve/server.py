@@ -47,7 +47,7 @@ from plm_index.search import MAX_K, MAX_QUERY_CHARS
 from plm_serve.documents import render_document
 from plm_serve.http_guard import HostAllowlist, HostGuard, page_csp
 from plm_serve.schemas import HitModel
-from plm_serve.service import NotReady, Service
+from plm_serve.service import FromFile, NotReady, Service
 
 log = logging.getLogger("plm.serve")
 access = logging.getLogger("plm.serve.access")
@@ -131,8 +131,34 @@ class SyncResponse(BaseModel):
 
 
 ERRORS: dict[int | str, dict[str, Any]] = {
-    code: {"model": ErrorResponse} for code in (400, 401, 404, 409, 413, 422, 503)
+    code: {"model": ErrorResponse} for code in (400, 401, 404, 409, 413, 415, 422, 503)
 }
+
+
+GET_QUERY_PARAMS = frozenset({"q", "k", "filter", "weight"})
+GET_HELP = "q, k, filter (repeat it) and weight (repeat it)"
+
+
+def did_you_mean(name: str) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(name, sorted(GET_QUERY_PARAMS), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def refuse_file_documents(job: Any, docs: list[Any]) -> list[Any]:
+    """These posted documents, unless one has the id of a document a file holds (a folder's
+    `plm ingest` or a watcher's): replaced by a record, it kept neither the file's path nor its
+    metadata, and nothing put it back until that file changed (HTTP 409)."""
+    store = job.store
+    for doc_id in store.doc_fingerprints([d.id for d in docs]):  # the ids stored already: one query
+        stored = store.get_document(doc_id)
+        if stored is not None and stored.path:
+            raise FromFile(
+                f"document {doc_id!r} comes from the file {stored.path}: change the file (a watcher or "
+                "`plm ingest` of its folder reads it), or post the record under another id"
+            )
+    return docs
 
 
 def query_payload(text: str, ranking: Any, timings: dict[str, float], filters: Any, version: str) -> dict[str, Any]:
@@ -284,11 +310,18 @@ def create_app(
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        if request.method == "POST" and kind != "application/json":  # FastAPI read the body as no object
+            return error(415, f"send the body as JSON, with Content-Type: application/json (not {kind or 'none'})")
         problems = "; ".join(
             f"{'.'.join(str(p) for p in e.get('loc', ()) if p != 'body') or 'body'}: {e.get('msg')}"
             for e in exc.errors()[:5]
         )
         return error(422, f"invalid request: {problems}")
+
+    @app.exception_handler(FromFile)
+    async def from_file(request: Request, exc: FromFile) -> JSONResponse:
+        return error(409, str(exc))
 
     @app.exception_handler(NotReady)
     async def not_ready(request: Request, exc: NotReady) -> JSONResponse:
@@ -317,6 +350,7 @@ def create_app(
 
     @app.get("/query", response_model=QueryResponse, responses=ERRORS)
     def get_query(
+        request: Request,
         q: Annotated[str, QueryParam(min_length=1, max_length=MAX_QUERY_CHARS, description="What to search for.")],
         k: Annotated[int, QueryParam(ge=1, le=MAX_K, description="How many hits to return.")] = 5,
         filter_: Annotated[
@@ -331,6 +365,12 @@ def create_app(
         """Search without a body: `/query?q=...&k=5&filter=version>=3&weight=bm25=0.5`."""
         from plm_index.cli_values import parse_filter_args, parse_weight_args
 
+        # An unknown name is refused, not ignored: `filters=team=a` answered unfiltered.
+        unknown = sorted(set(request.query_params) - GET_QUERY_PARAMS)
+        if unknown:
+            raise PlmUserError(
+                f"unknown query parameter {unknown[0]!r}{did_you_mean(unknown[0])}; GET /query takes {GET_HELP}"
+            )
         # The CLI's own parsers: one syntax everywhere, and a bad condition is a 400 saying why.
         filters = parse_filter_args(filter_) if filter_ else None
         return run_query(q, k, filters, parse_weight_args(weight) if weight else None)
@@ -421,7 +461,7 @@ def create_app(
                 },
                 status_code=422,
             )
-        return sync_response(service.apply(lambda job: job.sync(docs)), "documents")
+        return sync_response(service.apply(lambda job: job.sync(refuse_file_documents(job, docs))), "documents")
 
     # `:path`: an id may hold a `/` (`docs/a.md`), which POST /documents accepts.
     @app.delete("/documents/{doc_id:path}", response_model=SyncResponse, responses=ERRORS)

@@ -65,6 +65,10 @@ class NotReady(PlmUserError):
     """The index is empty or not loaded yet (HTTP 503)."""
 
 
+class FromFile(PlmUserError):
+    """A posted record has the id of a document that a file holds (HTTP 409)."""
+
+
 class Reader:
     """One job pinned to one committed state, indexes loaded."""
 

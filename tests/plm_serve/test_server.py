@@ -196,6 +196,8 @@ def test_documents_are_added_searchable_at_once_and_deleted(server: Server) -> N
         ("POST", "/documents", {"records": []}, 422, "records"),
         ("POST", "/documents", {"records": [{"text": "no id"}]}, 422, "record 1: missing field 'id'"),
         ("GET", "/query?q=x&k=zero", None, 422, "k"),
+        # an unknown name is refused, not ignored (a mistyped filter answered unfiltered)
+        ("GET", "/query?q=x&filters=team%3Dstorage", None, 400, "unknown query parameter 'filters' (did you mean"),
         ("GET", "/nowhere", None, 404, ""),
     ],
 )
@@ -207,6 +209,19 @@ def test_bad_input_is_a_4xx_with_one_error_line(
     assert response.status_code == status, response.text
     if status >= 400 and message:
         assert message in response.json()["error"]
+
+
+def test_a_body_that_is_not_json_is_a_415_saying_so(server: Server) -> None:
+    sent = httpx.post(server.url + "/query", content='{"text": "alpha"}', headers={"content-type": "text/plain"})
+    assert sent.status_code == 415 and "Content-Type: application/json" in sent.json()["error"], sent.text
+
+
+def test_a_record_cannot_replace_a_document_that_a_file_holds(server: Server) -> None:
+    # replaced by a record, the document lost its path and front matter, and nothing put it back
+    clobber = httpx.post(server.url + "/documents", json={"records": [{"id": "alpha", "text": "gone"}]}, timeout=60)
+    assert clobber.status_code == 409, clobber.text
+    assert "document 'alpha' comes from the file " in clobber.json()["error"]
+    assert httpx.get(server.url + "/documents/alpha").json()["text"] == DOCS["alpha"]  # stored nothing
 
 
 @pytest.mark.slow
