@@ -51,6 +51,9 @@ CHECKS = {
     "plm.testing.check_segmented_index(make_index, folder)  # a plm.SegmentedIndex",
     "Fuser": 'plm.testing.check_fuser(fuser, sources=("dense", "bm25"))',
     "QueryGenerator": "plm.testing.check_query_generator(generator, documents=None)",
+    "Chunker": "plm.testing.check_chunker(chunker, documents=None)",
+    "RankingStage": "plm.testing.check_ranking_stage(stage, ranking=None)",
+    "Reranker": "plm.testing.check_ranking_stage(reranker, ranking=None)",
 }
 
 # Short examples by base class, each a whole plugin class; the test runs every one.
@@ -68,11 +71,13 @@ class Paragraphs(plm.Chunker):
     name = "paragraphs"
 
     def run(self, data: list[plm.Document]) -> list[plm.Chunk]:
-        return [
-            plm.Chunk(id=f"{doc.id}#{i}", doc_id=doc.id, text=part)
-            for doc in data
-            for i, part in enumerate(p for p in doc.text.split("\\n\\n") if p.strip())
-        ]
+        out = []
+        for doc in data:
+            lines = doc.text.split("\\n")  # markdown_dir keeps a file's front matter in its text
+            body = "\\n".join(lines[plm.front_matter_lines(lines) :])
+            parts = [p for p in body.split("\\n\\n") if p.strip()]
+            out += [plm.Chunk(id=f"{doc.id}#{i}", doc_id=doc.id, text=p) for i, p in enumerate(parts)]
+        return out  # the runtime adds each document's metadata and title to its chunks
 """,
     "ChunkTransform": """
 class CapitalWords(plm.ChunkTransform):

@@ -21,6 +21,12 @@
   one empty source keeps the other's order; no sources, no hits.
 - `check_segmented_index(make_index, folder)`: an index kept by `refresh` (segments,
   deletions, merges) ranks as one built whole from the same corpus, at every step.
+- `check_chunker(chunker, documents=None)`: chunks of the documents given, ids unique, each
+  document's chunks together and in reading order, the same every time, and the same
+  whether its documents come together or one by one (a sync retries a failed batch so).
+- `check_ranking_stage(stage, ranking=None)`: a reranker or other stage after retrieval
+  returns a `Ranking` of the same query, only hits it was given, each once, ranked from 1;
+  the same every time; an empty ranking stays empty; `depth(k)` at least k.
 - `check_query_generator(generator, documents=None)`: queries for documents of the corpus,
   the same every time, each span it says it copied found in its source, and none found
   verbatim anywhere in the corpus once those spans and copies are cut (`MARKDOWN_DOCS`:
@@ -43,7 +49,7 @@ from typing import Any
 import numpy as np
 
 from plm_core.errors import StoreError
-from plm_core.interfaces import Fuser, QueryGenerator, Retriever, Store, Tokenizer
+from plm_core.interfaces import Chunker, Fuser, QueryGenerator, RankingStage, Retriever, Store, Tokenizer
 from plm_core.records import (
     Chunk,
     CorpusVersion,
@@ -51,6 +57,8 @@ from plm_core.records import (
     EmbeddedQuery,
     ExpandedQuery,
     FusionConfig,
+    Hit,
+    Ranking,
     ScoredChunk,
     StoreProblem,
     SyntheticQuery,
@@ -60,8 +68,10 @@ __all__ = [
     "CHUNKS",
     "MARKDOWN_DOCS",
     "MemorySnapshot",
+    "check_chunker",
     "check_fuser",
     "check_query_generator",
+    "check_ranking_stage",
     "check_retriever",
     "check_segmented_index",
     "check_store",
@@ -724,3 +734,58 @@ def check_query_generator(generator: QueryGenerator, documents: Sequence[Documen
     rewritten, _ = rewrite(docs, first)
     bad = leaks(queries, rewritten)
     _expect(not bad, family, "no query is found verbatim in the corpus it is evaluated on", str(bad[:3]))
+
+
+def check_chunker(chunker: Chunker, documents: Sequence[Document] | None = None) -> None:
+    """The chunker contract on `documents` (default `MARKDOWN_DOCS`, Markdown with headings)."""
+    family = "chunkers"
+    docs = list(documents if documents is not None else MARKDOWN_DOCS)
+    _expect(chunker.run([]) == [], family, "no documents give no chunks")
+    first = chunker.run(docs)
+    _expect(isinstance(first, list), family, "run returns a list", repr(type(first)))
+    _expect(first, family, "the test documents give at least one chunk")
+    bad = next((c for c in first if not isinstance(c, Chunk)), None)
+    _expect(bad is None, family, "run returns plm.Chunk records", repr(type(bad)))
+    order = {d.id: i for i, d in enumerate(docs)}
+    ids = [c.id for c in first]
+    _expect(len(set(ids)) == len(ids), family, "chunk ids are unique", str([i for i in ids if ids.count(i) > 1][:3]))
+    for c in first:
+        _expect(c.doc_id in order, family, "each chunk's doc_id names one of the documents given", repr(c.doc_id))
+        _expect(c.text.strip(), family, "a chunk has text", repr(c.id))
+    seen = [order[c.doc_id] for c in first]
+    _expect(seen == sorted(seen), family, "a document's chunks come together, documents in the order given")
+    for doc in docs:
+        starts = [c.start_char for c in first if c.doc_id == doc.id]
+        _expect(starts == sorted(starts), family, "a document's chunks come in reading order (start_char)", doc.id)
+    _expect(first == chunker.run(docs), family, "the same documents give the same chunks")
+    alone = [c for d in docs for c in chunker.run([d])]
+    _expect(
+        alone == first,
+        family,
+        "a document's chunks do not depend on the other documents of the batch (a sync retries one by one)",
+    )
+
+
+def check_ranking_stage(stage: RankingStage, ranking: Ranking | None = None) -> None:
+    """The contract of a stage after retrieval (`plm.Reranker`, `plm.RankingStage`) on
+    `ranking` (default: CHUNKS' first six as hits of one query, best first)."""
+    family = "rerankers" if stage.family == "rerankers" else "rankers"
+    if ranking is None:
+        hits = tuple(
+            Hit(c.id, c.doc_id, 1.0 - i / 10, i + 1, c.text, metadata={**c.metadata, "title": c.doc_id})
+            for i, c in enumerate(CHUNKS[:6])
+        )
+        ranking = Ranking(query=query("pod memory"), hits=hits, fusion=FusionConfig(candidates=len(hits)))
+    for k in (1, 5, 50):
+        _expect(stage.depth(k) >= k, family, "depth(k) is at least k", f"depth({k}) = {stage.depth(k)}")
+    out = stage.run(ranking)
+    _expect(isinstance(out, Ranking), family, "run returns a plm.Ranking", repr(type(out)))
+    _expect(out.query == ranking.query, family, "the ranking keeps its query")
+    given = {h.chunk_id for h in ranking.hits}
+    ids = [h.chunk_id for h in out.hits]
+    _expect(set(ids) <= given, family, "only hits it was given", str(sorted(set(ids) - given)[:3]))
+    _expect(len(set(ids)) == len(ids), family, "each hit once")
+    _expect([h.rank for h in out.hits] == list(range(1, len(ids) + 1)), family, "ranks count from 1, in order")
+    _expect(out == stage.run(ranking), family, "the same ranking gives the same answer")
+    empty = stage.run(Ranking(query=ranking.query, hits=(), fusion=ranking.fusion))
+    _expect(isinstance(empty, Ranking) and not empty.hits, family, "an empty ranking stays empty")

@@ -176,6 +176,24 @@ def type_name(tp: Any) -> str:
     return getattr(tp, "__name__", str(tp))
 
 
+def output_problem(value: Any, declared: Any) -> str | None:
+    """What a stage returned instead of its declared `output_type` ("a str", "a list holding
+    a str at 0"); None when it fits. The container is checked, and each item of a list or
+    tuple of one class (a chunker's list[Chunk]): an isinstance each, nothing deeper."""
+    if declared is object or declared is Any:
+        return None
+    origin = get_origin(declared)
+    container = declared if origin is None else origin
+    if isinstance(container, type) and not isinstance(value, container):
+        return f"a {type(value).__name__}"
+    args = get_args(declared)
+    if origin in (list, tuple) and len(args) == 1 and isinstance(args[0], type):
+        for i, item in enumerate(value):
+            if not isinstance(item, args[0]):
+                return f"a {origin.__name__} holding a {type(item).__name__} at {i}"
+    return None
+
+
 def fits(produced: Any, accepted: Any) -> bool:
     """True when a value of type `produced` can be passed where `accepted` is expected."""
     if accepted is object or accepted is Any:

@@ -75,6 +75,11 @@ class Chunker(BaseComponent[list[Document], list[Chunk]]):
     input_type = list[Document]
     output_type = list[Chunk]
 
+    @abstractmethod
+    def run(self, data: list[Document]) -> list[Chunk]:
+        """These documents' chunks. The runtime gives each chunk its document's metadata and
+        `title` (a key the chunk sets itself wins), so filters on front matter find it."""
+
 
 class ChunkTransform(BaseComponent[list[Chunk], list[Chunk]]):
     """Keyword/entity extractors and enrichers: chunks in, new chunks out (same order). One
@@ -85,6 +90,10 @@ class ChunkTransform(BaseComponent[list[Chunk], list[Chunk]]):
     input_type = list[Chunk]
     output_type = list[Chunk]
     cache_fields: ClassVar[tuple[str, ...]] = ()
+
+    @abstractmethod
+    def run(self, data: list[Chunk]) -> list[Chunk]:
+        """The chunks with what this stage adds (`dataclasses.replace`), one for each, in order."""
 
 
 class Embedder(BaseComponent[list[str], Any]):
@@ -166,6 +175,10 @@ class QueryExpander(BaseComponent[Query, ExpandedQuery]):
     family = "expanders"
     input_type = Query
     output_type = ExpandedQuery
+
+    @abstractmethod
+    def run(self, data: Query) -> ExpandedQuery:
+        """The query as retrieval should search for it (`ExpandedQuery.of(data)` to start from)."""
 
 
 class QueryGenerator(BaseComponent[list[Document], list[SyntheticQuery]]):
@@ -285,6 +298,10 @@ class Retrieval(BaseComponent[ExpandedQuery, Ranking]):
     input_type = ExpandedQuery
     output_type = Ranking
 
+    @abstractmethod
+    def run(self, data: ExpandedQuery) -> Ranking:
+        """The query's ranking, `data.depth` hits at most (`Corpus.hits` makes them)."""
+
 
 class RankingStage(BaseComponent[Ranking, Ranking]):
     """A stage after retrieval (reranking, deduplication, filtering). It may want more
@@ -294,6 +311,10 @@ class RankingStage(BaseComponent[Ranking, Ranking]):
     family = "rankers"
     input_type = Ranking
     output_type = Ranking
+
+    @abstractmethod
+    def run(self, data: Ranking) -> Ranking:
+        """The ranking this stage makes of the one it gets (`plm.rescore` to reorder and renumber)."""
 
     def depth(self, k: int) -> int:
         """How many hits this stage wants to receive for a final k (at least k)."""

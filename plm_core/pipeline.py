@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from plm_core.component import Component, fits, type_name
+from plm_core.component import Component, fits, output_problem, type_name
 from plm_core.errors import PipelineError, TypeValidationError
 from plm_core.records import PipelineResult
 
@@ -55,6 +55,14 @@ class Pipeline:
                 if ensure is not None:
                     ensure()
                 data = stage.run(data)
+                problem = output_problem(data, stage.output_type)
+                if problem is not None:  # a stage's bug, named here, not as an AttributeError two stages on
+                    family = getattr(stage, "family", "stage")
+                    name = repr(getattr(stage, "name", type(stage).__name__))
+                    raise TypeValidationError(
+                        f"{name}{'' if family == 'stage' else f' ({family})'} returned {problem}, "
+                        f"not the {type_name(stage.output_type)} it must return"
+                    )
             except PipelineError:
                 raise
             except Exception as exc:  # noqa: BLE001 - re-raised with the stage named

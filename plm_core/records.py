@@ -142,7 +142,7 @@ class ExpandedQuery(Query):
 class EmbeddedQuery(ExpandedQuery):
     """An expanded query with its embedding (a normalised float32 vector)."""
 
-    vector: Any = None
+    vector: Any = field(default=None, repr=False)  # a printed ranking shows no 384 floats
     model: str = ""
 
     @classmethod

@@ -14,11 +14,12 @@ from __future__ import annotations
 import math
 import re
 import unicodedata
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from plm_core.errors import PlmUserError
-from plm_core.records import Document
+from plm_core.records import Chunk, Document
 
 MAX_ID_CHARS = 512
 MAX_METADATA_DEPTH = 20
@@ -283,3 +284,18 @@ def document_from_record(
     )
     check_document(doc)
     return doc
+
+
+def with_document_fields(chunks: Sequence[Chunk], docs: Sequence[Document]) -> list[Chunk]:
+    """Each chunk with its document's metadata and `title` under its own (a key the chunk
+    sets wins): what filters and hits read, whichever chunker made it. The built-in chunker
+    copies them itself, so its chunks come back as they are."""
+    by_id = {d.id: d for d in docs}
+    out = []
+    for chunk in chunks:
+        doc = by_id.get(chunk.doc_id)
+        meta = chunk.metadata
+        if doc is not None and ("title" not in meta or any(k not in meta for k in doc.metadata)):
+            chunk = replace(chunk, metadata={**doc.metadata, "title": doc.title, **meta})
+        out.append(chunk)
+    return out

@@ -20,11 +20,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from plm_core.errors import PipelineError, PlmUserError
+from plm_core.errors import PipelineError, PlmUserError, TypeValidationError
 from plm_core.interfaces import Embedder, Executor, Store
 from plm_core.pipeline import Pipeline
 from plm_core.records import BatchResult, Chunk, Document, LoadFailure
 from plm_index.cache import CachedEmbedder, CachedStage, ContentCache
+from plm_index.documents import with_document_fields
 from plm_index.progress import progress_iter
 
 FORMAT_VERSION = "1"
@@ -248,6 +249,8 @@ class Processor:
         try:
             result.chunks = self._chunks(batch, result)
         except PipelineError as err:
+            if isinstance(err.cause, TypeValidationError):
+                raise  # a stage that returns the wrong type fails every document: it is the stage
             first = err
             kept: list[Document] = []
             unexpected: set[str] = set()
@@ -290,7 +293,7 @@ class Processor:
         out = self.transform.run(list(docs))
         for name, seconds in out.timings.items():
             result.timings[name] = result.timings.get(name, 0.0) + seconds
-        return list(out.output)
+        return with_document_fields(out.output, docs)
 
 
 def scope(sources: Sequence[Any]) -> Callable[[str], bool]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import random
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -563,3 +564,107 @@ def test_importing_plm_does_not_load_the_kit() -> None:
 
     code = "import sys, plm; assert 'plm.testing' not in sys.modules and 'numpy' not in sys.modules; plm.testing"
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+class Paragraphs(plm.Chunker):
+    name = "test_paragraphs"
+
+    def run(self, data: list[plm.Document]) -> list[plm.Chunk]:
+        out = []
+        for doc in data:
+            start = 0
+            for i, part in enumerate(doc.text.split("\n\n")):
+                if part.strip():
+                    out.append(plm.Chunk(id=f"{doc.id}#{i}", doc_id=doc.id, text=part, start_char=start))
+                start += len(part) + 2
+        return out
+
+
+def test_a_chunker_written_from_the_contract_passes() -> None:
+    plm.testing.check_chunker(Paragraphs())
+    plm.testing.check_chunker(plm.default_registry().get("markdown_semantic", "chunkers").cls())
+
+
+class NumberedAcrossTheBatch(Paragraphs):
+    name = "test_numbered"
+
+    def run(self, data: list[plm.Document]) -> list[plm.Chunk]:  # ids from a counter over the batch
+        return [replace(c, id=f"{c.doc_id}#{i}") for i, c in enumerate(super().run(data))]
+
+
+class SameIds(Paragraphs):
+    name = "test_same_ids"
+
+    def run(self, data: list[plm.Document]) -> list[plm.Chunk]:
+        return [replace(c, id=c.id.split("#")[1]) for c in super().run(data)]
+
+
+class Backwards(Paragraphs):
+    name = "test_backwards"
+
+    def run(self, data: list[plm.Document]) -> list[plm.Chunk]:
+        return list(reversed(super().run(data)))
+
+
+class Strings(Paragraphs):
+    name = "test_strings"
+
+    def run(self, data: list[plm.Document]) -> list[plm.Chunk]:
+        return [c.text for c in super().run(data)]  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    ("broken", "message"),
+    [
+        (NumberedAcrossTheBatch, "a document.s chunks do not depend on the other documents"),
+        (SameIds, "chunk ids are unique"),
+        (Backwards, "a document's chunks come together"),
+        (Strings, "run returns plm.Chunk records"),
+    ],
+)
+def test_a_broken_chunker_fails_naming_the_contract(broken: type[Paragraphs], message: str) -> None:
+    with pytest.raises(AssertionError, match="chunkers contract .docs/contracts/chunkers.md.: " + message):
+        plm.testing.check_chunker(broken())
+
+
+class Shout(plm.Reranker):
+    name = "test_shout"
+
+    def run(self, data: plm.Ranking) -> plm.Ranking:
+        return plm.rescore(data, [len(h.text) for h in data.hits], self.label)
+
+
+def test_a_ranking_stage_written_from_the_contract_passes() -> None:
+    plm.testing.check_ranking_stage(Shout(label="shout"))
+    plm.testing.check_ranking_stage(plm.default_registry().get("collapse", "rankers").cls())
+
+
+class KeepsRanks(Shout):
+    name = "test_keeps_ranks"
+
+    def run(self, data: plm.Ranking) -> plm.Ranking:  # reorders without renumbering
+        return replace(data, hits=tuple(reversed(data.hits)))
+
+
+class Invents(Shout):
+    name = "test_invents"
+
+    def run(self, data: plm.Ranking) -> plm.Ranking:
+        extra = replace(data.hits[0], chunk_id="new", rank=len(data.hits) + 1) if data.hits else None
+        return replace(data, hits=data.hits + ((extra,) if extra else ()))
+
+
+class ShallowDepth(Shout):
+    name = "test_shallow"
+
+    def depth(self, k: int) -> int:
+        return 3
+
+
+@pytest.mark.parametrize(
+    ("broken", "message"),
+    [(KeepsRanks, "ranks count from 1, in order"), (Invents, "only hits it was given"), (ShallowDepth, "depth")],
+)
+def test_a_broken_ranking_stage_fails_naming_the_contract(broken: type[Shout], message: str) -> None:
+    with pytest.raises(AssertionError, match="rerankers contract .docs/contracts/rerankers.md.: " + message):
+        plm.testing.check_ranking_stage(broken(label="broken"))

@@ -271,3 +271,87 @@ def test_sync_with_known_changes_touches_only_them(tmp_path: Path, docs: Path) -
     assert stored == {f"doc{i}" for i in range(len(TOPICS)) if i != 7}  # nothing else pruned or touched
     assert job.retrieve("buckets", k=1)[0].doc_id == "doc3"
     assert all(h.doc_id != "doc7" for h in job.retrieve("secrets vault", k=5))
+
+
+@pytest.mark.parametrize(
+    "family", ["Chunker", "ChunkTransform", "QueryExpander", "Retrieval", "RankingStage", "Reranker"]
+)
+def test_a_stage_without_run_fails_at_class_definition(family: str) -> None:
+    # a chunker that writes chunk() instead of run() used to register, pass `plm config check`,
+    # and fail mid-ingest with an empty NotImplementedError
+    import plm
+
+    with pytest.raises(TypeError, match=r"\('wrong_method'\) must implement .*\n  run\(self, data: "):
+        type("WrongMethod", (getattr(plm, family),), {"name": "wrong_method", "chunk": lambda self, data: data})
+
+
+CHUNKERS = """
+import plm
+
+
+class BareParagraphs(plm.Chunker):
+    name = "bare_paragraphs"
+
+    def run(self, data):
+        # as the contract page's first example did: no metadata, no title copied
+        out = []
+        for doc in data:
+            lines = doc.text.split("\\n")
+            body = "\\n".join(lines[plm.front_matter_lines(lines) :])
+            parts = [p for p in body.split("\\n\\n") if p.strip()]
+            out += [plm.Chunk(id=f"{doc.id}#{i}", doc_id=doc.id, text=p) for i, p in enumerate(parts)]
+        return out
+
+
+class BadWords(plm.Chunker):
+    name = "bad_words"
+
+    def run(self, data):
+        return [w for doc in data for w in doc.text.split()]  # strings, not plm.Chunk
+
+
+@plm.hookimpl
+def plm_register_components(registry):
+    registry.add(BareParagraphs)
+    registry.add(BadWords)
+"""
+
+
+def _site(tmp_path: Path, module: str, source: str, names: list[str]) -> dict[str, str]:
+    site = tmp_path / "site"
+    info = site / f"{module}-0.1.dist-info"
+    info.mkdir(parents=True)
+    (site / f"{module}.py").write_text(source)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {module.replace('_', '-')}\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[plm]\n" + "".join(f"{n} = {module}\n" for n in names))
+    return {"PYTHONPATH": str(site)}
+
+
+def test_a_third_party_chunkers_chunks_carry_the_documents_metadata_and_title(tmp_path: Path) -> None:
+    # filters on front matter and the hit's title work whichever chunker made the chunks
+    env = _site(tmp_path, "para_chunkers", CHUNKERS, ["bare_paragraphs", "bad_words"])
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "vault.md").write_text("---\nteam: storage\n---\n# Secrets In Vault\n\nRotate vault tokens weekly.\n")
+    (folder / "quota.md").write_text("---\nteam: search\n---\n# Disk Quota\n\nVault quotas per tenant.\n")
+    config = _config(tmp_path, BASE.replace('use = "markdown_semantic"', 'use = "bare_paragraphs"'))
+    index = tmp_path / "index"
+    res = plm("ingest", str(folder), "--config", str(config), "--index", str(index), env=env)
+    assert res.returncode == 0, res.stderr
+    res = plm(
+        "query", "vault", "--filter", "team=storage", "--json", "--config", str(config), "--index", str(index), env=env
+    )
+    assert res.returncode == 0, res.stderr
+    hits = json.loads(res.stdout)["hits"]
+    assert {h["doc_id"] for h in hits} == {"vault"}
+    assert {h["metadata"]["title"] for h in hits} == {"Secrets In Vault"}
+    assert {h["metadata"]["team"] for h in hits} == {"storage"}
+
+
+def test_a_chunker_returning_the_wrong_type_stops_the_ingest_in_one_line(tmp_path: Path, docs: Path) -> None:
+    env = _site(tmp_path, "para_chunkers", CHUNKERS, ["bare_paragraphs", "bad_words"])
+    config = _config(tmp_path, BASE.replace('use = "markdown_semantic"', 'use = "bad_words"'))
+    res = plm("ingest", str(docs), "--config", str(config), "--index", str(tmp_path / "index"), env=env)
+    assert res.returncode == 2, res.stderr
+    assert "Traceback" not in res.stderr
+    assert "'bad_words' (chunkers) returned a list holding a str at 0, not the list[Chunk] it must return" in res.stderr

@@ -88,3 +88,35 @@ def test_component_config_forbids_unknown_keys() -> None:
 
     with pytest.raises(ValidationError):
         Upper(sufix="!")
+
+
+class Words(BaseComponent[list[Document], list[Chunk]]):
+    name = "words"
+    family = "chunkers"
+    input_type = list[Document]
+    output_type = list[Chunk]
+
+    def run(self, data: list[Document]) -> list[Chunk]:
+        return [w for d in data for w in d.text.split()]  # type: ignore[misc]  # str, not Chunk
+
+
+class Listed(BaseComponent[Query, ExpandedQuery]):
+    input_type = Query
+    output_type = ExpandedQuery
+
+    def run(self, data: Query) -> ExpandedQuery:
+        return [data.text]  # type: ignore[return-value]
+
+
+def test_a_stage_returning_the_wrong_type_is_named_where_it_returns() -> None:
+    # not an AttributeError in the store two stages on: the stage, what it returned, what it should
+    with pytest.raises(PipelineError) as info:
+        Pipeline().add(Words()).add(Upper()).run([Document(id="d", text="a b")])
+    assert info.value.stage == "words" and isinstance(info.value.cause, TypeValidationError)
+    assert (
+        str(info.value.cause)
+        == "'words' (chunkers) returned a list holding a str at 0, not the list[Chunk] it must return"
+    )
+    with pytest.raises(PipelineError, match=r"'Listed' returned a list, not the ExpandedQuery it must return"):
+        Pipeline().add(Listed()).run(Query(text="q"))
+    assert Pipeline().add(Split()).run([Document(id="d", text="a b")]).output  # right types pass
