@@ -13,6 +13,7 @@ import json
 import logging
 import sqlite3
 import sys
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
@@ -199,12 +200,35 @@ class CachedEmbedder:
     def __init__(self, embedder: Embedder, cache: ContentCache | None) -> None:
         self.embedder, self.cache = embedder, cache
         self.computed = self.cached = 0
-        self._row_bytes: int | None = None
+        self.load_seconds = 0.0  # loading the model, when a call had to (the sync reports it apart)
+        self._row_bytes: dict[str, int] = {}
 
-    def _expected_bytes(self) -> int:
-        if self._row_bytes is None:  # one tiny embedding per process tells the true size
-            self._row_bytes = int(self.embedder.embed(["size probe"], progress=False).shape[1]) * 4
-        return self._row_bytes
+    def model_name(self) -> str:
+        """The model the vectors come from: the loaded one, or, before any text needed the
+        model, the one it will load (`expected_model_name`: no weights read)."""
+        e = self.embedder
+        return e.model_name if e.is_warm else e.expected_model_name
+
+    def _warm(self) -> None:
+        if not self.embedder.is_warm:
+            t0 = time.perf_counter()
+            self.embedder.ensure_warm()
+            self.load_seconds += time.perf_counter() - t0
+
+    def _expected_bytes(self, identity: str) -> int:
+        """A vector's size in bytes: written beside the vectors when they are computed, so a
+        sync whose texts are all cached reads it and loads no model; else one tiny embedding."""
+        if identity not in self._row_bytes:
+            assert self.cache is not None
+            size_key = content_key(identity, "\0row bytes")
+            known = self.cache.get_many([size_key]).get(size_key, b"")
+            size = int(known) if known.isdigit() and len(known) < 10 else 0  # damaged: asked again
+            if size <= 0 or size % 4:
+                self._warm()
+                size = int(self.embedder.embed(["size probe"], progress=False).shape[1]) * 4
+                self.cache.put_many([(size_key, str(size).encode())])
+            self._row_bytes[identity] = size
+        return self._row_bytes[identity]
 
     def embed(self, texts: Sequence[str], read: bool = True, progress: bool = False) -> Any:
         """Vectors of `texts`, those in the cache read from it. The others go to the model in
@@ -213,18 +237,25 @@ class CachedEmbedder:
         import numpy as np
 
         embedder = self.embedder
-        embedder.ensure_warm()
         if self.cache is None:
+            self._warm()
             self.computed += len(texts)
             return embedder.embed(list(texts), progress=progress)
         settings = embedder.config.model_dump(mode="json", exclude={"model"})
-        identity = stage_identity(f"embed:{embedder.model_name}:{embedder.model_version}", settings)
-        keys = [content_key(identity, t) for t in texts]
-        found = self.cache.get_many(keys) if read else {}
-        if found:
-            size = self._expected_bytes()
-            found = {k: v for k, v in found.items() if len(v) == size}
-        missing = [i for i, k in enumerate(keys) if k not in found]
+        while True:  # twice at most: the model loaded may not be the one expected (a fallback)
+            name = self.model_name()
+            identity = stage_identity(f"embed:{name}:{embedder.model_version}", settings)
+            keys = [content_key(identity, t) for t in texts]
+            found = self.cache.get_many(keys) if read else {}
+            if found:
+                size = self._expected_bytes(identity)
+                found = {k: v for k, v in found.items() if len(v) == size}
+            missing = [i for i, k in enumerate(keys) if k not in found]
+            if not missing or embedder.is_warm:
+                break
+            self._warm()  # only now: texts the cache lacks need the model
+            if embedder.model_name == name:
+                break
         rows: dict[int, Any] = {}
         if missing:
             bar = progress and on_terminal()
@@ -236,7 +267,11 @@ class CachedEmbedder:
                 )
             new = np.asarray(embedder.embed([texts[i] for i in missing], progress=bar), dtype=np.float32)
             rows = {i: new[j] for j, i in enumerate(missing)}
-            self.cache.put_many({keys[i]: row.tobytes() for i, row in rows.items()}.items())
+            entries = {keys[i]: row.tobytes() for i, row in rows.items()}
+            if identity not in self._row_bytes:  # the size, for a later sync that needs no model
+                self._row_bytes[identity] = int(new.shape[1]) * 4
+                entries[content_key(identity, "\0row bytes")] = str(self._row_bytes[identity]).encode()
+            self.cache.put_many(entries.items())
         self.computed += len(missing)
         self.cached += len(keys) - len(missing)
         return np.stack(

@@ -219,14 +219,10 @@ class Processor:
             return window
         assert self.embedder is not None
         first = next(r for r in window if r.chunks)  # the window's embedding is accounted to it
-        t0 = time.perf_counter()
-        if not self.embedder.embedder.is_warm:
-            self.embedder.embedder.ensure_warm()
-            first.timings["load model"] = (t1 := time.perf_counter()) - t0
-            t0 = t1
+        t0, loading = time.perf_counter(), self.embedder.load_seconds
         was = self.embedder.computed, self.embedder.cached
         matrix = self.embedder.embed(texts, read=read_cache, progress=self.progress and len(texts) >= PROGRESS_CHUNKS)
-        first.timings["embed"] = time.perf_counter() - t0
+        _time_embedding(first.timings, time.perf_counter() - t0, self.embedder.load_seconds - loading)
         first.work["embed"] = (self.embedder.computed - was[0], self.embedder.cached - was[1])
         start = 0
         for result in window:
@@ -267,13 +263,9 @@ class Processor:
                 raise first from None
             result.documents = kept
         if embed and self.embedder is not None and result.chunks:
-            t0 = time.perf_counter()
-            if not self.embedder.embedder.is_warm:
-                self.embedder.embedder.ensure_warm()
-                result.timings["load model"] = (t1 := time.perf_counter()) - t0
-                t0 = t1
+            t0, loading = time.perf_counter(), self.embedder.load_seconds
             result.vectors = self.embedder.embed([c.index_text for c in result.chunks], read=read_cache)
-            result.timings["embed"] = time.perf_counter() - t0
+            _time_embedding(result.timings, time.perf_counter() - t0, self.embedder.load_seconds - loading)
         for label, (computed, cached) in self.counters().items():
             was = before.get(label, (0, 0))
             if label != "embed" or (computed, cached) != was:  # embedding ran only if the batch had chunks
@@ -294,6 +286,13 @@ class Processor:
         for name, seconds in out.timings.items():
             result.timings[name] = result.timings.get(name, 0.0) + seconds
         return with_document_fields(out.output, docs)
+
+
+def _time_embedding(timings: dict[str, float], seconds: float, loading: float) -> None:
+    """An embedding call's time, the model's loading (if it had to) apart."""
+    if loading:
+        timings["load model"] = loading
+    timings["embed"] = seconds - loading
 
 
 def scope(sources: Sequence[Any]) -> Callable[[str], bool]:
@@ -353,7 +352,7 @@ class Syncer:
     @property
     def model(self) -> str | None:
         embedder = self.processor.embedder
-        return embedder.embedder.model_name if embedder is not None else None
+        return embedder.model_name() if embedder is not None else None  # loads no model the sync did not need
 
     def run(
         self,
@@ -466,7 +465,7 @@ class Syncer:
             part = broken[i : i + step]
             texts = [c.index_text for c in part]  # another process may replace a document meanwhile
             matrix = embedder.embed(texts, read=read_cache)
-            self.store.write_vectors([c.id for c in part], matrix, embedder.embedder.model_name, texts)
+            self.store.write_vectors([c.id for c in part], matrix, embedder.model_name(), texts)
         report.count("embed", embedder.computed - was[0], embedder.cached - was[1])
         report.time("embed", time.perf_counter() - t0)
         report.notes.append(f"re-embedded {len(broken)} stored chunks whose vectors were missing or stale")

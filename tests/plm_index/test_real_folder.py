@@ -225,6 +225,28 @@ def test_a_sync_with_nothing_to_do_reads_no_file_and_loads_no_model(
     assert CountingEmbedder.loads == 1  # the one changed document was embedded
 
 
+def test_a_change_whose_chunks_are_all_cached_loads_no_model(
+    tmp_path: Path, store_table: str, registry: Registry
+) -> None:
+    # front matter edited, or an edit undone: the chunks' vectors are in the cache already,
+    # and a new process read them without loading the model (6 s for MiniLM) to size them
+    docs = write(tmp_path / "docs", FOLDER)
+    first = job_for(tmp_path, store_table, registry, embedder=True)
+    first.ingest([docs])
+    first.close()
+    CountingEmbedder.loads = 0
+    job = job_for(tmp_path, store_table, registry, embedder=True)
+    write(docs, {"backup.md": "---\nteam: ops\n---\n" + FOLDER["backup.md"]}, mtime=LONG_AGO + 60)
+    report = job.ingest([docs])
+    assert report.updated == ["backup"] and report.work["embed"] == {"computed": 0, "cached": 1}
+    assert CountingEmbedder.loads == 0 and "load model" not in report.timings
+    assert [h.doc_id for h in job.retrieve("yak", k=1, filters={"team": "ops"})] == ["backup"]
+    write(docs, {"backup.md": FOLDER["backup.md"].replace("yak", "gnu")}, mtime=LONG_AGO + 120)
+    changed = job.ingest([docs])
+    assert changed.work["embed"] == {"computed": 1, "cached": 0} and CountingEmbedder.loads == 1 and changed.timings["load model"] >= 0
+    assert job.retrieve("gnu", k=1)[0].doc_id == "backup"
+
+
 def test_a_document_deleted_behind_the_record_is_read_again(
     tmp_path: Path, store_table: str, registry: Registry
 ) -> None:
