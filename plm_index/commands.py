@@ -191,7 +191,7 @@ def print_query_result(payload: dict[str, Any]) -> None:
             out.print("   " + facts, markup=False, highlight=False)
         out.print("   " + " ".join(h["text"].split())[:200], markup=False, highlight=False)
     if not payload["hits"]:
-        out.print(no_match(payload.get("filters")), highlight=False, markup=False)
+        out.print(payload.get("note") or no_match(payload.get("filters")), highlight=False, markup=False)
 
 
 def _metadata_line(metadata: dict[str, Any], width: int = 60) -> str:

@@ -335,8 +335,9 @@ def no_match(filters: Mapping[str, Any] | None) -> str:
 
 
 def query_payload(text: str, ranking: Any, timings: dict[str, float], filters: Any) -> dict[str, Any]:
-    """A query's result as JSON data: what `plm query --json` prints and `plm serve` returns."""
-    return {
+    """A query's result as JSON data: what `plm query --json` prints and `plm serve` returns;
+    with no hit, a `note` says why (a misspelled filter field reads differently from no match)."""
+    payload = {
         "query": text,
         "expanded": ranking.query.text,
         "fired": list(ranking.query.fired),
@@ -344,3 +345,6 @@ def query_payload(text: str, ranking: Any, timings: dict[str, float], filters: A
         "hits": [h.as_dict() for h in ranking.hits],
         "timings_ms": {s: round(1000 * t, 3) for s, t in timings.items()},
     }
+    if not ranking.hits:
+        payload["note"] = no_match(filters)
+    return payload

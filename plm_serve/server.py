@@ -75,6 +75,7 @@ class QueryResponse(BaseModel):
     hits: list[HitModel]
     timings_ms: dict[str, float]
     corpus_version: str
+    note: str | None = Field(None, description="Why there is no hit, when there is none (the filters' rule).")
 
 
 class HeadingModel(BaseModel):

@@ -147,8 +147,8 @@ class ProfiledFuser(Fuser):
             unknown = [s for s in query.weights if s not in weights]
             if unknown:
                 raise PlmUserError(
-                    f"weights name {unknown}, which are not sources of fuser {self.label!r}; "
-                    f"its sources are {list(weights)}"
+                    f"no retriever named {unknown[0]!r} to weigh: this recipe's retrievers are "
+                    f"{', '.join(weights)} (the [query.retrieve.retrievers.NAME] tables)"
                 )
             weights.update({s: float(w) for s, w in query.weights.items()})
         return FusionConfig(

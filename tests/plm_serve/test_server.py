@@ -125,8 +125,16 @@ def test_query_matches_the_local_plm_query(server: Server) -> None:
             assert json.loads(remote.stdout)["hits"] == json.loads(again.stdout)["hits"]
         else:
             assert remote.stdout == again.stdout
-    filtered = httpx.post(server.url + "/query", json={"text": "weekly", "filters": {"team": "identity"}}).json()
-    assert all(h["metadata"]["team"] == "identity" for h in filtered["hits"])
+    # "tokens" is beta's (identity), "weekly" gamma's (storage): the filter keeps beta only ("weekly"
+    # alone found nothing under this filter, and the check passed on no hits)
+    filtered = httpx.post(server.url + "/query", json={"text": "tokens weekly", "filters": {"team": "identity"}})
+    assert [h["doc_id"] for h in filtered.json()["hits"]] == ["beta"] and "note" not in filtered.json()
+    # no hit: the answer says why, as the CLI's line does (a misspelled field reads as no match)
+    none = httpx.get(server.url + "/query", params={"q": "weekly", "filter": "teem=identity"}).json()
+    assert none["hits"] == [] and none["note"] == (
+        'no match: no chunk matches the filters {"teem": "identity"} '
+        "(a chunk without a filtered field never matches, != included)"
+    )
 
 
 def test_get_query_takes_filters_and_weights_in_the_clis_syntax(server: Server) -> None:

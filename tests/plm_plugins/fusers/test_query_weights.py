@@ -43,7 +43,9 @@ def test_query_weights_apply_to_the_expanded_profile_too() -> None:
 
 
 def test_unknown_source_is_a_user_error_naming_the_sources() -> None:
-    with pytest.raises(PlmUserError, match=r"\['keyword'\].*\['dense', 'bm25'\]"):
+    with pytest.raises(
+        PlmUserError, match=r"no retriever named 'keyword' to weigh: this recipe's retrievers are dense, bm25"
+    ):
         RRFFuser().settings_for(ExpandedQuery(text="q", k=3, weights={"keyword": 1.0}), 100)
 
 
