@@ -14,6 +14,13 @@ def _label(stage: Component) -> str:
     return getattr(stage, "label", None) or type(stage).__name__
 
 
+def _named(stage: Component) -> str:
+    """`'rerank' (blank_lines, chunkers)`: the table, and what is in it when that says more."""
+    label, name, family = _label(stage), getattr(stage, "name", None), getattr(stage, "family", "stage")
+    more = [x for x in (name if name != label else None, family if family != "stage" else None) if x]
+    return f"{label!r}" + (f" ({', '.join(more)})" if more else "")
+
+
 class Pipeline:
     """Runs stages in order; each stage's output is the next one's input."""
 
@@ -25,8 +32,8 @@ class Pipeline:
             prev = self.stages[-1]
             if not fits(prev.output_type, stage.input_type):
                 raise TypeValidationError(
-                    f"stage {_label(prev)!r} outputs {type_name(prev.output_type)} but the next "
-                    f"stage {_label(stage)!r} expects {type_name(stage.input_type)}"
+                    f"stage {_named(prev)} outputs {type_name(prev.output_type)} but the next "
+                    f"stage {_named(stage)} expects {type_name(stage.input_type)}"
                 )
         self.stages.append(stage)
         return self

@@ -120,3 +120,12 @@ def test_a_stage_returning_the_wrong_type_is_named_where_it_returns() -> None:
     with pytest.raises(PipelineError, match=r"'Listed' returned a list, not the ExpandedQuery it must return"):
         Pipeline().add(Listed()).run(Query(text="q"))
     assert Pipeline().add(Split()).run([Document(id="d", text="a b")]).output  # right types pass
+
+
+def test_a_stage_in_the_wrong_place_is_named_with_its_family() -> None:
+    # a chunker put in [query.rerank] said only "stage 'rerank' expects list[Document]"
+    with pytest.raises(
+        TypeValidationError,
+        match=r"stage 'Expand' outputs ExpandedQuery but the next stage 'words' \(chunkers\) expects list\[Document\]",
+    ):
+        Pipeline().add(Expand()).add(Words())
