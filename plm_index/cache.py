@@ -215,9 +215,16 @@ class CachedEmbedder:
             self.embedder.ensure_warm()
             self.load_seconds += time.perf_counter() - t0
 
-    def _expected_bytes(self, identity: str) -> int:
+    def _loaded_other(self, name: str, version: str) -> bool:
+        """Whether the model now loaded is not the one these keys were made for (a fallback
+        from the config's preference list, when the first failed to load)."""
+        e = self.embedder
+        return e.is_warm and (e.model_name, e.model_version) != (name, version)
+
+    def _expected_bytes(self, identity: str, name: str, version: str) -> int | None:
         """A vector's size in bytes: written beside the vectors when they are computed, so a
-        sync whose texts are all cached reads it and loads no model; else one tiny embedding."""
+        sync whose texts are all cached reads it and loads no model; else one tiny embedding
+        (None: that loaded another model than `name`, whose keys these are not)."""
         if identity not in self._row_bytes:
             assert self.cache is not None
             size_key = content_key(identity, "\0row bytes")
@@ -225,6 +232,8 @@ class CachedEmbedder:
             size = int(known) if known.isdigit() and len(known) < 10 else 0  # damaged: asked again
             if size <= 0 or size % 4:
                 self._warm()
+                if self._loaded_other(name, version):
+                    return None
                 size = int(self.embedder.embed(["size probe"], progress=False).shape[1]) * 4
                 self.cache.put_many([(size_key, str(size).encode())])
             self._row_bytes[identity] = size
@@ -233,7 +242,9 @@ class CachedEmbedder:
     def embed(self, texts: Sequence[str], read: bool = True, progress: bool = False) -> Any:
         """Vectors of `texts`, those in the cache read from it. The others go to the model in
         one call, in their order, repeats included: a model that batches by length (as
-        sentence-transformers does) gives each the vector that call over all of them would."""
+        sentence-transformers does) gives each the vector that call over all of them would.
+        The model is loaded only when a text is not in the cache; keys name the model that
+        gives the vectors, found without loading it (`expected_model_name`) until it loads."""
         import numpy as np
 
         embedder = self.embedder
@@ -242,19 +253,20 @@ class CachedEmbedder:
             self.computed += len(texts)
             return embedder.embed(list(texts), progress=progress)
         settings = embedder.config.model_dump(mode="json", exclude={"model"})
-        while True:  # twice at most: the model loaded may not be the one expected (a fallback)
-            name = self.model_name()
-            identity = stage_identity(f"embed:{name}:{embedder.model_version}", settings)
+        while True:  # twice at most: once for the model expected, once for the one that loaded
+            name, version = self.model_name(), embedder.model_version
+            identity = stage_identity(f"embed:{name}:{version}", settings)
             keys = [content_key(identity, t) for t in texts]
             found = self.cache.get_many(keys) if read else {}
-            if found:
-                size = self._expected_bytes(identity)
-                found = {k: v for k, v in found.items() if len(v) == size}
+            size = self._expected_bytes(identity, name, version) if found else 0
+            if size is None:
+                continue  # sizing loaded another model than expected: its own keys
+            found = {k: v for k, v in found.items() if len(v) == size}
             missing = [i for i, k in enumerate(keys) if k not in found]
             if not missing or embedder.is_warm:
                 break
             self._warm()  # only now: texts the cache lacks need the model
-            if embedder.model_name == name:
+            if not self._loaded_other(name, version):
                 break
         rows: dict[int, Any] = {}
         if missing:
@@ -268,8 +280,8 @@ class CachedEmbedder:
             new = np.asarray(embedder.embed([texts[i] for i in missing], progress=bar), dtype=np.float32)
             rows = {i: new[j] for j, i in enumerate(missing)}
             entries = {keys[i]: row.tobytes() for i, row in rows.items()}
-            if identity not in self._row_bytes:  # the size, for a later sync that needs no model
-                self._row_bytes[identity] = int(new.shape[1]) * 4
+            if self._row_bytes.get(identity) != int(new.shape[1]) * 4:  # for a sync that needs no model
+                self._row_bytes[identity] = int(new.shape[1]) * 4  # (a wrong entry is put right)
                 entries[content_key(identity, "\0row bytes")] = str(self._row_bytes[identity]).encode()
             self.cache.put_many(entries.items())
         self.computed += len(missing)

@@ -115,3 +115,68 @@ def test_a_long_embedding_without_a_terminal_says_what_it_does_first(tmp_path, c
     monkeypatch.setattr(cache_module, "on_terminal", lambda: True)
     CachedEmbedder(ToyEmbedder(), cache).embed(["aaa"], progress=True)
     assert "embed:" not in capsys.readouterr().err
+
+
+class Fallback(Embedder):
+    """Expects model "a" (found without loading) but, once loaded, is "b": the first of a
+    preference list failed to load. "a" gives 2 dimensions, "b" 3; `loaded` says which loads."""
+
+    name = "toy_fallback"
+
+    class Config(ComponentConfig):
+        pass
+
+    loaded = "b"
+
+    @property
+    def expected_model_name(self) -> str:
+        return "a"
+
+    @property
+    def model_name(self) -> str:
+        self.ensure_warm()
+        return type(self).loaded
+
+    def embed(self, texts: Sequence[str], progress: bool = False) -> Any:
+        import numpy as np
+
+        self.ensure_warm()
+        dim = 2 if type(self).loaded == "a" else 3
+        return np.array([[len(t) + 1.0] * dim for t in texts], dtype=np.float32)
+
+
+def test_a_fallback_model_never_files_its_vectors_under_the_model_expected(tmp_path) -> None:
+    import numpy as np
+
+    cache = SQLiteContentCache(tmp_path / "cache.sqlite")
+    Fallback.loaded = "a"
+    a_vectors = CachedEmbedder(Fallback(), cache).embed(["t1"])  # the model expected: "a", 2 dims
+    assert a_vectors.shape == (1, 2)
+    # A cache written before the size was kept beside the vectors: sizing the cached vector
+    # loads the model, and here that is the fallback "b", whose vectors must carry its name.
+    cache.db.execute("DELETE FROM cache WHERE key = ?", (content_key(_identity("a"), "\0row bytes"),))
+    Fallback.loaded = "b"
+    mixed = CachedEmbedder(Fallback(), cache).embed(["t1", "t2"])
+    assert mixed.shape == (2, 3)  # both from "b", none of "a"'s cached vectors
+    Fallback.loaded = "a"
+    again = CachedEmbedder(Fallback(), cache)
+    assert np.array_equal(again.embed(["t1", "t2"]), np.array([[3.0, 3.0], [3.0, 3.0]], dtype=np.float32))
+    assert again.computed == 1 and again.cached == 1  # t2 was never filed under "a"
+
+
+def _identity(model: str) -> str:
+    return stage_identity(f"embed:{model}:", Fallback.Config().model_dump(mode="json", exclude={"model"}))
+
+
+def test_a_cache_whose_texts_are_all_there_loads_no_model_and_a_wrong_size_is_put_right(tmp_path) -> None:
+    cache = SQLiteContentCache(tmp_path / "cache.sqlite")
+    Fallback.loaded = "a"
+    CachedEmbedder(Fallback(), cache).embed(["t1"])
+    cold = Fallback()
+    assert CachedEmbedder(cold, cache).embed(["t1"]).shape == (1, 2) and not cold.is_warm
+    size_key = content_key(_identity("a"), "\0row bytes")
+    cache.put_many([(size_key, b"12")])  # a wrong size: every cached vector looks damaged
+    fixing = CachedEmbedder(Fallback(), cache)
+    assert fixing.embed(["t1"]).shape == (1, 2) and fixing.computed == 1
+    assert cache.get_many([size_key]) == {size_key: b"8"}  # written again from the vectors computed
+    assert CachedEmbedder(Fallback(), cache).embed(["t1"]).shape == (1, 2)
