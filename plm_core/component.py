@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from abc import ABCMeta
 from collections.abc import Iterator, Mapping
-from typing import Any, ClassVar, Generic, Protocol, TypeVar, get_args, get_origin, runtime_checkable
+from types import UnionType
+from typing import Any, ClassVar, Generic, Protocol, TypeVar, Union, get_args, get_origin, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict
 
@@ -178,19 +179,26 @@ def type_name(tp: Any) -> str:
 
 def output_problem(value: Any, declared: Any) -> str | None:
     """What a stage returned instead of its declared `output_type` ("a str", "a list holding
-    a str at 0"); None when it fits. The container is checked, and each item of a list or
-    tuple of one class (a chunker's list[Chunk]): an isinstance each, nothing deeper."""
+    a str at 0"); None when it fits, or when the type cannot be checked at run time (a Union,
+    a Protocol that is not runtime-checkable, Any). The container is checked, and each item of
+    a list or tuple of one class (a chunker's list[Chunk]): an isinstance each, nothing deeper."""
     if declared is object or declared is Any:
         return None
     origin = get_origin(declared)
+    if origin is Union or origin is UnionType:
+        return None
     container = declared if origin is None else origin
-    if isinstance(container, type) and not isinstance(value, container):
-        return f"a {type(value).__name__}"
-    args = get_args(declared)
-    if origin in (list, tuple) and len(args) == 1 and isinstance(args[0], type):
-        for i, item in enumerate(value):
-            if not isinstance(item, args[0]):
-                return f"a {origin.__name__} holding a {type(item).__name__} at {i}"
+    try:
+        if isinstance(container, type) and not isinstance(value, container):
+            return f"a {type(value).__name__}"
+        args = get_args(declared)
+        item = args[0] if origin in (list, tuple) and len(args) == 1 else None
+        if isinstance(item, type) and item is not object:
+            for i, x in enumerate(value):
+                if not isinstance(x, item):
+                    return f"a {origin.__name__} holding a {type(x).__name__} at {i}"
+    except TypeError:  # isinstance refuses the type (a Protocol, a subscripted generic): not checked
+        return None
     return None
 
 

@@ -14,6 +14,20 @@ def _label(stage: Component) -> str:
     return getattr(stage, "label", None) or type(stage).__name__
 
 
+def check_output(stage: Any, data: Any) -> None:
+    """Raise TypeValidationError naming the stage when `data`, what it returned, is not its
+    declared `output_type`: a stage's bug, named where it returns, not as an AttributeError
+    two stages on (the pipeline checks each stage; a wrapper checks the stage it wraps)."""
+    problem = output_problem(data, stage.output_type)
+    if problem is not None:
+        family = getattr(stage, "family", "stage")
+        name = repr(getattr(stage, "name", type(stage).__name__))
+        raise TypeValidationError(
+            f"{name}{'' if family == 'stage' else f' ({family})'} returned {problem}, "
+            f"not the {type_name(stage.output_type)} it must return"
+        )
+
+
 def _named(stage: Component) -> str:
     """`'rerank' (blank_lines, chunkers)`: the table, and what is in it when that says more."""
     label, name, family = _label(stage), getattr(stage, "name", None), getattr(stage, "family", "stage")
@@ -62,14 +76,7 @@ class Pipeline:
                 if ensure is not None:
                     ensure()
                 data = stage.run(data)
-                problem = output_problem(data, stage.output_type)
-                if problem is not None:  # a stage's bug, named here, not as an AttributeError two stages on
-                    family = getattr(stage, "family", "stage")
-                    name = repr(getattr(stage, "name", type(stage).__name__))
-                    raise TypeValidationError(
-                        f"{name}{'' if family == 'stage' else f' ({family})'} returned {problem}, "
-                        f"not the {type_name(stage.output_type)} it must return"
-                    )
+                check_output(stage, data)
             except PipelineError:
                 raise
             except Exception as exc:  # noqa: BLE001 - re-raised with the stage named

@@ -17,12 +17,13 @@ from typing import Any
 from plm_core.component import BaseComponent, fits, type_name
 from plm_core.config import JobConfig, StageSpec
 from plm_core.errors import ConfigError, PlmUserError
-from plm_core.interfaces import Embedder, Executor, Loader, Retriever, Store
+from plm_core.interfaces import Chunker, Embedder, Executor, Loader, Retriever, Store
 from plm_core.pipeline import Pipeline
 from plm_core.records import Chunk, Document, Ranking
 from plm_core.registry import Registry
 from plm_core.settings import Settings
 from plm_index.cache import CachedStage, ContentCache
+from plm_index.documents import DocumentFields
 from plm_index.search import CorpusView, SingleRetrieval
 
 # What a slot holds, in words, for error messages.
@@ -125,6 +126,8 @@ class Assembler:
                 )
             if cache is not None and tuple(getattr(stage, "cache_fields", ())):
                 stage = CachedStage(stage, spec.use, cache)
+            elif isinstance(stage, Chunker):  # its chunks carry their document's fields from here on
+                stage = DocumentFields(stage)
             transform.add(stage)
             produced = stage.output_type
         if self.config.index and not fits(produced, list[Chunk]):

@@ -22,6 +22,7 @@ from typing import Any
 
 from plm_core.component import BaseComponent
 from plm_core.interfaces import Embedder
+from plm_core.pipeline import check_output
 from plm_core.records import Chunk
 from plm_index.progress import on_terminal
 
@@ -185,6 +186,7 @@ class CachedStage(BaseComponent[list[Chunk], list[Chunk]]):
         if todo:
             self.stage.ensure_warm()
             computed = self.stage.run([data[i] for i in todo])
+            check_output(self.stage, computed)
             for i, chunk in zip(todo, computed, strict=True):
                 out[i] = chunk
             self.cache.put_many((keys[i], _encode_fields(c, self.fields)) for i, c in zip(todo, computed, strict=True))

@@ -18,7 +18,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+from plm_core.component import BaseComponent
 from plm_core.errors import PlmUserError
+from plm_core.pipeline import check_output
 from plm_core.records import Chunk, Document
 
 MAX_ID_CHARS = 512
@@ -299,3 +301,23 @@ def with_document_fields(chunks: Sequence[Chunk], docs: Sequence[Document]) -> l
             chunk = replace(chunk, metadata={**doc.metadata, "title": doc.title, **meta})
         out.append(chunk)
     return out
+
+
+class DocumentFields(BaseComponent[list[Document], list[Chunk]]):
+    """Wraps the chunker of an [index] pipeline: its chunks get their document's metadata
+    and title (`with_document_fields`) before the enrichers after it read them."""
+
+    input_type = list[Document]
+    output_type = list[Chunk]
+
+    def __init__(self, stage: Any) -> None:
+        super().__init__(stage.config, label=stage.label)
+        self.stage = stage
+
+    def warm_up(self) -> None:
+        self.stage.ensure_warm()
+
+    def run(self, data: list[Document]) -> list[Chunk]:
+        chunks = self.stage.run(data)
+        check_output(self.stage, chunks)
+        return with_document_fields(chunks, data)

@@ -25,7 +25,6 @@ from plm_core.interfaces import Embedder, Executor, Store
 from plm_core.pipeline import Pipeline
 from plm_core.records import BatchResult, Chunk, Document, LoadFailure
 from plm_index.cache import CachedEmbedder, CachedStage, ContentCache
-from plm_index.documents import with_document_fields
 from plm_index.progress import progress_iter
 
 FORMAT_VERSION = "1"
@@ -285,7 +284,7 @@ class Processor:
         out = self.transform.run(list(docs))
         for name, seconds in out.timings.items():
             result.timings[name] = result.timings.get(name, 0.0) + seconds
-        return with_document_fields(out.output, docs)
+        return list(out.output)
 
 
 def _time_embedding(timings: dict[str, float], seconds: float, loading: float) -> None:

@@ -129,3 +129,22 @@ def test_a_stage_in_the_wrong_place_is_named_with_its_family() -> None:
         match=r"stage 'Expand' outputs ExpandedQuery but the next stage 'words' \(chunkers\) expects list\[Document\]",
     ):
         Pipeline().add(Expand()).add(Words())
+
+
+def test_output_types_that_cannot_be_checked_at_run_time_are_not_refused() -> None:
+    from typing import Any, Optional
+
+    from plm_core.component import output_problem
+    from plm_core.protocols import Snapshot
+
+    chunk = Chunk(id="c", doc_id="d", text="t")
+    for value, declared in [
+        ([1, "x"], list[Any]),  # Any is a type on 3.11: not a class to check items against
+        (object(), Snapshot),  # a Protocol that is not runtime-checkable
+        ([chunk], list[Chunk] | None),
+        (None, Optional[list[Chunk]]),  # noqa: UP045 - the old spelling, as a plugin may write it
+        ((1, 2), tuple[int, ...]),
+    ]:
+        assert output_problem(value, declared) is None, declared
+    assert output_problem(("x",), list[Chunk]) == "a tuple"
+    assert output_problem([chunk, "x"], list[Chunk]) == "a list holding a str at 1"
