@@ -540,6 +540,8 @@ def check_store(make_store: Callable[[], Store]) -> None:
     _expect(store.doc_fingerprints(["d1", "zz"]) == {"d1": "f1"}, family, "doc_fingerprints(ids) only those stored")
     paths = store.doc_paths()
     _expect(paths == {d.id: d.path for d in docs}, family, "doc_paths() maps each document to its path", f"{paths}")
+    some = store.paths_of(["d2", "nope", "d0"])
+    _expect(some == {"d2": docs[2].path, "d0": docs[0].path}, family, "paths_of(ids) gives the stored ones", f"{some}")
     if type(store).get_document is not Store.get_document:
         _expect(store.get_document("d2") == docs[2], family, "get_document(id) gives back the whole document")
         _expect(store.get_document("nope") is None, family, "get_document() of an unknown id is None")
@@ -740,6 +742,7 @@ def check_chunker(chunker: Chunker, documents: Sequence[Document] | None = None)
     """The chunker contract on `documents` (default `MARKDOWN_DOCS`, Markdown with headings)."""
     family = "chunkers"
     docs = list(documents if documents is not None else MARKDOWN_DOCS)
+    chunker.ensure_warm()  # as the pipeline does before `run`: setup may live in warm_up
     _expect(chunker.run([]) == [], family, "no documents give no chunks")
     first = chunker.run(docs)
     _expect(isinstance(first, list), family, "run returns a list", repr(type(first)))
@@ -776,6 +779,7 @@ def check_ranking_stage(stage: RankingStage, ranking: Ranking | None = None) -> 
             for i, c in enumerate(CHUNKS[:6])
         )
         ranking = Ranking(query=query("pod memory"), hits=hits, fusion=FusionConfig(candidates=len(hits)))
+    stage.ensure_warm()  # as the pipeline does before `run`
     for k in (1, 5, 50):
         _expect(stage.depth(k) >= k, family, "depth(k) is at least k", f"depth({k}) = {stage.depth(k)}")
     out = stage.run(ranking)

@@ -68,8 +68,10 @@ class Loader(BaseComponent[str, list[Document]]):
 
 class Chunker(BaseComponent[list[Document], list[Chunk]]):
     """Documents -> chunks, the units retrieval ranks: write `run`. Each chunk names its
-    document (`doc_id`) and has an id unique in the store; a document's chunks come in
-    reading order."""
+    document (`doc_id`), has text and an id unique in the store; a document's chunks come
+    together, in reading order (`start_char`), documents in the order given; and a document's
+    chunks are the same whatever else is in the batch (a sync retries a failed batch one
+    document at a time). `plm.testing.check_chunker` checks each rule."""
 
     family = "chunkers"
     input_type = list[Document]

@@ -580,8 +580,20 @@ class Paragraphs(plm.Chunker):
         return out
 
 
+class WarmParagraphs(Paragraphs):
+    name = "test_warm_paragraphs"
+
+    def warm_up(self) -> None:  # setup where DESIGN.md asks for it; the pipeline warms first
+        self.split = "\n\n"
+
+    def run(self, data: list[plm.Document]) -> list[plm.Chunk]:
+        assert self.split
+        return super().run(data)
+
+
 def test_a_chunker_written_from_the_contract_passes() -> None:
     plm.testing.check_chunker(Paragraphs())
+    plm.testing.check_chunker(WarmParagraphs())
     plm.testing.check_chunker(plm.default_registry().get("markdown_semantic", "chunkers").cls())
 
 
