@@ -54,6 +54,12 @@ class DocumentStore(ABC):
         """Insert documents and their chunks (no vectors) in one transaction."""
         self.replace_documents(documents, chunks)
 
+    def paths_of(self, ids: Sequence[str]) -> dict[str, str]:
+        """Stored document id -> its path ("" for records), of these ids only (absent ones
+        left out): one query where the store can. The default reads every document's path."""
+        every = self.doc_paths()
+        return {i: every[i] for i in dict.fromkeys(ids) if i in every}
+
     def get_document(self, doc_id: str) -> Document | None:
         """The stored document with this id (its whole text, title, path, metadata), or None.
         Not abstract, so a third-party store written before it still loads; it then says what

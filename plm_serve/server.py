@@ -150,13 +150,11 @@ def did_you_mean(name: str) -> str:
 def refuse_file_documents(job: Any, docs: list[Any]) -> list[Any]:
     """These posted documents, unless one has the id of a document a file holds (a folder's
     `plm ingest` or a watcher's): replaced by a record, it kept neither the file's path nor its
-    metadata, and nothing put it back until that file changed (HTTP 409)."""
-    store = job.store
-    for doc_id in store.doc_fingerprints([d.id for d in docs]):  # the ids stored already: one query
-        stored = store.get_document(doc_id)
-        if stored is not None and stored.path:
+    metadata, and nothing put it back until that file changed (HTTP 409). One store query."""
+    for doc_id, path in job.store.paths_of([d.id for d in docs]).items():
+        if path:
             raise FromFile(
-                f"document {doc_id!r} comes from the file {stored.path}: change the file (a watcher or "
+                f"document {doc_id!r} comes from the file {path}: change the file (a watcher or "
                 "`plm ingest` of its folder reads it), or post the record under another id"
             )
     return docs
@@ -312,7 +310,7 @@ def create_app(
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
         kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
-        if request.method == "POST" and kind != "application/json":  # FastAPI read the body as no object
+        if request.method == "POST" and not (kind == "application/json" or kind.endswith("+json")):  # read as no object
             return error(415, f"send the body as JSON, with Content-Type: application/json (not {kind or 'none'})")
         problems = "; ".join(
             f"{'.'.join(str(p) for p in e.get('loc', ()) if p != 'body') or 'body'}: {e.get('msg')}"

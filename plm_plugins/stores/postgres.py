@@ -656,6 +656,11 @@ class PostgresStore(Store):
             r[0]: r[1] or "" for r in self._q("SELECT id, path FROM {s}.documents WHERE path = ANY(%s)", (list(paths),))
         }
 
+    def paths_of(self, ids: Sequence[str]) -> dict[str, str]:
+        return {
+            r[0]: r[1] or "" for r in self._q("SELECT id, path FROM {s}.documents WHERE id = ANY(%s)", (list(ids),))
+        }
+
     def chunks(self) -> list[Chunk]:
         return [_chunk_from_row(r) for r in self._q(f"SELECT {C_CHUNK_COLS} FROM {CHUNKS_JOIN} {ORDER}")]
 

@@ -421,6 +421,17 @@ class SQLiteStore(Store):
             )
         }
 
+    def paths_of(self, ids: Sequence[str]) -> dict[str, str]:
+        wanted = list(dict.fromkeys(ids))
+        return {
+            r[0]: r[1] or ""
+            for i in range(0, len(wanted), 500)
+            for r in self.db.execute(
+                f"SELECT id, path FROM documents WHERE id IN ({','.join('?' * len(wanted[i : i + 500]))})",
+                wanted[i : i + 500],
+            )
+        }
+
     def replace_documents(
         self,
         documents: Sequence[Document],

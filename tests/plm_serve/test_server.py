@@ -222,6 +222,11 @@ def test_bad_input_is_a_4xx_with_one_error_line(
 def test_a_body_that_is_not_json_is_a_415_saying_so(server: Server) -> None:
     sent = httpx.post(server.url + "/query", content='{"text": "alpha"}', headers={"content-type": "text/plain"})
     assert sent.status_code == 415 and "Content-Type: application/json" in sent.json()["error"], sent.text
+    # a JSON media type by another name is read as JSON: a bad field is still a 422 naming it
+    vendor = httpx.post(
+        server.url + "/query", content='{"text": ""}', headers={"content-type": "application/vnd.api+json"}
+    )
+    assert vendor.status_code == 422 and "text" in vendor.json()["error"], vendor.text
 
 
 def test_a_record_cannot_replace_a_document_that_a_file_holds(server: Server) -> None:
