@@ -305,3 +305,5 @@ class BatchResult:
     timings: dict[str, float] = field(default_factory=dict)
     # stage label -> (computed, cached) for this batch: what the content cache saved
     work: dict[str, tuple[int, int]] = field(default_factory=dict)
+    # the embedding model that gave `vectors` ("": none, or the committing process's)
+    model: str = ""

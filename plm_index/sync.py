@@ -227,6 +227,7 @@ class Processor:
         for result in window:
             if result.chunks:
                 result.vectors, start = matrix[start : start + len(result.chunks)], start + len(result.chunks)
+                result.model = self.embedder.model_name()  # this process's: a Ray worker may load another
         return window
 
     def cached_stages(self) -> list[CachedStage]:
@@ -264,6 +265,7 @@ class Processor:
         if embed and self.embedder is not None and result.chunks:
             t0, loading = time.perf_counter(), self.embedder.load_seconds
             result.vectors = self.embedder.embed([c.index_text for c in result.chunks], read=read_cache)
+            result.model = self.embedder.model_name()
             _time_embedding(result.timings, time.perf_counter() - t0, self.embedder.load_seconds - loading)
         for label, (computed, cached) in self.counters().items():
             was = before.get(label, (0, 0))
@@ -393,7 +395,8 @@ class Syncer:
         if result.documents:  # every document of it may have failed
             t0 = time.perf_counter()
             fps = [fingerprints[d.id] for d in result.documents]
-            self.store.replace_documents(result.documents, result.chunks, result.vectors, self.model, fps)
+            model = result.model or self.model  # the model that gave these vectors, wherever they were made
+            self.store.replace_documents(result.documents, result.chunks, result.vectors, model, fps)
             report.time("store", time.perf_counter() - t0)
 
     def prune(
