@@ -235,6 +235,8 @@ def test_the_filters_box_takes_the_cli_syntax_or_says_what_it_cannot_read(
         search(browser, "backups", filters=typed)
         wait_hits(browser, cli_ids)
         assert "filter" in url_params(browser)
+    search(browser, "backups", filters="teem=identity")  # a misspelled field: the page says the rule
+    assert "a chunk without a filtered field never matches" in wait_status(browser, "no match")
     search(browser, "backups", filters="version>>")
     message = wait_status(browser, "bad filter")
     assert "'version>>'" in message and "operator" in message
