@@ -255,7 +255,7 @@ class CachedEmbedder:
             self.computed += len(texts)
             return embedder.embed(list(texts), progress=progress)
         settings = embedder.config.model_dump(mode="json", exclude={"model"})
-        while True:  # twice at most: once for the model expected, once for the one that loaded
+        for _ in range(3):  # twice at most: once for the model expected, once for the one that loaded
             name, version = self.model_name(), embedder.model_version
             identity = stage_identity(f"embed:{name}:{version}", settings)
             keys = [content_key(identity, t) for t in texts]
@@ -270,6 +270,8 @@ class CachedEmbedder:
             self._warm()  # only now: texts the cache lacks need the model
             if not self._loaded_other(name, version):
                 break
+        else:
+            raise RuntimeError(f"embedder {embedder.label!r} names another model each time it is asked")
         rows: dict[int, Any] = {}
         if missing:
             bar = progress and on_terminal()

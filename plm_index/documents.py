@@ -313,6 +313,7 @@ class DocumentFields(BaseComponent[list[Document], list[Chunk]]):
     def __init__(self, stage: Any) -> None:
         super().__init__(stage.config, label=stage.label)
         self.stage = stage
+        self.input_type, self.output_type = stage.input_type, stage.output_type  # the chunker's own
 
     def warm_up(self) -> None:
         self.stage.ensure_warm()

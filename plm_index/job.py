@@ -17,7 +17,7 @@ from typing import Any
 
 from plm_core.config import JobConfig, load_job
 from plm_core.errors import PlmUserError
-from plm_core.interfaces import Embedder
+from plm_core.interfaces import Chunker, Embedder
 from plm_core.records import Document, Hit, Query, Ranking
 from plm_core.registry import Registry, default_registry
 from plm_core.settings import Settings, load_settings
@@ -115,6 +115,12 @@ class Job:
             name = self.config.index[0].label.rsplit(".", 1)[-1]
             index[name] = {k: v for k, v in index[name].items() if k not in self.loader.selection_fields}
         spec = {"index": index, "embedder": self.config.raw.get("embedder", {})}
+        if any(
+            issubclass(s.cls, Chunker) and not s.cls.__module__.startswith("plm_plugins.") for s in self.config.index
+        ):
+            # A third party's chunks carry their document's fields since the runtime adds them:
+            # an index built before is chunked again once (the vectors come from the cache).
+            spec["chunks"] = "document fields"
         return index_fingerprint(spec, model, version or "")
 
     def ingest(

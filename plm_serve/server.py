@@ -40,7 +40,7 @@ from typing import Annotated, Any
 import typer
 from pydantic import BaseModel, ConfigDict, Field
 
-from plm_core.errors import PlmUserError
+from plm_core.errors import PipelineError, PlmUserError, TypeValidationError
 from plm_core.records import Query
 from plm_index.remote import bearer_key
 from plm_index.search import MAX_K, MAX_QUERY_CHARS
@@ -310,7 +310,12 @@ def create_app(
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
         kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
-        if request.method == "POST" and not (kind == "application/json" or kind.endswith("+json")):  # read as no object
+        main, _, sub = kind.partition("/")
+        if (
+            request.method == "POST"
+            and kind
+            and not (main == "application" and (sub == "json" or sub.endswith("+json")))
+        ):
             return error(415, f"send the body as JSON, with Content-Type: application/json (not {kind or 'none'})")
         problems = "; ".join(
             f"{'.'.join(str(p) for p in e.get('loc', ()) if p != 'body') or 'body'}: {e.get('msg')}"
@@ -329,6 +334,16 @@ def create_app(
     @app.exception_handler(PlmUserError)
     async def user_error(request: Request, exc: PlmUserError) -> JSONResponse:
         return error(400, str(exc))
+
+    # A stage of this server's recipe that breaks (returns the wrong type, or raises on every
+    # document) is the server's fault, not the request's: a 500, in the errors' JSON shape.
+    @app.exception_handler(TypeValidationError)
+    async def stage_bug(request: Request, exc: TypeValidationError) -> JSONResponse:
+        return error(500, f"a stage of the server's recipe is broken: {exc}")
+
+    @app.exception_handler(PipelineError)
+    async def stage_failed(request: Request, exc: PipelineError) -> JSONResponse:
+        return error(500, f"a stage of the server's recipe is broken: {exc}")
 
     def run_query(text: str, k: int, filters: dict[str, Any] | None, weights: dict[str, float] | None = None) -> Any:
         (ranking, timings), version = service.search(Query(text=text, k=k, filters=filters, weights=weights or None))

@@ -229,6 +229,45 @@ def test_a_body_that_is_not_json_is_a_415_saying_so(server: Server) -> None:
     assert vendor.status_code == 422 and "text" in vendor.json()["error"], vendor.text
 
 
+BROKEN_RERANKER = """
+import plm
+
+
+class ListRanker(plm.Reranker):
+    name = "list_ranker"
+
+    def run(self, data):
+        return list(data.hits)  # a list, not a plm.Ranking
+
+
+@plm.hookimpl
+def plm_register_components(registry):
+    registry.add(ListRanker)
+"""
+
+
+def test_a_broken_stage_of_the_recipe_is_a_500_in_the_errors_shape(tmp_path: Path) -> None:
+    # the server's own stage returning the wrong type is not the client's fault (it was a 400)
+    site = tmp_path / "site"
+    (site / "list_ranker-0.1.dist-info").mkdir(parents=True)
+    (site / "list_ranker.py").write_text(BROKEN_RERANKER)
+    (site / "list_ranker-0.1.dist-info" / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: list-ranker\nVersion: 0.1\n"
+    )
+    (site / "list_ranker-0.1.dist-info" / "entry_points.txt").write_text("[plm]\nlist_ranker = list_ranker\n")
+    root = make_root(tmp_path / "root")
+    (root / "serve.toml").write_text(CONFIG + '[query.rerank]\nuse = "list_ranker"\n')
+    srv = Server(root, extra_env={"PYTHONPATH": str(site)})
+    assert plm("ingest", str(root / "docs"), "--config", str(srv.config), env=srv.env).returncode == 0
+    srv.start()
+    try:
+        got = httpx.get(srv.url + "/query", params={"q": "backups"})
+        assert got.status_code == 500, got.text
+        assert "'list_ranker' (rerankers) returned a list, not the Ranking it must return" in got.json()["error"]
+    finally:
+        assert srv.stop() == 0
+
+
 def test_a_record_cannot_replace_a_document_that_a_file_holds(server: Server) -> None:
     # replaced by a record, the document lost its path and front matter, and nothing put it back
     clobber = httpx.post(server.url + "/documents", json={"records": [{"id": "alpha", "text": "gone"}]}, timeout=60)
