@@ -384,19 +384,20 @@ class SQLiteStore(Store):
             self.db.execute("DELETE FROM documents")
             self._bump_version()
 
+    def _documents_where(self, columns: str, key: str, values: Sequence[str]) -> Iterator[Any]:
+        """Rows of `documents` whose `key` is one of `values` (deduplicated), 500 to a query."""
+        wanted = list(dict.fromkeys(values))
+        for i in range(0, len(wanted), 500):
+            part = wanted[i : i + 500]
+            yield from self.db.execute(
+                f"SELECT {columns} FROM documents WHERE {key} IN ({','.join('?' * len(part))})", part
+            )
+
     def doc_fingerprints(self, ids: Sequence[str] | None = None) -> dict[str, str]:
         if ids is None:
             rows: Any = self.db.execute("SELECT id, fingerprint FROM documents ORDER BY row")
         else:
-            wanted = list(dict.fromkeys(ids))
-            rows = [
-                r
-                for i in range(0, len(wanted), 500)
-                for r in self.db.execute(
-                    f"SELECT id, fingerprint FROM documents WHERE id IN ({','.join('?' * len(wanted[i : i + 500]))})",
-                    wanted[i : i + 500],
-                )
-            ]
+            rows = self._documents_where("id, fingerprint", "id", ids)
         return {r[0]: r[1].hex() if isinstance(r[1], bytes) else r[1] or "" for r in rows}
 
     def get_document(self, doc_id: str) -> Document | None:
@@ -411,26 +412,10 @@ class SQLiteStore(Store):
     def doc_paths(self, paths: Sequence[str] | None = None) -> dict[str, str]:
         if paths is None:
             return {r[0]: r[1] or "" for r in self.db.execute("SELECT id, path FROM documents ORDER BY row")}
-        wanted = list(dict.fromkeys(paths))
-        return {
-            r[0]: r[1] or ""
-            for i in range(0, len(wanted), 500)
-            for r in self.db.execute(
-                f"SELECT id, path FROM documents WHERE path IN ({','.join('?' * len(wanted[i : i + 500]))})",
-                wanted[i : i + 500],
-            )
-        }
+        return {r[0]: r[1] or "" for r in self._documents_where("id, path", "path", paths)}
 
     def paths_of(self, ids: Sequence[str]) -> dict[str, str]:
-        wanted = list(dict.fromkeys(ids))
-        return {
-            r[0]: r[1] or ""
-            for i in range(0, len(wanted), 500)
-            for r in self.db.execute(
-                f"SELECT id, path FROM documents WHERE id IN ({','.join('?' * len(wanted[i : i + 500]))})",
-                wanted[i : i + 500],
-            )
-        }
+        return {r[0]: r[1] or "" for r in self._documents_where("id, path", "id", ids)}
 
     def replace_documents(
         self,
