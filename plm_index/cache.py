@@ -193,6 +193,11 @@ class CachedStage(BaseComponent[list[Chunk], list[Chunk]]):
         return [c for c in out if c is not None]
 
 
+def _size_key(identity: str) -> str:
+    """Where the cache keeps the byte size of the vectors filed under `identity`."""
+    return content_key(identity, "\0row bytes")
+
+
 class CachedEmbedder:
     """Chunk vectors through the cache, keyed by the model actually loaded (not the
     preference list that chose it) and its settings: only texts the cache lacks are embedded.
@@ -229,7 +234,7 @@ class CachedEmbedder:
         (None: that loaded another model than `name`, whose keys these are not)."""
         if identity not in self._row_bytes:
             assert self.cache is not None
-            size_key = content_key(identity, "\0row bytes")
+            size_key = _size_key(identity)
             known = self.cache.get_many([size_key]).get(size_key, b"")
             size = int(known) if known.isdigit() and len(known) < 10 else 0  # damaged: asked again
             if size <= 0 or size % 4:
@@ -286,7 +291,7 @@ class CachedEmbedder:
             entries = {keys[i]: row.tobytes() for i, row in rows.items()}
             if self._row_bytes.get(identity) != int(new.shape[1]) * 4:  # for a sync that needs no model
                 self._row_bytes[identity] = int(new.shape[1]) * 4  # (a wrong entry is put right)
-                entries[content_key(identity, "\0row bytes")] = str(self._row_bytes[identity]).encode()
+                entries[_size_key(identity)] = str(self._row_bytes[identity]).encode()
             self.cache.put_many(entries.items())
         self.computed += len(missing)
         self.cached += len(keys) - len(missing)

@@ -223,11 +223,11 @@ class Processor:
         matrix = self.embedder.embed(texts, read=read_cache, progress=self.progress and len(texts) >= PROGRESS_CHUNKS)
         _time_embedding(first.timings, time.perf_counter() - t0, self.embedder.load_seconds - loading)
         first.work["embed"] = (self.embedder.computed - was[0], self.embedder.cached - was[1])
-        start = 0
+        start, model = 0, self.embedder.model_name()  # this process's: a Ray worker may load another
         for result in window:
             if result.chunks:
                 result.vectors, start = matrix[start : start + len(result.chunks)], start + len(result.chunks)
-                result.model = self.embedder.model_name()  # this process's: a Ray worker may load another
+                result.model = model
         return window
 
     def cached_stages(self) -> list[CachedStage]:

@@ -316,7 +316,7 @@ def create_app(
             and kind
             and not (main == "application" and (sub == "json" or sub.endswith("+json")))
         ):
-            return error(415, f"send the body as JSON, with Content-Type: application/json (not {kind or 'none'})")
+            return error(415, f"send the body as JSON, with Content-Type: application/json (not {kind})")
         problems = "; ".join(
             f"{'.'.join(str(p) for p in e.get('loc', ()) if p != 'body') or 'body'}: {e.get('msg')}"
             for e in exc.errors()[:5]
@@ -337,13 +337,11 @@ def create_app(
 
     # A stage of this server's recipe that breaks (returns the wrong type, or raises on every
     # document) is the server's fault, not the request's: a 500, in the errors' JSON shape.
-    @app.exception_handler(TypeValidationError)
-    async def stage_bug(request: Request, exc: TypeValidationError) -> JSONResponse:
+    async def stage_bug(request: Request, exc: Exception) -> JSONResponse:
         return error(500, f"a stage of the server's recipe is broken: {exc}")
 
-    @app.exception_handler(PipelineError)
-    async def stage_failed(request: Request, exc: PipelineError) -> JSONResponse:
-        return error(500, f"a stage of the server's recipe is broken: {exc}")
+    for broken in (TypeValidationError, PipelineError):
+        app.add_exception_handler(broken, stage_bug)
 
     def run_query(text: str, k: int, filters: dict[str, Any] | None, weights: dict[str, float] | None = None) -> Any:
         (ranking, timings), version = service.search(Query(text=text, k=k, filters=filters, weights=weights or None))
