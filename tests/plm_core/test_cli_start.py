@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from plugin_site import plugin_site
 
 from plm_core.registry import shadowed_package_note
 
@@ -33,13 +34,8 @@ def plm_register_components(registry):
 
 
 def _dist(site: Path, package: str, module: str, source: str) -> None:
-    """A real installed distribution, as pip leaves one: the module and a .dist-info folder
-    whose entry_points.txt names it in the `plm` group (importlib.metadata reads it)."""
-    (site / f"{module}.py").write_text(source)
-    info = site / f"{module}-0.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {package}\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text(f"[plm]\n{module} = {module}\n")
+    """A real installed distribution, as pip leaves one (`plugin_site`)."""
+    plugin_site(site, module, source, package=package)
 
 
 def plm(*args: str, cwd: Path = REPO, site: Path | None = None, **env: str) -> subprocess.CompletedProcess[str]:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from plm_needs import needs
+from plugin_site import plugin_site
 
 from plm_core.component import ComponentConfig
 from plm_core.interfaces import Retriever
@@ -177,13 +178,7 @@ def plm_register_components(registry):
 
 
 def test_a_reranker_from_its_own_package_gets_depth_and_the_output_is_cut_to_k(tmp_path: Path, docs: Path) -> None:
-    site = tmp_path / "site"
-    (site / "depth_probe-0.1.dist-info").mkdir(parents=True)
-    (site / "depth_probe.py").write_text(PROBE)
-    (site / "depth_probe-0.1.dist-info" / "METADATA").write_text(
-        "Metadata-Version: 2.1\nName: depth-probe\nVersion: 0.1\n"
-    )
-    (site / "depth_probe-0.1.dist-info" / "entry_points.txt").write_text("[plm]\ndepth_probe = depth_probe\n")
+    site = plugin_site(tmp_path / "site", "depth_probe", PROBE)
     log = tmp_path / "received.json"
     text = BASE + f'[query.rerank]\nuse = "depth_probe"\ndepth = 6\nlog = "{log.as_posix()}"\n'
     config = _config(tmp_path, text)
@@ -318,13 +313,7 @@ def plm_register_components(registry):
 
 
 def _site(tmp_path: Path, module: str, source: str, names: list[str]) -> dict[str, str]:
-    site = tmp_path / "site"
-    info = site / f"{module}-0.1.dist-info"
-    info.mkdir(parents=True)
-    (site / f"{module}.py").write_text(source)
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {module.replace('_', '-')}\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text("[plm]\n" + "".join(f"{n} = {module}\n" for n in names))
-    return {"PYTHONPATH": str(site)}
+    return {"PYTHONPATH": str(plugin_site(tmp_path / "site", module, source, names))}
 
 
 def test_a_third_party_chunkers_chunks_carry_the_documents_metadata_and_title(tmp_path: Path) -> None:

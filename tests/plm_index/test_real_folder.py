@@ -112,6 +112,16 @@ def job_for(
     return Job.from_config(cfg, index_dir=tmp_path / "index", settings=settings, registry=registry)
 
 
+def ingested_then_reopened(tmp_path: Path, store_table: str, registry: Registry, docs: Path) -> Job:
+    """`docs` ingested with the counting embedder, then a new job on the same index (a new
+    process, as `plm ingest` run again), with the loads counted from zero."""
+    first = job_for(tmp_path, store_table, registry, embedder=True)
+    first.ingest([docs])
+    first.close()
+    CountingEmbedder.loads = 0
+    return job_for(tmp_path, store_table, registry, embedder=True)
+
+
 def stored(job: Job) -> list[str]:
     return sorted(job.open().store.doc_fingerprints())
 
@@ -200,12 +210,7 @@ def test_a_sync_with_nothing_to_do_reads_no_file_and_loads_no_model(
     tmp_path: Path, store_table: str, registry: Registry
 ) -> None:
     docs = write(tmp_path / "docs", FOLDER)
-    first = job_for(tmp_path, store_table, registry, embedder=True)
-    first.ingest([docs])
-    first.close()
-    CountingEmbedder.loads = 0
-
-    job = job_for(tmp_path, store_table, registry, embedder=True)  # a new process, as `plm ingest` again
+    job = ingested_then_reopened(tmp_path, store_table, registry, docs)
     backup = docs / "backup.md"
     # Same size, same mtime, other bytes: only a sync that reads the file would see them.
     backup.write_text(FOLDER["backup.md"].replace("yak", "gnu"))
@@ -231,11 +236,7 @@ def test_a_change_whose_chunks_are_all_cached_loads_no_model(
     # front matter edited, or an edit undone: the chunks' vectors are in the cache already,
     # and a new process read them without loading the model (6 s for MiniLM) to size them
     docs = write(tmp_path / "docs", FOLDER)
-    first = job_for(tmp_path, store_table, registry, embedder=True)
-    first.ingest([docs])
-    first.close()
-    CountingEmbedder.loads = 0
-    job = job_for(tmp_path, store_table, registry, embedder=True)
+    job = ingested_then_reopened(tmp_path, store_table, registry, docs)
     write(docs, {"backup.md": "---\nteam: ops\n---\n" + FOLDER["backup.md"]}, mtime=LONG_AGO + 60)
     report = job.ingest([docs])
     assert report.updated == ["backup"] and report.work["embed"] == {"computed": 0, "cached": 1}
@@ -243,7 +244,11 @@ def test_a_change_whose_chunks_are_all_cached_loads_no_model(
     assert [h.doc_id for h in job.retrieve("yak", k=1, filters={"team": "ops"})] == ["backup"]
     write(docs, {"backup.md": FOLDER["backup.md"].replace("yak", "gnu")}, mtime=LONG_AGO + 120)
     changed = job.ingest([docs])
-    assert changed.work["embed"] == {"computed": 1, "cached": 0} and CountingEmbedder.loads == 1 and changed.timings["load model"] >= 0
+    assert (
+        changed.work["embed"] == {"computed": 1, "cached": 0}
+        and CountingEmbedder.loads == 1
+        and changed.timings["load model"] >= 0
+    )
     assert job.retrieve("gnu", k=1)[0].doc_id == "backup"
 
 

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 from plm_needs import needs
+from plugin_site import plugin_site
 
 httpx = pytest.importorskip("httpx")
 pytestmark = needs("fastapi", "bm25s")
@@ -248,13 +249,7 @@ def plm_register_components(registry):
 
 def test_a_broken_stage_of_the_recipe_is_a_500_in_the_errors_shape(tmp_path: Path) -> None:
     # the server's own stage returning the wrong type is not the client's fault (it was a 400)
-    site = tmp_path / "site"
-    (site / "list_ranker-0.1.dist-info").mkdir(parents=True)
-    (site / "list_ranker.py").write_text(BROKEN_RERANKER)
-    (site / "list_ranker-0.1.dist-info" / "METADATA").write_text(
-        "Metadata-Version: 2.1\nName: list-ranker\nVersion: 0.1\n"
-    )
-    (site / "list_ranker-0.1.dist-info" / "entry_points.txt").write_text("[plm]\nlist_ranker = list_ranker\n")
+    site = plugin_site(tmp_path / "site", "list_ranker", BROKEN_RERANKER)
     root = make_root(tmp_path / "root")
     (root / "serve.toml").write_text(CONFIG + '[query.rerank]\nuse = "list_ranker"\n')
     srv = Server(root, extra_env={"PYTHONPATH": str(site)})
