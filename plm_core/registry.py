@@ -26,6 +26,7 @@ AUTOLOAD_ENV = "PLM_DISABLE_PLUGIN_AUTOLOAD"
 
 # Third-party plugins that failed, "plugin 'x' from package 'y': error", each said once per process.
 FAILED_PLUGINS: list[str] = []
+_CLASHES_SAID: set[str] = set()
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,7 @@ class Registry:
 
     def __init__(self) -> None:
         self._items: dict[tuple[str, str], Registration] = {}
+        self._clashes: dict[tuple[str, str], str] = {}  # (family, name) two packages registered: the error
         self._current: tuple[str, str, str] = ("<direct>", "", "<direct>")
 
     def add(self, cls: type, name: str | None = None, family: str | None = None) -> None:
@@ -61,12 +63,30 @@ class Registry:
         key = (family, name)
         if key in self._items:
             other = self._items[key]
-            raise PluginError(
+            clash = (
                 f"duplicate {family} name {name!r}: registered by package {other.package!r} "
                 f"(plugin {other.plugin}) and by package {package!r} (plugin {plugin}); "
                 "uninstall one of them or rename the component"
             )
+            if {other.package, package} <= {BUILTIN_DIST, "<direct>"}:
+                raise PluginError(clash)
+            # A third party's clash stops only the configs that name it: every other command runs.
+            self._clashes.setdefault(key, clash)
+            if clash not in _CLASHES_SAID:  # said once a process, as a broken plugin is
+                _CLASHES_SAID.add(clash)
+                print(f"warning: {clash}; a config naming it stops with this error", file=sys.stderr)
+            return
         self._items[key] = Registration(name, family, cls, package, version, plugin)
+
+    def undo_to(self) -> Callable[[], None]:
+        """A function that puts the registry back as it is now: a plugin whose hook raises
+        after adding some of its stages is left out whole, as its warning says."""
+        items, clashes = dict(self._items), dict(self._clashes)
+
+        def undo() -> None:
+            self._items, self._clashes = items, clashes
+
+        return undo
 
     def all(self) -> list[Registration]:
         return sorted(self._items.values(), key=lambda r: (r.family, r.name))
@@ -81,13 +101,13 @@ class Registry:
             family, name = name.split(":", 1)
         found = [r for r in self._items.values() if r.name == name and family in (None, r.family)]
         if len(found) == 1:
-            return found[0]
+            return self._unclashed(found[0], where)
         if qualified and not found:
             # `family:name` only tells same-named stages apart, so a unique name still resolves
             # under a family label written before a family was its base class (keywords:yake).
             anywhere = [r for r in self._items.values() if r.name == name]
             if len(anywhere) == 1:
-                return anywhere[0]
+                return self._unclashed(anywhere[0], where)
         loc = f"{where}: " if where else ""
         if not found:  # a plugin of that very name failed to load: that is the reason, not a typo
             failed = [entry for entry in FAILED_PLUGINS if entry.startswith(f"plugin {name!r} ")]
@@ -103,9 +123,27 @@ class Registry:
         broken = f" Not loaded: {'; '.join(FAILED_PLUGINS)}." if FAILED_PLUGINS else ""
         raise PluginError(f"{loc}unknown {fam}component {name!r}.{hint} Known: {', '.join(known)}.{broken}")
 
+    def _unclashed(self, found: Registration, where: str) -> Registration:
+        clash = self._clashes.get((found.family, found.name))
+        if clash is not None:
+            raise PluginError(f"{where}: {clash}" if where else clash)  # as get()'s other errors
+        return found
+
 
 def _entry_points() -> list[md.EntryPoint]:
-    eps = md.entry_points(group=ENTRY_POINT_GROUP)
+    every = md.entry_points()
+    for group in sorted(g for g in every.groups if g != ENTRY_POINT_GROUP and g.split(".")[0] == ENTRY_POINT_GROUP):
+        # `[project.entry-points."plm.chunkers"]`: plm reads one group, whatever the family
+        for ep in every.select(group=group):
+            entry = f"entry point {ep.name!r} of package {ep.dist.name if ep.dist else '?'!r} is in the group {group!r}"
+            if entry not in FAILED_PLUGINS:
+                FAILED_PLUGINS.append(entry)
+                print(
+                    f"warning: {entry}, which plm does not read: put it under [project.entry-points.plm] "
+                    "(one group for every family; the family is the class's base) and reinstall the package",
+                    file=sys.stderr,
+                )
+    eps = every.select(group=ENTRY_POINT_GROUP)
     return sorted(eps, key=lambda ep: (ep.dist.name if ep.dist else "", ep.name))
 
 
@@ -191,22 +229,22 @@ def _call_each(
     pm: pluggy.PluginManager,
     hook: str,
     origin: dict[int, tuple[str, str, str]],
-    before: Callable[[Any], None] = lambda impl: None,
+    before: Callable[[Any], Callable[[], None]],
     **kwargs: Any,
 ) -> None:
     """Call one hook's implementations one by one, in pluggy's order (tryfirst first), each
     with the arguments it names, so a third-party implementation that raises is skipped with
-    a warning; plm's own raise."""
+    a warning, and what it added before it raised is taken out again (`before(impl)` returns
+    the function that does so); plm's own raise."""
     for impl in reversed(getattr(pm.hook, hook).get_hookimpls()):
         package, _, plugin = origin.get(id(impl.plugin), ("?", "", impl.plugin_name))
+        undo = before(impl)
         try:
-            before(impl)
             impl.function(**{name: kwargs[name] for name in impl.argnames})
-        except PluginError:
-            raise  # a duplicate name: an error naming both packages, by design
         except Exception as exc:  # noqa: BLE001 - a broken plugin must name itself
             if package in (BUILTIN_DIST, "<direct>"):
                 raise
+            undo()
             skip_broken_plugin(f"plugin {plugin!r} from package {package!r} ({hook})", exc)
 
 
@@ -215,8 +253,9 @@ def build_registry(extra_plugins: Sequence[Any] = (), autoload: bool | None = No
     pm, origin = plugin_manager(extra_plugins, autoload)
     registry = Registry()
 
-    def attribute(impl: Any) -> None:  # what registry.add records as the package
+    def attribute(impl: Any) -> Callable[[], None]:  # what registry.add records as the package
         registry._current = origin.get(id(impl.plugin), ("?", "", impl.plugin_name))
+        return registry.undo_to()
 
     _call_each(pm, "plm_register_components", origin, attribute, registry=registry)
     registry._current = ("<direct>", "", "<direct>")
@@ -239,6 +278,9 @@ def note_silent_plugins(pm: pluggy.PluginManager, origin: dict[int, tuple[str, s
             continue
         close = [h for h in hooks if difflib.get_close_matches(h, HOOKS, n=1)]
         found = f"; it has {close[0]!r}: a misspelling?" if close else ""
+        bare = [h for h in HOOKS if callable(getattr(module, h, None))]
+        if bare:  # the function is there, without the decorator pluggy looks for
+            found = f"; it has `def {bare[0]}` without `@plm.hookimpl` above it"
         entry = f"plugin {plugin!r} from package {package!r} registers nothing"
         if entry not in FAILED_PLUGINS:
             FAILED_PLUGINS.append(entry)
@@ -251,7 +293,16 @@ def note_silent_plugins(pm: pluggy.PluginManager, origin: dict[int, tuple[str, s
 def register_commands(app: Any) -> None:
     """Let every installed plugin add its commands to the `plm` CLI (`plm_register_commands`)."""
     pm, origin = plugin_manager()
-    _call_each(pm, "plm_register_commands", origin, app=app)
+
+    def undo_to(impl: Any) -> Callable[[], None]:  # a typer app's commands and groups, as now
+        commands, groups = len(app.registered_commands), len(app.registered_groups)
+
+        def undo() -> None:
+            del app.registered_commands[commands:], app.registered_groups[groups:]
+
+        return undo
+
+    _call_each(pm, "plm_register_commands", origin, undo_to, app=app)
 
 
 @functools.cache

@@ -142,3 +142,84 @@ def test_a_plugin_that_registers_nothing_is_named(tmp_path: Path) -> None:
     (bare,) = [w for w in warnings if "'plm_bare'" in w]
     assert "registers nothing: its module has no `@plm.hookimpl def plm_register_components(registry)`" in bare
     assert plm("plugins", site=site, PLM_DISABLE_PLUGIN_AUTOLOAD="1").stderr == ""
+
+
+HALF_REGISTERED = """
+import plm
+
+class Shout(plm.Chunker):
+    name = "shout"
+
+    def run(self, data):
+        return []
+
+@plm.hookimpl
+def plm_register_components(registry):
+    registry.add(Shout)
+    raise RuntimeError("boom after one")
+"""
+
+CLASHING = """
+import plm
+
+class MySemantic(plm.Chunker):
+    name = "markdown_semantic"   # a built-in's name
+
+    def run(self, data):
+        return []
+
+class Mine(plm.Chunker):
+    name = "mine_only"
+
+    def run(self, data):
+        return []
+
+@plm.hookimpl
+def plm_register_components(registry):
+    registry.add(MySemantic)
+    registry.add(Mine)
+"""
+
+
+def test_a_plugin_whose_hook_raises_is_left_out_whole(tmp_path: Path) -> None:
+    # its warning says "skipped": what it added before it raised is taken out again
+    site = tmp_path / "site"
+    site.mkdir()
+    _dist(site, "plm-half", "plm_half", HALF_REGISTERED)
+    res = plm("plugins", site=site)
+    assert res.returncode == 0, res.stderr
+    assert "RuntimeError: boom after one; skipped" in res.stderr
+    assert "shout" not in res.stdout and "bm25s" in res.stdout
+
+
+def test_a_name_two_packages_register_stops_only_the_configs_that_name_it(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    site.mkdir()
+    _dist(site, "plm-clash", "plm_clash", CLASHING)
+    res = plm("plugins", site=site)
+    assert res.returncode == 0, res.stderr
+    (warning,) = [line for line in res.stderr.splitlines() if line.startswith("warning: ")]
+    assert "duplicate chunkers name 'markdown_semantic'" in warning and "package 'plm-clash'" in warning
+    assert "a config naming it stops with this error" in warning
+    assert "mine_only" in res.stdout  # the package's other stages are there
+    res = plm("plugins", "show", "markdown_semantic", site=site)
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    error = next(line for line in res.stderr.splitlines() if line.startswith("error: "))
+    assert "duplicate chunkers name 'markdown_semantic'" in error and "uninstall one of them or rename" in error
+    assert plm("plugins", "show", "bm25s", site=site).returncode == 0
+
+
+def test_a_hook_without_its_decorator_or_in_another_group_is_named(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    site.mkdir()
+    _dist(site, "plm-undecorated", "plm_undecorated", "def plm_register_components(registry):\n    pass\n")
+    plugin_site(site, "plm_grouped", "X = 1\n", package="plm-grouped")
+    (site / "plm_grouped-0.1.dist-info" / "entry_points.txt").write_text("[plm.chunkers]\nparas = plm_grouped\n")
+    res = plm("plugins", site=site)
+    assert res.returncode == 0, res.stderr
+    warnings = [line for line in res.stderr.splitlines() if line.startswith("warning: ")]
+    (bare,) = [w for w in warnings if "'plm_undecorated'" in w]
+    assert "it has `def plm_register_components` without `@plm.hookimpl` above it" in bare
+    (grouped,) = [w for w in warnings if "plm-grouped" in w]
+    assert "entry point 'paras' of package 'plm-grouped' is in the group 'plm.chunkers'" in grouped
+    assert "put it under [project.entry-points.plm]" in grouped
