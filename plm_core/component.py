@@ -72,6 +72,13 @@ class BaseComponent(Generic[In, Out], metaclass=ABCMeta):
                     f"{cls.__qualname__} ({cls.__dict__['name']!r}) must implement (the {cls.family} contract: "
                     f"{contract_page(cls)}):" + "".join(f"\n  {signature(cls, attr)}" for attr in missing)
                 )
+        config = cls.__dict__.get("Config")
+        if config is not None and not (isinstance(config, type) and issubclass(config, ComponentConfig)):
+            raise TypeError(
+                f"{cls.__qualname__}.Config must subclass plm.ComponentConfig (a pydantic model: "
+                "its fields are the stage's TOML keys, checked and typed); write "
+                "`class Config(plm.ComponentConfig):`"
+            )
         unknown = set(cls.needs) - RESOURCES
         if unknown:
             raise TypeError(
@@ -98,6 +105,12 @@ class BaseComponent(Generic[In, Out], metaclass=ABCMeta):
             for part in value.values() if isinstance(value, Mapping) else [value]:
                 if isinstance(part, BaseComponent):
                     yield from part.components()
+
+    def resolved_config(self) -> dict[str, Any] | None:
+        """The settings this stage runs with, where they differ from its config as written
+        (defaults that follow the rest of the recipe, once `check` ran); None: the config.
+        `plm config check` prints them."""
+        return None
 
     def check(self) -> None:
         """Cross-stage checks once the job is assembled (cheap: loads and opens nothing

@@ -280,6 +280,23 @@ def test_a_stage_without_run_fails_at_class_definition(family: str) -> None:
         type("WrongMethod", (getattr(plm, family),), {"name": "wrong_method", "chunk": lambda self, data: data})
 
 
+def test_a_config_that_is_not_a_component_config_fails_at_class_definition() -> None:
+    # a plain `class Config:` registered, listed "no config keys", then crashed every config
+    # check with "TypeError: Config() takes no arguments"
+    import plm
+
+    class Plain:
+        min_chars: int = 1
+
+    with pytest.raises(TypeError, match=r"Paras.Config must subclass plm.ComponentConfig .*class Config\(plm"):
+        type("Paras", (plm.Chunker,), {"name": "paras", "Config": Plain, "run": lambda self, data: []})
+
+    class Fine(plm.ComponentConfig):
+        min_chars: int = 1
+
+    type("Paras", (plm.Chunker,), {"name": "paras", "Config": Fine, "run": lambda self, data: []})
+
+
 CHUNKERS = """
 import plm
 
