@@ -20,12 +20,15 @@ def check_output(stage: Any, data: Any) -> None:
     two stages on (the pipeline checks each stage; a wrapper checks the stage it wraps)."""
     problem = output_problem(data, stage.output_type)
     if problem is not None:
-        family = getattr(stage, "family", "stage")
-        name = repr(getattr(stage, "name", type(stage).__name__))
         raise TypeValidationError(
-            f"{name}{'' if family == 'stage' else f' ({family})'} returned {problem}, "
-            f"not the {type_name(stage.output_type)} it must return"
+            f"{stage_name(stage)} returned {problem}, not the {type_name(stage.output_type)} it must return"
         )
+
+
+def stage_name(stage: Any) -> str:
+    """`'bad_words' (chunkers)`: a stage's registered name and family, as its errors name it."""
+    family = getattr(stage, "family", "stage")
+    return repr(getattr(stage, "name", type(stage).__name__)) + ("" if family == "stage" else f" ({family})")
 
 
 def _named(stage: Component) -> str:

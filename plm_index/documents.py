@@ -19,8 +19,8 @@ from dataclasses import replace
 from typing import Any
 
 from plm_core.component import BaseComponent
-from plm_core.errors import PlmUserError
-from plm_core.pipeline import check_output
+from plm_core.errors import PlmUserError, TypeValidationError
+from plm_core.pipeline import check_output, stage_name
 from plm_core.records import Chunk, Document
 
 MAX_ID_CHARS = 512
@@ -321,4 +321,46 @@ class DocumentFields(BaseComponent[list[Document], list[Chunk]]):
     def run(self, data: list[Document]) -> list[Chunk]:
         chunks = self.stage.run(data)
         check_output(self.stage, chunks)
+        check_chunk_ids(self.stage, chunks, data)
         return with_document_fields(chunks, data)
+
+
+def check_chunk_ids(stage: Any, chunks: Sequence[Chunk], docs: Sequence[Document]) -> None:
+    """Raise TypeValidationError naming the chunker when two of its chunks share an id or a
+    chunk names a document it was not given: the store would refuse the batch with a
+    database error, and a clash with a stored chunk is found by `explain_refused`."""
+    given = {d.id for d in docs}
+    seen: dict[str, str] = {}
+    for chunk in chunks:
+        if chunk.doc_id not in given:
+            raise TypeValidationError(
+                f"{stage_name(stage)} made chunk {chunk.id!r} for document {chunk.doc_id!r}, "
+                "which is not one of the documents it was given: a chunk's doc_id is its document's id"
+            )
+        if chunk.id in seen:
+            raise TypeValidationError(
+                f"{stage_name(stage)} gave the id {chunk.id!r} to two chunks (of documents "
+                f"{seen[chunk.id]!r} and {chunk.doc_id!r}): {UNIQUE_IDS}"
+            )
+        seen[chunk.id] = chunk.doc_id
+
+
+UNIQUE_IDS = 'a chunk id must be unique in the whole index; make it from the document\'s id (f"{doc.id}_{n}")'
+
+
+def explain_refused(exc: Exception, store: Any, docs: Sequence[Document], chunks: Sequence[Chunk]) -> None:
+    """Raise TypeValidationError from `exc`, a store's refusal of a batch, when the reason is
+    a chunk id that a stored chunk of another document already has (a chunker's ids that
+    clash across batches; `check_chunk_ids` finds a clash inside one). Asked only after a
+    write failed: it costs a read."""
+    if isinstance(exc, PlmUserError):
+        return
+    ids = {d.id for d in docs}
+    stored = store.get_chunks([c.id for c in chunks])
+    for chunk in chunks:
+        other = stored.get(chunk.id)
+        if other is not None and other.doc_id not in ids:
+            raise TypeValidationError(
+                f"chunk {chunk.id!r} of document {chunk.doc_id!r}: document {other.doc_id!r} "
+                f"already has a chunk with that id; {UNIQUE_IDS}"
+            ) from exc

@@ -25,6 +25,7 @@ from plm_core.interfaces import Embedder, Executor, Store
 from plm_core.pipeline import Pipeline
 from plm_core.records import BatchResult, Chunk, Document, LoadFailure
 from plm_index.cache import CachedEmbedder, CachedStage, ContentCache
+from plm_index.documents import explain_refused
 from plm_index.progress import progress_iter
 
 FORMAT_VERSION = "1"
@@ -255,9 +256,12 @@ class Processor:
                     result.chunks.extend(self._chunks([doc], result))
                     kept.append(doc)
                 except PipelineError as one:
-                    if not isinstance(one.cause, PlmUserError):
-                        unexpected.add(type(one.cause).__name__)
-                        log.warning("document %r failed", doc.id, exc_info=one.cause)
+                    if not isinstance(one.cause, PlmUserError):  # its traceback once, then a line a document
+                        kind = type(one.cause).__name__
+                        log.warning(
+                            "document %r failed", doc.id, exc_info=one.cause if kind not in unexpected else None
+                        )
+                        unexpected.add(kind)
                     result.failed.append(LoadFailure(doc.path or "records", str(one), doc.id))
             if not kept and len(batch) > 1 and len(unexpected) == 1 and not isinstance(first.cause, PlmUserError):
                 raise first from None
@@ -396,7 +400,11 @@ class Syncer:
             t0 = time.perf_counter()
             fps = [fingerprints[d.id] for d in result.documents]
             model = result.model or self.model  # the model that gave these vectors, wherever they were made
-            self.store.replace_documents(result.documents, result.chunks, result.vectors, model, fps)
+            try:
+                self.store.replace_documents(result.documents, result.chunks, result.vectors, model, fps)
+            except Exception as exc:
+                explain_refused(exc, self.store, result.documents, result.chunks)
+                raise
             report.time("store", time.perf_counter() - t0)
 
     def prune(

@@ -109,3 +109,94 @@ def test_an_index_from_a_third_party_chunker_is_chunked_again_once(tmp_path: Pat
     job = job_for(tmp_path, "title_words")
     before = index_fingerprint({"index": job.config.raw["index"], "embedder": {}}, None, "")
     assert job.index_fingerprint() != before
+
+
+class ParagraphIds(plm.Chunker):
+    """A chunker whose ids are unique within a document only (`p0`, `p1`, ... in each)."""
+
+    name = "paragraph_ids"
+
+    def run(self, data: list[plm.Document]) -> list[plm.Chunk]:
+        return [plm.Chunk(id="p0", doc_id=doc.id, text=doc.text) for doc in data]
+
+
+class Orphans(plm.Chunker):
+    """A chunker that files its chunks under a document it was not given."""
+
+    name = "orphans"
+
+    def run(self, data: list[plm.Document]) -> list[plm.Chunk]:
+        return [plm.Chunk(id=f"{doc.id}#0", doc_id="nobody", text=doc.text) for doc in data]
+
+
+def chunked_by(tmp_path: Path, chunker: str) -> Job:
+    registry = build_registry()
+    for cls in (ParagraphIds, Orphans, TitleWords):
+        registry.add(cls)
+    (tmp_path / "job.toml").write_text(
+        CONFIG.format(enricher="title_words").replace('use = "bare_lines"', f'use = "{chunker}"')
+    )
+    settings = Settings(progress=False, data_dir=str(tmp_path / "data"))
+    return Job.from_config(tmp_path / "job.toml", index_dir=tmp_path / "index", settings=settings, registry=registry)
+
+
+def test_chunk_ids_shared_by_two_documents_name_the_chunker_not_the_database(tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("# A\n\nAlpha text.\n")
+    (docs / "b.md").write_text("# B\n\nBeta text.\n")
+    job = chunked_by(tmp_path, "paragraph_ids")
+    with pytest.raises(PipelineError) as err:  # both in one batch
+        job.ingest([docs])
+    assert isinstance(err.value.cause, TypeValidationError)
+    msg = str(err.value)
+    assert "'paragraph_ids' (chunkers) gave the id 'p0' to two chunks (of documents" in msg
+    assert "unique in the whole index" in msg
+    # in two syncs: the second document's chunk clashes with the first's, already stored
+    (docs / "b.md").unlink()
+    assert job.ingest([docs]).failed == []
+    (docs / "b.md").write_text("# B\n\nBeta text.\n")
+    with pytest.raises(TypeValidationError) as clash:
+        job.ingest([docs])
+    assert "chunk 'p0' of document 'b" in str(clash.value) and "document 'a" in str(clash.value)
+    assert "already has a chunk with that id" in str(clash.value)
+    (stored,) = {c.doc_id for c in job.open().store.chunks()}  # the first document's alone: nothing half-written
+    assert stored.startswith("a")
+
+
+def test_a_chunk_filed_under_a_document_it_was_not_given_names_the_chunker(tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("# A\n\nAlpha text.\n")
+    with pytest.raises(PipelineError) as err:
+        chunked_by(tmp_path, "orphans").ingest([docs])
+    assert "'orphans' (chunkers) made chunk" in str(err.value) and "for document 'nobody'" in str(err.value)
+
+
+class BreaksOnB(plm.Chunker):
+    """A chunker with a bug that only some documents reach."""
+
+    name = "breaks_on_b"
+
+    def run(self, data: list[plm.Document]) -> list[plm.Chunk]:
+        return [plm.Chunk(id=f"{d.id}#0", doc_id=d.id, text=d.summary if "b-" in d.text else d.text) for d in data]  # type: ignore[attr-defined]
+
+
+def test_a_chunker_bug_logs_its_traceback_once_and_a_line_for_each_other_document(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    registry = build_registry()
+    registry.add(BreaksOnB)
+    registry.add(TitleWords)
+    (tmp_path / "job.toml").write_text(CONFIG.format(enricher="title_words").replace("bare_lines", "breaks_on_b"))
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for name in ("a", "b1", "b2", "b3"):
+        (docs / f"{name}.md").write_text("# T\n\nplain b-\n" if name.startswith("b") else "# T\n\nfine\n")
+    settings = Settings(progress=False, data_dir=str(tmp_path / "data"))
+    job = Job.from_config(tmp_path / "job.toml", index_dir=tmp_path / "index", settings=settings, registry=registry)
+    with caplog.at_level("WARNING"):
+        report = job.ingest([docs])
+    assert sorted(Path(f.path).stem for f in report.failed) == ["b1", "b2", "b3"]
+    failed = [r for r in caplog.records if r.getMessage().startswith("document ")]
+    assert len(failed) == 3 and [r.exc_info is not None for r in failed] == [True, False, False]
