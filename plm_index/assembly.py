@@ -10,7 +10,7 @@ their constructor. So `plm config check` fails before anything runs.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +47,7 @@ class Assembly:
     query_stages: list[Any]
     corpus: CorpusView
     executor: Executor | None = None  # None: process in this process
+    built: dict[str, Any] = field(default_factory=dict)  # each config table's label -> its component
 
 
 def _kind(base: type) -> str:
@@ -61,6 +62,7 @@ class Assembler:
         self.path = config.path
         self.resources: dict[str, Any] = {"settings": settings, "config_dir": config.path.parent, "embedder": None}
         self.location = location
+        self.built: dict[str, Any] = {}
 
     def build(self, spec: StageSpec) -> Any:
         cls = spec.cls
@@ -84,7 +86,8 @@ class Assembler:
                 kwargs[key] = {name: self.build(part) for name, part in nested.items()}
             else:
                 kwargs[key] = self.build(nested)
-        return cls(spec.config, label=spec.label.rsplit(".", 1)[-1], **kwargs)
+        self.built[spec.label] = cls(spec.config, label=spec.label.rsplit(".", 1)[-1], **kwargs)
+        return self.built[spec.label]
 
     def assemble(self, cache: ContentCache | None, embedder: Embedder | None = None) -> Assembly:
         """Build every component; `embedder`, when given, is used instead of building the
@@ -99,7 +102,7 @@ class Assembler:
         loader, transform = self._index_side(cache)
         query = [self._query_stage(spec) for spec in cfg.query]
         executor = self.build(cfg.executor) if cfg.executor is not None else None
-        assembly = Assembly(store, embedder, loader, transform, query, self.resources["corpus"], executor)
+        assembly = Assembly(store, embedder, loader, transform, query, self.resources["corpus"], executor, self.built)
         self._check(assembly)
         return assembly
 

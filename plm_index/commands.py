@@ -68,8 +68,9 @@ def config_check(file: Path, set_: SetOpt = None) -> None:
     job = load_job(file, default_registry(), set_ or [])
     # Assemble every component (typed slots, pipeline types, cross-stage checks) without
     # opening anything or loading a model.
-    Job(job, Path("(not opened)"), Settings(cache=False), default_registry())
-    out.print(job.describe(), highlight=False, markup=False)
+    built = Job(job, Path("(not opened)"), Settings(cache=False), default_registry()).built
+    resolved = {label: r for label, stage in built.items() if (r := stage.resolved_config()) is not None}
+    out.print(job.describe(resolved), highlight=False, markup=False)
     out.print(f"[green]ok[/green]: {file} is valid")
 
 

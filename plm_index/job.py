@@ -58,6 +58,7 @@ class Job:
         parts = Assembler(config, self.registry, self.settings, self.index_dir).assemble(self.cache, embedder)
         self.store, self.embedder, self.loader = parts.store, parts.embedder, parts.loader
         self.transform, self.query_stages = parts.transform, parts.query_stages
+        self.built = parts.built  # each config table's label -> its component
         self.processor = Processor.of(
             self.transform, self.embedder, self.cache, self.settings.progress, self.settings.embed_window
         )

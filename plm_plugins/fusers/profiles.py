@@ -115,6 +115,19 @@ class ProfiledFuser(Fuser):
             for name, p in named.items()
         }
 
+    def resolved_config(self) -> dict[str, Any] | None:
+        """`order` and every profile as the retrievers configured make them (`check_sources`)."""
+        profiles = self.profiles_by_name()
+        dumped = {name: p.model_dump() for name, p in profiles.items()}
+        order = self._order()
+        return {
+            **self._config.model_dump(),  # type: ignore[attr-defined]
+            "order": order + [s for s in self.sources if s not in order],
+            "default": dumped.pop("default"),
+            "expanded": dumped.pop("expanded", None),
+            "profiles": dumped,
+        }
+
     def _order(self) -> list[str]:
         if "order" in cast(Any, self._config).model_fields_set:
             return list(self._config.order)

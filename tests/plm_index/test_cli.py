@@ -60,6 +60,24 @@ def test_config_check_accepts_poc_parity() -> None:
     assert "hybrid" in res.stdout and "rrf" in res.stdout and "ok" in res.stdout
 
 
+def test_config_check_prints_the_fusers_settings_for_the_retrievers_configured(tmp_path: Path) -> None:
+    # with bm25 alone, the class defaults (order dense, bm25; the POC's expanded profile) do not apply
+    config = tmp_path / "bm25.toml"
+    config.write_text(
+        "[job]\nname = 'b'\n[store]\nuse = 'sqlite'\n[index.load]\nuse = 'markdown_dir'\n[index.chunk]\n"
+        "use = 'markdown_semantic'\n[query.retrieve]\nuse = 'hybrid'\n[query.retrieve.retrievers.bm25]\n"
+        "use = 'bm25s'\n[query.retrieve.fuser]\nuse = 'rrf'\n"
+    )
+    res = plm("config", "check", str(config))
+    assert res.returncode == 0, res.stderr
+    (fuser,) = [line for line in res.stdout.splitlines() if "fuser: rrf" in line]
+    assert "'order': ['bm25']" in fuser and "'weights': {'bm25': 1.0}" in fuser and "'expanded': None" in fuser
+    assert "dense" not in fuser
+    # the POC's pair keeps them
+    (poc,) = [line for line in plm("config", "check", str(POC)).stdout.splitlines() if "fuser: rrf" in line]
+    assert "'order': ['dense', 'bm25']" in poc and "'weights': {'dense': 0.3, 'bm25': 3.0}" in poc
+
+
 @pytest.mark.parametrize(
     ("old", "new", "expect"),
     [
