@@ -13,6 +13,7 @@ runs every example, so each one is a class its base accepts.
 from __future__ import annotations
 
 import inspect
+import re
 import sys
 from pathlib import Path
 from typing import Any, get_args, get_origin
@@ -244,6 +245,23 @@ EXAMPLE_IMPORTS = "import json\nfrom collections.abc import Mapping, Sequence\nf
 EXAMPLE_IMPORTS += "from pathlib import Path\nfrom typing import Any\n\nimport plm\nimport plm.testing\n"
 
 
+def _imports_of(example: str) -> str:
+    """The lines of EXAMPLE_IMPORTS an example uses (`import plm` always), as its page shows
+    them: the example can be copied as it stands."""
+    used = []
+    for line in EXAMPLE_IMPORTS.splitlines():
+        names = line.split(" import ")[-1].replace("import ", "").split(", ")
+        if line and (line == "import plm" or any(re.search(rf"\b{re.escape(n)}\b", example) for n in names)):
+            used.append(line)
+    stdlib = [line for line in used if not line.startswith("import plm")]
+    return (
+        "\n".join(stdlib)
+        + ("\n\n" if stdlib else "")
+        + "\n".join(line for line in used if line not in stdlib)
+        + "\n\n\n"
+    )
+
+
 def families() -> list[tuple[type, list[type]]]:
     """Each family's base (`plm.<Base>`) with the bases it is written against."""
     import plm
@@ -280,11 +298,17 @@ def _in_out(base: type) -> tuple[str, str] | None:
 
 
 def _members(cls: type) -> list[tuple[str, Any]]:
-    return [
-        (name, value)
-        for name, value in vars(cls).items()
-        if not name.startswith("_") and (inspect.isfunction(value) or isinstance(value, property))
-    ]
+    """The methods and properties a class declares, and those it inherits from a family it
+    nests in (`Reranker`'s `run` and `depth` are `RankingStage`'s), not BaseComponent's."""
+    from plm_core.component import BaseComponent
+
+    found: dict[str, Any] = {}
+    families = [k for k in cls.__mro__ if issubclass(k, BaseComponent) and k is not BaseComponent]
+    for klass in families if issubclass(cls, BaseComponent) else [cls]:
+        for name, value in vars(klass).items():
+            if not name.startswith("_") and (inspect.isfunction(value) or isinstance(value, property)):
+                found.setdefault(name, value)
+    return list(found.items())
 
 
 def _doc(value: Any) -> str:
@@ -328,7 +352,8 @@ def page(base: type, also: list[type]) -> str:
     for part in also:
         where = "plm_core.interfaces" if part.__module__ == "plm_core.store_contract" else "plm"
         lines += _section(part, f"`{where}.{part.__name__}`", with_doc=True)
-    lines += ["## Example", "", "```python", EXAMPLES[base.__name__].strip(), "```", ""]
+    example = EXAMPLES[base.__name__].strip()
+    lines += ["## Example", "", "```python", _imports_of(example) + example, "```", ""]
     lines += ["## Prove it", ""]
     if base.__name__ in CHECKS:
         lines += ["In the plugin's own tests (`import plm.testing`; `help(plm.testing)` lists every check):", ""]

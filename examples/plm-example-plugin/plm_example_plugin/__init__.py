@@ -14,7 +14,7 @@ class QuestionNormalizer(BaseComponent[Query, Query]):
     """Lowercases, strips punctuation and drops boilerplate words from the query text."""
 
     name = "question_normalizer"
-    family = "normalizer"
+    family = "normalizers"  # a new family (a base of its own): plural, as every family is
     input_type = Query
     output_type = Query
 
