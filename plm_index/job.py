@@ -17,7 +17,7 @@ from typing import Any
 
 from plm_core.config import JobConfig, load_job
 from plm_core.errors import PlmUserError
-from plm_core.interfaces import Chunker, Embedder
+from plm_core.interfaces import Chunker, Embedder, Loader
 from plm_core.records import Document, Hit, Query, Ranking
 from plm_core.registry import Registry, default_registry
 from plm_core.settings import Settings, load_settings
@@ -115,12 +115,17 @@ class Job:
         if self.loader is not None and self.loader.selection_fields:  # which files, not what they become
             name = self.config.index[0].label.rsplit(".", 1)[-1]
             index[name] = {k: v for k, v in index[name].items() if k not in self.loader.selection_fields}
-        spec = {"index": index, "embedder": self.config.raw.get("embedder", {})}
-        if any(
-            issubclass(s.cls, Chunker) and not s.cls.__module__.startswith("plm_plugins.") for s in self.config.index
-        ):
-            # A third party's chunks carry their document's fields since the runtime adds them:
-            # an index built before is chunked again once (the vectors come from the cache).
+        spec: dict[str, Any] = {"index": index, "embedder": self.config.raw.get("embedder", {})}
+        # A third party's chunker or enricher: its package's version and every setting, given
+        # or not, so that a new release (or a new default) chunks again; the content cache
+        # keeps what did not change. Its chunks also carry their document's fields since the
+        # runtime adds them: an index built before is chunked again once.
+        theirs = [s for s in self.config.index if s.cls.__module__.split(".")[0] != "plm_plugins"]
+        for s in theirs:
+            if not issubclass(s.cls, Loader):  # what a loader reads is in each document's own fingerprint
+                found = self.registry.get(s.use, s.family)
+                spec.setdefault("plugins", {})[s.label] = [found.package, found.version, s.config.model_dump()]
+        if any(issubclass(s.cls, Chunker) for s in theirs):
             spec["chunks"] = "document fields"
         return index_fingerprint(spec, model, version or "")
 

@@ -354,6 +354,33 @@ def test_a_third_party_chunkers_chunks_carry_the_documents_metadata_and_title(tm
     assert {h["metadata"]["team"] for h in hits} == {"storage"}
 
 
+def test_a_third_party_chunkers_new_release_or_new_default_chunks_again(tmp_path: Path, docs: Path) -> None:
+    # plm cannot see a plugin's code change; it sees its version and every setting, given or not
+    env = _site(tmp_path, "para_chunkers", CHUNKERS, ["bare_paragraphs", "bad_words"])
+    config = _config(tmp_path, BASE.replace('use = "markdown_semantic"', 'use = "bare_paragraphs"'))
+
+    def ingest() -> dict[str, int]:
+        args = ("ingest", str(docs), "--config", str(config), "--index", str(tmp_path / "index"), "--json")
+        res = plm(*args, env=env)
+        assert res.returncode == 0, res.stderr
+        return {k: v for k, v in json.loads(res.stdout).items() if k in ("added", "updated", "unchanged")}
+
+    assert ingest() == {"added": 8, "updated": 0, "unchanged": 0}
+    assert ingest() == {"added": 0, "updated": 0, "unchanged": 8}
+    metadata = tmp_path / "site" / "para_chunkers-0.1.dist-info" / "METADATA"
+    metadata.write_text(metadata.read_text().replace("Version: 0.1", "Version: 0.2"))
+    assert ingest() == {"added": 0, "updated": 8, "unchanged": 0}
+    assert ingest() == {"added": 0, "updated": 0, "unchanged": 8}
+    module = tmp_path / "site" / "para_chunkers.py"  # a setting's default, which the config leaves out
+    module.write_text(
+        module.read_text().replace(
+            '    name = "bare_paragraphs"\n',
+            '    name = "bare_paragraphs"\n\n    class Config(plm.ComponentConfig):\n        min_chars: int = 200\n',
+        )
+    )
+    assert ingest() == {"added": 0, "updated": 8, "unchanged": 0}
+
+
 def test_a_chunker_returning_the_wrong_type_stops_the_ingest_in_one_line(tmp_path: Path, docs: Path) -> None:
     env = _site(tmp_path, "para_chunkers", CHUNKERS, ["bare_paragraphs", "bad_words"])
     config = _config(tmp_path, BASE.replace('use = "markdown_semantic"', 'use = "bad_words"'))
