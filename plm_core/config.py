@@ -47,8 +47,9 @@ class JobSection(BaseModel):
     """The dataset's query sets to evaluate (`--queries` overrides)."""
     report_dir: str = "reports"
     """Where `plm run` writes its reports, relative to the working directory."""
-    evaluator: str = "ir_metrics"
-    """The evaluator `plm run` and `plm eval` score query sets with (a registered name)."""
+    evaluator: str | dict[str, Any] = "ir_metrics"
+    """The evaluator `plm run` and `plm eval` score query sets with: a registered name, or a
+    table with its settings, `{ use = "ir_metrics", measures = ["nDCG@10", "AP"], one_ranking = true }`."""
     reporter: str = "comparison_report"
     """What `plm eval` compares configs with (a registered name)."""
 

@@ -10,6 +10,8 @@ comparison (deltas, paired significance tests, report files) is done by the regi
 from __future__ import annotations
 
 import hashlib
+import shlex
+import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -22,6 +24,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from plm_core import __version__
 from plm_core.config import JobConfig, format_validation, load_job
 from plm_core.errors import ConfigError, PlmUserError
 from plm_core.registry import Registry, default_registry
@@ -52,11 +55,7 @@ def eval_index_dirs(configs: Sequence[JobConfig], data_dir: str, dataset: Path |
     """One index folder per config file. `[job].name` alone could collide (two variants of
     one recipe often keep the name), so the file stem joins it when they differ, and a
     hash of the file's path settles two different files that still agree on both."""
-    dirs = []
-    for cfg in configs:
-        stem = cfg.path.stem
-        base = cfg.job.name if stem == cfg.job.name else f"{cfg.job.name}.{stem}"
-        dirs.append(index_dir_for(base, data_dir, dataset))
+    dirs = [index_dir_for(cfg.job.name, data_dir, dataset, cfg.path.stem) for cfg in configs]
     owners: dict[Path, Path] = {}
     for i, (cfg, d) in enumerate(zip(configs, dirs, strict=True)):
         path = cfg.path.resolve()
@@ -78,7 +77,7 @@ def run_configs(
     on_done: Callable[[str, dict[str, Any]], None] | None = None,
 ) -> list[tuple[str, dict[str, Any]]]:
     """(label, run_job report) per config, in order; every config is validated before any runs."""
-    from plm_eval.runner import run_job
+    from plm_eval.runner import evaluator_for, run_job
 
     if not paths:
         raise PlmUserError("give at least one --config")
@@ -86,6 +85,8 @@ def run_configs(
     settings = settings_for(paths[0], settings or load_settings())
     registry = registry or default_registry()
     configs = [load_job(p, registry, list(overrides)) for p in paths]
+    for cfg in configs:
+        evaluator_for(cfg, registry)  # its settings fail before any config runs
     datasets = [resolve_dataset(cfg, dataset) for cfg in configs]
     missing = [str(cfg.path) for cfg, ds in zip(configs, datasets, strict=True) if ds is None]
     if missing:
@@ -176,13 +177,16 @@ def print_comparison(comparison: dict[str, Any]) -> None:
         table = Table(
             title=f"query set {s['set']} ({s['queries']} queries)",
             box=box.SIMPLE_HEAD,
-            caption=f"cell: mean / delta vs {base} / {how} p-value / {verdict} / 95% bootstrap CI of the delta",
+            caption=f"cell: mean / delta vs {base} / {how} p-value / {verdict} / 95% bootstrap CI of the delta"
+            if compared
+            else "mean over the queries (give more --config to compare them, with p-values and intervals)",
         )
         table.add_column("config", no_wrap=True, min_width=min(width, 24))
         for m in s["metrics"]:
             table.add_column(m, justify="right", no_wrap=True)
         for row in s["rows"]:
-            table.add_row(row["config"], *(_cell(row, m, test) for m in s["metrics"]), end_section=True)
+            cells = (_cell(row, m, test) if compared else f"{row['values'][m]:.3f}" for m in s["metrics"])
+            table.add_row(row["config"], *cells, end_section=True)
         print_table(out, table)
         if compared:
             kept = [
@@ -275,9 +279,16 @@ def eval_command(
         raise PlmUserError("--per-query compares the first two configs: give at least two --config")
     if not config:
         raise PlmUserError("give at least one --config")
+    if test not in ("permutation", "ttest"):
+        hint = " (query sets to report on are --queries; plm tune's --test names held-out sets)"
+        raise PlmUserError(f"--test {test!r}: the significance test is permutation or ttest{hint}")
     target = out_dir or Path("reports") / f"eval-{time.strftime('%Y%m%d-%H%M%S')}"
     check_output_folder(target)
-    name = load_job(config[0], registry, set_ or []).job.reporter  # the reporter is config, as all names are
+    from plm_eval.runner import check_metric
+
+    first = load_job(config[0], registry, set_ or [])
+    name = first.job.reporter  # the reporter is config, as all names are
+    check_metric(first, registry, metric)  # before any work
     reporter = _reporter(
         registry,
         name,
@@ -321,17 +332,20 @@ def eval_command(
         on_done=lambda label, result: out.print(_work_line(label, result), highlight=False),
     )
     comparison = reporter.compare(runs)
+    comparison["provenance"] = provenance(config, overrides)
     if judgments is not None:
         comparison["judgments"] = judgments
     print_comparison(comparison)
+    for line in ranking_notes(comparison):
+        out.print(line, highlight=False, markup=False)
     if judgments is not None:
         out.print(synthetic_note(judgments), highlight=False)
         if len(runs) > 1:
             comparison["judgments"]["choice"] = choice = synthetic_choice(runs)
             out.print(choice["line"], highlight=False)
     known = comparison["sets"][0]["metrics"]
-    # An unknown --metric only affects the per-query view: the runs are done, so write the
-    # report (ranked by the default metric) before saying so.
+    # An unknown --metric (one a third-party evaluator did not list) only affects the
+    # per-query view: the runs are done, so write the report before saying so.
     bad_metric = metric is not None and metric not in known
     if per_query and not bad_metric:
         print_differences(reporter, comparison, metric, top)
@@ -339,6 +353,37 @@ def eval_command(
     out.print("wrote: " + ", ".join(str(p) for p in files.values()), highlight=False)
     if bad_metric:
         raise PlmUserError(f"unknown --metric {metric!r}; choose one of {', '.join(known)}")
+
+
+def provenance(paths: Sequence[Path], overrides: Sequence[str]) -> dict[str, Any]:
+    """What made a report, so that it can be made again and told apart from another: plm's
+    version, the command line, the --set overrides and each config file's SHA-256."""
+    configs = {}
+    for label, path in zip(config_labels(paths), paths, strict=True):
+        configs[label] = {"path": str(path), "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
+    return {
+        "plm": __version__,
+        "command": shlex.join(["plm", *sys.argv[1:]]),
+        "overrides": list(overrides),
+        "configs": configs,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
+
+
+def ranking_notes(comparison: dict[str, Any]) -> list[str]:
+    """A line per query set where a config's chunk view (Hit@k, MRR: a search at the chunk
+    view's k) and doc view (a deeper search) ranked differently for some queries."""
+    notes = []
+    for s in comparison["sets"]:
+        differ = {label: n for label, n in (s.get("rankings_differ") or {}).items() if n}
+        if differ:
+            which = ", ".join(f"{label} {n}" for label, n in differ.items())
+            notes.append(
+                f"note: set {s['set']}: the chunk view's search and the doc view's deeper one ranked the top "
+                f"chunks differently for some of the {s['queries']} queries ({which}): fusion candidates grow "
+                'with k. For one ranking a query, set [job] evaluator = { use = "ir_metrics", one_ranking = true }'
+            )
+    return notes
 
 
 def synthetic_dataset(

@@ -9,7 +9,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from plm_core.errors import PlmUserError
+from pydantic import ValidationError
+
+from plm_core.config import JobConfig, format_validation
+from plm_core.errors import ConfigError, PlmUserError
+from plm_core.registry import Registry
 from plm_eval.dataset import load_query_set, resolve_corpus, resolve_dataset
 from plm_index.job import Job
 
@@ -31,8 +35,7 @@ def run_job(
     t0 = time.perf_counter()
     ingest = job.ingest([source], force=force)
     ingest_s = time.perf_counter() - t0
-    reg = job.registry.get(evaluator_name or job.config.job.evaluator, "evaluators")
-    evaluator = reg.cls()
+    evaluator = evaluator_for(job.config, job.registry, evaluator_name)
     results = []
     for qset in qsets:
         results.append(evaluator.evaluate(job, qset, progress=job.settings.progress))
@@ -50,6 +53,32 @@ def run_job(
         "machine": {"python": platform.python_version(), "platform": platform.platform()},
         "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
     }
+
+
+def evaluator_for(config: JobConfig, registry: Registry, name: str | None = None) -> Any:
+    """The config's `[job] evaluator` (a name, or a table of its settings), built; `name`
+    (`plm run --evaluator`) replaces a name given as a string."""
+    given = config.job.evaluator
+    table = dict(given) if isinstance(given, dict) else {"use": given}
+    if name is not None:
+        table = {"use": name} if table.get("use") != name else table
+    if "use" not in table:
+        raise ConfigError(f"{config.path} [job] evaluator: missing 'use' (the registered evaluator name)")
+    use = str(table.pop("use"))
+    where = f"{config.path} [job] evaluator"
+    cls = registry.get(use, "evaluators", where=where).cls
+    try:
+        return cls(**table)
+    except ValidationError as err:
+        raise ConfigError(format_validation(err, where, cls.Config)) from None
+
+
+def check_metric(config: JobConfig, registry: Registry, metric: str | None, option: str = "--metric") -> None:
+    """Fail before any work when `metric` is not one the config's evaluator reports (an
+    evaluator that does not list its metrics, `metric_names`, is not checked)."""
+    names = getattr(evaluator_for(config, registry), "metric_names", None)
+    if metric is not None and names is not None and metric not in names():
+        raise PlmUserError(f"unknown {option} {metric!r}; choose one of {', '.join(names())}")
 
 
 def write_report(report: dict[str, Any], path: Path) -> Path:

@@ -88,7 +88,12 @@ def tune_command(
     seed: Annotated[int, typer.Option(help="Seed of random draws and folds.")] = 0,
     set_: Annotated[list[str] | None, typer.Option("--set", help="KEY=VALUE override for every trial.")] = None,
     out_path: Annotated[
-        Path | None, typer.Option("--out", help="Where to write the tuned config (default: reports/tune-<time>/).")
+        Path | None,
+        typer.Option(
+            "--out",
+            help="The tuned config to write, a .toml file; tune.json and the --test report go in its folder "
+            "(default: reports/tune-<time>/<config>.tuned.toml).",
+        ),
     ] = None,
     synthetic: Annotated[
         int | None,
@@ -107,10 +112,15 @@ def tune_command(
     """Tune config values on one query set (grid or random search, optional k-fold
     cross-validation), write the tuned config and compare it with the original on --test."""
     from plm_core.settings import load_settings
-    from plm_eval.runner import run_job
+    from plm_eval.runner import check_metric, run_job
 
     if out_path is not None:
         check_output_file(out_path)
+        if out_path.suffix != ".toml":
+            raise PlmUserError(
+                f"--out {out_path}: the tuned config is a TOML file: give a name ending in .toml, e.g. "
+                f"{out_path / (config.stem + '.tuned.toml')} (tune.json and the reports go beside it)"
+            )
     settings = settings_for(config, load_settings())
     setup_logging(settings.log_level)
     registry = default_registry()
@@ -145,6 +155,7 @@ def tune_command(
     # Every trial's config is validated before any work: a typo fails in a second.
     configs = [load_job(config, registry, base_sets + tuning.overrides_of(t)) for t in todo]
     base_cfg = load_job(config, registry, base_sets)
+    check_metric(base_cfg, registry, metric)
     base_raw_load = load_job(config, registry, list(set_ or [])).raw["index"]["load"]
     ds = resolve_dataset(base_cfg, dataset)
     if ds is None:

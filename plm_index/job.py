@@ -87,7 +87,7 @@ class Job:
         config = load_job(path, registry, list(overrides))
         settings = settings_for(config.path, settings)
         if index_dir is None:
-            index_dir = index_dir_for(config.job.name, settings.data_dir, dataset)
+            index_dir = index_dir_for(config.job.name, settings.data_dir, dataset, config.path.stem)
         return cls(config, Path(index_dir), settings, registry)
 
     def open(self, create: bool = True) -> Job:
@@ -348,10 +348,15 @@ class Job:
         return list(self.search(query, k, filters)[0].hits)
 
 
-def index_dir_for(job_name: str, data_dir: str, dataset: str | Path | None) -> Path:
-    """One index per job, plus one per named dataset given with --dataset."""
-    base = Path(data_dir) / job_name
-    return base if dataset is None else Path(f"{base}-{Path(dataset).resolve().name}")
+def index_dir_for(job_name: str, data_dir: str, dataset: str | Path | None, stem: str = "") -> Path:
+    """One index per job, plus one per named dataset given with --dataset: `<job>-<dataset>`,
+    or `<job>.<stem>-<dataset>` when the config file's stem is not the job's name (two
+    variants of a recipe often keep its name), the same for `plm run`, `plm eval`, `plm
+    tune` and `plm query --dataset`."""
+    if dataset is None:
+        return Path(data_dir) / job_name
+    base = job_name if stem in ("", job_name) else f"{job_name}.{stem}"
+    return Path(data_dir) / f"{base}-{Path(dataset).resolve().name}"
 
 
 def settings_for(config_path: str | Path, settings: Settings) -> Settings:

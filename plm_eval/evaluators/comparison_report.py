@@ -170,7 +170,16 @@ class ComparisonReporter(BaseComponent[object, object]):
                 for label, rows_ in by_label.items()
             }
             per_query.append(entry)
-        return {"set": name, "queries": len(qids), "metrics": metrics, "rows": rows, "per_query": per_query}
+        return {
+            "set": name,
+            "queries": len(qids),
+            "metrics": metrics,
+            "rows": rows,
+            # per config: queries whose chunk view came from another ranking than the doc view's
+            "rankings_differ": {label: res.get("rankings_differ") for label, res in results},
+            "per_query": per_query,
+            "runs": {label: res["run"] for label, res in results if res.get("run") is not None},
+        }
 
     def _correct_and_bound(
         self, rows: Sequence[dict[str, Any]], metrics: Sequence[str], diffs: list[list[float]]
@@ -217,7 +226,8 @@ class ComparisonReporter(BaseComponent[object, object]):
     def write(
         self, comparison: Mapping[str, Any], out_dir: Path, top: int = 10, metric: str | None = None
     ) -> dict[str, Path]:
-        """Write summary.json, per_query.json, per_query.csv, report.md and metrics.png."""
+        """Write summary.json, per_query.json, per_query.csv, report.md, metrics.png and the runs
+        (runs/<config>.<set>.trec: each query's doc ranking, as trec_eval and ranx read it)."""
         from plm_eval.evaluators import report_writers as rw
 
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -228,6 +238,9 @@ class ComparisonReporter(BaseComponent[object, object]):
             "per_query_csv": rw.write_per_query_csv(comparison, out_dir / "per_query.csv"),
             "markdown": rw.write_markdown(comparison, diffs, out_dir / "report.md"),
         }
+        runs = rw.write_runs(comparison, out_dir / "runs")
+        if runs:
+            files["runs"] = runs
         if self.config.chart:
             files["chart"] = rw.write_chart(comparison, out_dir / "metrics.png")
         return files

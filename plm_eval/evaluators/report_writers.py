@@ -22,9 +22,30 @@ def _dump(obj: Any, path: Path) -> Path:
 
 
 def write_summary_json(comparison: Mapping[str, Any], path: Path) -> Path:
-    """Everything but the per-query rows: configs, ingest work, values, deltas, p-values."""
-    sets = [{k: v for k, v in s.items() if k != "per_query"} for s in comparison["sets"]]
+    """Everything but the per-query rows and the runs: configs, ingest work, values, deltas, p-values."""
+    sets = [{k: v for k, v in s.items() if k not in ("per_query", "runs")} for s in comparison["sets"]]
     return _dump({**comparison, "sets": sets}, path)
+
+
+def write_runs(comparison: Mapping[str, Any], folder: Path) -> Path | None:
+    """Each config's doc ranking of each query set as a TREC run file, `<config>.<set>.trec`
+    (`qid Q0 docid rank score tag`, the tag the config's label): what trec_eval, ranx or
+    another fusion read. The score is the one plm's doc measures give each place (n - rank + 1,
+    n the docs ranked), so that equal retrieval scores cannot be reordered by a tool that
+    sorts by score: the tools reproduce the report's numbers. None when no run was kept."""
+    kept = [(s["set"], label, run) for s in comparison["sets"] for label, run in s.get("runs", {}).items()]
+    if not kept:
+        return None
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, label, run in kept:
+        tag = "".join(c if c.isalnum() or c in "-_." else "_" for c in label)
+        lines = [
+            f"{qid} Q0 {doc} {rank} {len(docs) - rank + 1} {tag}\n"
+            for qid, docs in run.items()
+            for rank, doc in enumerate(docs, 1)
+        ]
+        (folder / f"{tag}.{name}.trec").write_text("".join(lines), encoding="utf-8")
+    return folder
 
 
 def write_per_query_json(comparison: Mapping[str, Any], path: Path) -> Path:
@@ -163,6 +184,25 @@ def write_markdown(comparison: Mapping[str, Any], diffs: Mapping[str, Sequence[M
         "view (the POC's): Hit@1, Hit@k and MRR over the top k chunks.",
         "",
     ]
+    made = comparison.get("provenance")
+    if made:
+        sets = "".join(f" `--set {o}`" for o in made["overrides"]) or " none"
+        hashes = ", ".join(f"`{label}` {c['sha256'][:12]}" for label, c in made["configs"].items())
+        lines += [
+            f"Made by `{made['command']}` (plm {made['plm']}, {made['created']}). Overrides:{sets}. "
+            f"Config SHA-256: {hashes}.",
+            "",
+        ]
+    for s in comparison["sets"]:
+        differ = {label: n for label, n in (s.get("rankings_differ") or {}).items() if n}
+        if differ:
+            which = ", ".join(f"`{label}` {n}" for label, n in differ.items())
+            lines += [
+                f"Set `{s['set']}`: the chunk view's search (at its k) and the doc view's deeper search ranked the "
+                f"top chunks differently for some of the {s['queries']} queries ({which}): fusion candidates grow "
+                "with k, so the two views score two rankings. `one_ranking = true` in `[job] evaluator` scores one.",
+                "",
+            ]
     judged = comparison.get("judgments")
     if judged:  # `plm eval --synthetic N`: the report must say the judgments were made, not given
         given = judged.get("generator_options", {})

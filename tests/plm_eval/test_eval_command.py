@@ -97,6 +97,31 @@ def test_eval_writes_json_csv_markdown_and_png(two_bm25) -> None:  # type: ignor
     md = (out / "report.md").read_text()
     assert "| `bm25_stemmed` |" in md and "Ingest and cache reuse" in md
     assert "Holm's correction" in md and "95% CI [" in md and "that survive (Holm's correction" in md
+    # what made it: plm's version, the command, each config file's hash
+    made = summary["provenance"]
+    assert made["command"].startswith("plm eval --config ") and "--per-query" in made["command"]
+    assert made["plm"] and made["overrides"] == []
+    assert len(made["configs"]["bm25_stemmed"]["sha256"]) == 64 and f"Made by `{made['command']}`" in md
+
+
+def test_eval_writes_run_files_that_give_the_reports_numbers(two_bm25) -> None:  # type: ignore[no-untyped-def]
+    # trec_eval-style tools read the runs and get the report's doc measures, exactly
+    ir_measures = pytest.importorskip("ir_measures")
+    _, out = two_bm25
+    summary = json.loads((out / "summary.json").read_text())
+    qrels = [
+        ir_measures.Qrel(q, d, int(g))
+        for q, d, g in (line.split("\t") for line in (SAMPLE / "qrels" / "test.tsv").read_text().splitlines()[1:])
+    ]
+    for row in summary["sets"][0]["rows"]:
+        run = out / "runs" / f"{row['config']}.test.trec"
+        lines = run.read_text().splitlines()
+        assert {line.split()[0] for line in lines} == {f"q{i:02d}" for i in range(1, 31)}
+        assert all(line.split()[5] == row["config"] for line in lines)
+        got = ir_measures.calc_aggregate(
+            [ir_measures.parse_measure("nDCG@10")], qrels, ir_measures.read_trec_run(str(run))
+        )
+        assert list(got.values())[0] == pytest.approx(row["values"]["nDCG@10"], abs=1e-12)
 
 
 def test_eval_per_query_shows_where_configs_differ(two_bm25) -> None:  # type: ignore[no-untyped-def]
@@ -123,6 +148,52 @@ def test_unknown_correction_is_refused_before_any_work(tmp_path: Path) -> None:
     res = plm("eval", "--config", str(EXPERIMENTS / "bm25_whitespace.toml"), "--correction", "fdr", data_dir=tmp_path)
     assert res.returncode == 2 and "'holm', 'bonferroni' or 'none'" in res.stderr and "Traceback" not in res.stderr
     assert list(tmp_path.iterdir()) == []  # nothing ingested
+
+
+def test_an_unknown_metric_or_test_is_refused_before_any_work(tmp_path: Path) -> None:
+    config = str(EXPERIMENTS / "bm25_whitespace.toml")
+    res = plm("eval", "--config", config, "--metric", "nDCG@11", data_dir=tmp_path)
+    assert res.returncode == 2 and "unknown --metric 'nDCG@11'; choose one of Hit@1, Hit@5, MRR, nDCG@10" in res.stderr
+    res = plm("eval", "--config", config, "--test", "test", data_dir=tmp_path)
+    assert res.returncode == 2 and "--test 'test': the significance test is permutation or ttest" in res.stderr
+    bad = 'job.evaluator={ use = "ir_metrics", measures = ["nDCG@10", "MAPP"] }'
+    res = plm("eval", "--config", config, "--set", bad, data_dir=tmp_path)
+    assert res.returncode == 2 and "[job] evaluator" in res.stderr and "'MAPP' is not an ir-measures name" in res.stderr
+    assert "Traceback" not in res.stderr and list(tmp_path.iterdir()) == []  # nothing ingested
+
+
+def test_two_searches_that_rank_differently_are_said_and_one_ranking_scores_one(tmp_path: Path) -> None:
+    # DBSF normalises over the candidates, which grow with k: the chunk view's search at 5 and
+    # the doc view's at 100 rank differently; `one_ranking` takes both views from the second
+    text = (EXPERIMENTS / "bm25_stemmed.toml").read_text()
+    text = text.replace('dataset = "../../examples/sample_corpus"', f'dataset = "{SAMPLE}"')
+    text = text.replace('order = ["bm25"]', 'order = ["bm25", "plain"]').replace('use = "rrf"', 'use = "linear"')
+    text = text.replace("weights = { bm25 = 1.0 }", "weights = { bm25 = 1.0, plain = 1.0 }")
+    text = text.replace("k = 60\n", 'normalization = "dbsf"\n').replace("k = 10\n", 'normalization = "dbsf"\n')
+    text = text.replace(
+        "[query.retrieve.fuser]\n",
+        '[query.retrieve.retrievers.plain]\nuse = "bm25s"\ntokenizer = "whitespace_lower"\n\n[query.retrieve.fuser]\n',
+    )
+    config = tmp_path / "dbsf.toml"
+    config.write_text(text)
+    common = ("eval", "--config", str(config), "--out", "OUT", "--resamples", "100", "--bootstrap", "100")
+    res = plm(*[str(tmp_path / "two") if a == "OUT" else a for a in common], data_dir=tmp_path / "data")
+    assert res.returncode == 0, res.stderr[-2000:]
+    differ = json.loads((tmp_path / "two" / "summary.json").read_text())["sets"][0]["rankings_differ"]["dbsf"]
+    assert differ > 0
+    assert f"ranked the top chunks differently for some of the 30 queries (dbsf {differ})" in " ".join(
+        res.stdout.split()
+    )
+    assert 'evaluator = { use = "ir_metrics", one_ranking = true }' in " ".join(res.stdout.split())
+    one = 'job.evaluator={ use = "ir_metrics", one_ranking = true }'
+    res = plm(*[str(tmp_path / "one") if a == "OUT" else a for a in common], "--set", one, data_dir=tmp_path / "data")
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert "differently" not in res.stdout
+    summary = json.loads((tmp_path / "one" / "summary.json").read_text())
+    assert summary["sets"][0]["rankings_differ"]["dbsf"] == 0
+    # one ranking: a relevant doc is never lower in the doc ranking than its chunk in the top 5
+    rows = json.loads((tmp_path / "one" / "per_query.json").read_text())["test"]
+    assert all(r["configs"]["dbsf"]["MRR"] <= r["configs"]["dbsf"]["RR@10"] + 1e-12 for r in rows)
 
 
 def test_config_without_dataset_asks_for_one(tmp_path: Path) -> None:

@@ -216,6 +216,8 @@ def test_tune_with_folds_reports_a_cross_validated_estimate(split_sample: Path, 
         ([arg for i in range(7) for arg in ("--param", f"query.p{i}=" + ",".join("0123456789"))], "10,000,000"),
         (["--param", f"{K1}=1,2", "--out", "/tmp"], "--out /tmp is a folder"),
         (["--param", f"{K1}=1,2", "--out", "/dev/null/x/tuned.toml"], "--out /dev/null/x/tuned.toml: /dev/null is"),
+        (["--param", f"{K1}=1,2", "--out", "/tmp/no-such-run/tune1"], "give a name ending in .toml"),
+        (["--param", f"{K1}=1,2", "--metric", "ndcg@10"], "unknown --metric 'ndcg@10'; choose one of Hit@1"),
     ],
 )
 def test_bad_requests_fail_before_any_work(tmp_path: Path, split_sample: Path, extra: list[str], message: str) -> None:
