@@ -196,7 +196,7 @@ def build_spec(table: Any, label: str, registry: Registry, path: Path, expect: t
         raise ConfigError(f"{where}: missing 'use' (the registered component name); see `plm plugins`")
     params = dict(table)
     use = params.pop("use")
-    reg = registry.get(str(use), where=where)
+    reg = registry.get(str(use), where=where, among=expect)
     cls: Any = reg.cls
     _expect(cls, reg.name, reg.family, expect, where, registry)
     parts: dict[str, type] = dict(getattr(cls, "parts", {}))

@@ -94,8 +94,9 @@ class Registry:
     def names(self, family: str | None = None) -> list[str]:
         return sorted(r.name for r in self._items.values() if family in (None, r.family))
 
-    def get(self, name: str, family: str | None = None, *, where: str = "") -> Registration:
-        """Find a registration by name (optionally 'family:name'); unknown names get hints."""
+    def get(self, name: str, family: str | None = None, *, where: str = "", among: type | None = None) -> Registration:
+        """Find a registration by name (optionally 'family:name'); unknown names get hints,
+        from the components of the class `among` when the slot takes only those."""
         qualified = ":" in name and family is None
         if qualified:
             family, name = name.split(":", 1)
@@ -117,6 +118,9 @@ class Registry:
             fams = ", ".join(f"{r.family}:{r.name}" for r in found)
             raise PluginError(f"{loc}{name!r} is ambiguous; write one of {fams}")
         known = self.names(family)
+        if among is not None:
+            known = sorted(r.name for r in self._items.values() if isinstance(r.cls, type) and issubclass(r.cls, among))
+            family = family or str(getattr(among, "family", among.__name__))
         close = difflib.get_close_matches(name, known, n=1)
         hint = f" Did you mean {close[0]!r}?" if close else ""
         fam = f"{family} " if family else ""

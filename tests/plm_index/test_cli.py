@@ -85,6 +85,12 @@ def test_config_check_prints_the_fusers_settings_for_the_retrievers_configured(t
         ("target_words = 400", "target_wrds = 400", "unknown key 'target_wrds'"),
         ("target_words = 400", 'target_words = "lots"', "target_words"),
         ("[index.chunk]", "[index.chunk", "malformed TOML"),
+        # a slot that takes one kind lists that kind's names alone
+        (
+            'use = "sqlite"',
+            'use = "sqlit"',
+            "unknown stores component 'sqlit'. Did you mean 'sqlite'? Known: postgres, sqlite.",
+        ),
     ],
 )
 def test_broken_configs_fail_with_one_clear_message(tmp_path: Path, old: str, new: str, expect: str) -> None:
