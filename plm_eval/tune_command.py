@@ -202,6 +202,9 @@ def tune_command(
     winner = tuning.best(per_trial, qids)
     cv = tuning.cross_validate(per_trial, tuning.folds(qids, folds, seed)) if folds else None
     _print_trials(rows, metric, winner)
+    margin = runner_up_margin(per_trial, qids, winner, seed)
+    if margin is not None:
+        out.print(margin["line"], highlight=False)
     if cv is not None:
         out.print(
             f"{folds}-fold cross-validation: {metric} on held-out folds {cv['held_out']:.4f} "
@@ -242,6 +245,7 @@ def tune_command(
         "search": search,
         "trials": rows,
         "winner": rows[winner],
+        "runner_up": margin,
         "cross_validation": cv,
         "tuned_config": str(target),
         "judgments": judgments,
@@ -259,6 +263,25 @@ def tune_command(
     report = target.parent / "tune.json"
     report.write_text(json.dumps(summary, indent=1, default=str))
     out.print(f"report: {report}", highlight=False)
+
+
+def runner_up_margin(
+    per_trial: list[dict[str, float]], qids: list[str], winner: int, seed: int
+) -> dict[str, Any] | None:
+    """The winner against the best other trial, on the tuning set's queries: the margin and a
+    paired permutation test's p-value, so that a win within noise reads as one (None: one trial)."""
+    from plm_eval.evaluators.significance import paired_p_value
+
+    others = [i for i in range(len(per_trial)) if i != winner]
+    if not others:
+        return None
+    second = max(others, key=lambda i: (tuning.mean(per_trial[i], qids), -i))
+    a, b = [per_trial[winner][q] for q in qids], [per_trial[second][q] for q in qids]
+    delta = tuning.mean(per_trial[winner], qids) - tuning.mean(per_trial[second], qids)
+    p = paired_p_value(a, b, "permutation", 10000, seed)
+    verdict = "within noise: the tuning set cannot tell them apart" if p >= 0.05 else "a paired difference"
+    line = f"winner vs runner-up (trial {second + 1}): {delta:+.4f}, paired permutation p={p:.3f} ({verdict})"
+    return {"trial": second, "delta": delta, "p": p, "line": line}
 
 
 def _print_trials(rows: list[dict[str, Any]], metric: str, winner: int, top: int = 10) -> None:

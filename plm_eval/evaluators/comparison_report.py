@@ -231,6 +231,9 @@ class ComparisonReporter(BaseComponent[object, object]):
         from plm_eval.evaluators import report_writers as rw
 
         out_dir.mkdir(parents=True, exist_ok=True)
+        # A reused folder holds this report alone: a chart or run file of an earlier one goes.
+        for old in [out_dir / "metrics.png", *(out_dir / "runs").glob("*.trec")]:
+            old.unlink(missing_ok=True)
         diffs = self._first_pair_diffs(comparison, top, metric)
         files = {
             "summary": rw.write_summary_json(comparison, out_dir / "summary.json"),

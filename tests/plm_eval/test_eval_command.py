@@ -308,3 +308,19 @@ def test_the_table_is_whole_when_stdout_is_not_a_terminal(
     # every cell whole: raw p, Holm-corrected p (starred when it survives) and the interval
     assert shown.count("p=0.012") == shown.count("Holm p=0.025") == shown.count("Holm p=0.049*") == len(metrics)
     assert shown.count("[+.010,+.200]") == 2 * len(metrics)
+
+
+def test_a_reused_out_folder_holds_the_new_report_alone(two_bm25, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    import shutil
+
+    _, first = two_bm25
+    out = tmp_path / "out"
+    shutil.copytree(first, out)
+    assert (out / "metrics.png").exists() and (out / "runs" / "bm25_stemmed.test.trec").exists()
+    config = str(EXPERIMENTS / "bm25_whitespace.toml")
+    res = plm(
+        "eval", "--config", config, "--out", str(out), "--no-chart", "--resamples", "100", data_dir=tmp_path / "d"
+    )
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert not (out / "metrics.png").exists()  # the earlier report's chart, of other configs
+    assert sorted(p.name for p in (out / "runs").iterdir()) == ["bm25_whitespace.test.trec"]

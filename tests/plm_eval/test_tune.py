@@ -162,6 +162,13 @@ def test_tune_picks_the_best_trial_writes_a_loadable_config_and_tests_it(split_s
     assert max(expected) - min(expected) > 0.01  # the trials really differ, so the choice means something
     winner = min(i for i in range(4) if expected[i] >= max(expected) - 2e-6)  # ties: the earlier trial
     assert report["winner"]["trial"] == winner
+    # the margin over the best other trial, with a paired test: a win within noise says so
+    second = max((i for i in range(4) if i != winner), key=lambda i: (expected[i], -i))
+    runner_up = report["runner_up"]
+    assert runner_up["trial"] == second and runner_up["delta"] == pytest.approx(
+        expected[winner] - expected[second], abs=4e-6
+    )
+    assert 0 <= runner_up["p"] <= 1 and f"winner vs runner-up (trial {second + 1}): " in res.stdout
     # The tuned config carries the winner's values, keeps every other key, and loads from
     # another folder (its dataset path was rewritten relative to it).
     cfg = load_job(out, default_registry())
