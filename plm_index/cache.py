@@ -8,6 +8,7 @@ computes shared work once, and re-ingesting a changed file recomputes only new t
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -24,7 +25,7 @@ from plm_core.component import BaseComponent
 from plm_core.interfaces import Embedder
 from plm_core.pipeline import check_output
 from plm_core.records import Chunk
-from plm_index.progress import on_terminal
+from plm_index.progress import bar_as_lines, on_terminal
 
 log = logging.getLogger(__name__)
 
@@ -286,7 +287,9 @@ class CachedEmbedder:
                     file=sys.stderr,
                     flush=True,
                 )
-            new = np.asarray(embedder.embed([texts[i] for i in missing], progress=bar), dtype=np.float32)
+            with bar_as_lines("embed") if progress and not bar else contextlib.nullcontext():
+                new = embedder.embed([texts[i] for i in missing], progress=progress)
+            new = np.asarray(new, dtype=np.float32)
             rows = {i: new[j] for j, i in enumerate(missing)}
             entries = {keys[i]: row.tobytes() for i, row in rows.items()}
             if self._row_bytes.get(identity) != int(new.shape[1]) * 4:  # for a sync that needs no model

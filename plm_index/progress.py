@@ -6,10 +6,12 @@ for a step shorter than that."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Sized
-from typing import TypeVar
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 
@@ -112,3 +114,50 @@ def progress_line(description: str, done: int, total: int, unit: str, seconds: f
     if left is not None and 0 < done < total:
         line += f", about {left:.0f} s left"
     return line
+
+
+@contextlib.contextmanager
+def bar_as_lines(label: str, every: float | None = None) -> Iterator[None]:
+    """Inside: a progress bar a library draws on stderr (tqdm: '\\r' and the bar's state)
+    becomes a plain line `label: <state>` every `every` seconds and one at the end, for a
+    log or a pipe, where the bar would be one endless line; other writes pass through."""
+    real = sys.stderr
+    lines = _BarLines(real, label, HEARTBEAT_SECONDS if every is None else every)
+    with contextlib.redirect_stderr(lines):  # type: ignore[type-var]
+        yield
+    if lines.state and _progress_part(lines.said) != _progress_part(lines.state):  # the end, unless just said
+        real.write(f"{label}: {lines.state}\n")
+        real.flush()
+
+
+def _progress_part(state: str) -> str:
+    """A tqdm state without its timings ('Batches: 100%|###| 30/30 [00:01<00:00, ...]')."""
+    return state.split("[", 1)[0]
+
+
+class _BarLines(io.TextIOBase):
+    def __init__(self, real: Any, label: str, every: float) -> None:
+        self.real, self.label, self.every = real, label, every
+        self.state = self.said = ""
+        self.last = time.monotonic()
+        self.in_bar = False  # the last write was the bar's: its closing newline is the bar's too
+
+    def write(self, text: str) -> int:
+        if "\r" not in text:
+            if text.strip() or not self.in_bar:
+                self.real.write(text)
+            self.in_bar = False
+            return len(text)
+        self.in_bar = True
+        self.state = text.rsplit("\r", 1)[-1].strip() or self.state
+        if self.state and time.monotonic() - self.last >= self.every:
+            self.real.write(f"{self.label}: {self.state}\n")
+            self.real.flush()
+            self.said, self.last = self.state, time.monotonic()
+        return len(text)
+
+    def flush(self) -> None:
+        self.real.flush()
+
+    def isatty(self) -> bool:
+        return False

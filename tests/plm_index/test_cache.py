@@ -117,6 +117,34 @@ def test_a_long_embedding_without_a_terminal_says_what_it_does_first(tmp_path, c
     assert "embed:" not in capsys.readouterr().err
 
 
+class BarEmbedder(ToyEmbedder):
+    """An embedder that draws its own tqdm bar when asked for progress, as sentence-transformers does."""
+
+    def embed(self, texts: Sequence[str], progress: bool = False) -> Any:
+        import time
+
+        from tqdm import tqdm
+
+        for _ in tqdm(range(4), desc="Batches", disable=not progress):
+            time.sleep(0.15)  # longer than tqdm's own 0.1 s between updates
+        return super().embed(texts)
+
+
+def test_the_models_bar_becomes_lines_in_a_log(tmp_path, capsys, monkeypatch) -> None:
+    # in a log the bar would be one endless line of carriage returns: a line every interval, one at the end
+    from plm_index import progress
+
+    monkeypatch.setattr(progress, "HEARTBEAT_SECONDS", 0.08)
+    cache = SQLiteContentCache(tmp_path / "cache.sqlite")
+    CachedEmbedder(BarEmbedder(), cache).embed(["ab", "abb"], progress=True)
+    err = capsys.readouterr().err
+    assert "\r" not in err
+    lines = err.splitlines()
+    assert lines[0] == "embed: 2 chunks in one call, 0 from the cache"
+    assert all(line.startswith("embed: Batches: ") for line in lines[1:]) and len(lines) >= 3
+    assert "4/4" in lines[-1] and sum("4/4" in line for line in lines) == 1  # the end, once
+
+
 class Fallback(Embedder):
     """Expects model "a" (found without loading) but, once loaded, is "b": the first of a
     preference list failed to load. "a" gives 2 dimensions, "b" 3; `loaded` says which loads."""
