@@ -73,10 +73,10 @@ class BaseComponent(Generic[In, Out], metaclass=ABCMeta):
                     f"{contract_page(cls)}):" + "".join(f"\n  {signature(cls, attr)}" for attr in missing)
                 )
         config = cls.__dict__.get("Config")
-        if config is not None and not (isinstance(config, type) and issubclass(config, ComponentConfig)):
+        if config is not None and not (isinstance(config, type) and issubclass(config, BaseModel)):
             raise TypeError(
                 f"{cls.__qualname__}.Config must subclass plm.ComponentConfig (a pydantic model: "
-                "its fields are the stage's TOML keys, checked and typed); write "
+                "its fields are the stage's TOML keys, checked and typed, unknown keys refused); write "
                 "`class Config(plm.ComponentConfig):`"
             )
         unknown = set(cls.needs) - RESOURCES

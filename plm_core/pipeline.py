@@ -7,7 +7,7 @@ from typing import Any
 
 from plm_core.component import Component, fits, output_problem, type_name
 from plm_core.errors import PipelineError, TypeValidationError
-from plm_core.records import PipelineResult
+from plm_core.records import PipelineResult, Ranking
 
 
 def _label(stage: Component) -> str:
@@ -22,6 +22,12 @@ def check_output(stage: Any, data: Any) -> None:
     if problem is not None:
         raise TypeValidationError(
             f"{stage_name(stage)} returned {problem}, not the {type_name(stage.output_type)} it must return"
+        )
+    if isinstance(data, Ranking) and any(hit.rank != i for i, hit in enumerate(data.hits, 1)):
+        shown = ", ".join(str(h.rank) for h in data.hits[:5]) + (", ..." if len(data.hits) > 5 else "")
+        raise TypeValidationError(
+            f"{stage_name(stage)} returned a Ranking whose hits are ranked {shown}: ranks count from 1, "
+            "in the hits' order (plm.rescore reorders and renumbers)"
         )
 
 

@@ -71,12 +71,17 @@ class Registry:
             if {other.package, package} <= {BUILTIN_DIST, "<direct>"}:
                 raise PluginError(clash)
             # A third party's clash stops only the configs that name it: every other command runs.
-            self._clashes.setdefault(key, clash)
-            if clash not in _CLASHES_SAID:  # said once a process, as a broken plugin is
-                _CLASHES_SAID.add(clash)
-                print(f"warning: {clash}; a config naming it stops with this error", file=sys.stderr)
+            self._clashes.setdefault(key, clash)  # said once every plugin registered (`say_clashes`)
             return
         self._items[key] = Registration(name, family, cls, package, version, plugin)
+
+    def say_clashes(self) -> None:
+        """Warn of each name two packages registered (once a process): only now, since a
+        plugin whose hook raised after it is left out, clash and all."""
+        for clash in self._clashes.values():
+            if clash not in _CLASHES_SAID:
+                _CLASHES_SAID.add(clash)
+                print(f"warning: {clash}; a config naming it stops with this error", file=sys.stderr)
 
     def undo_to(self) -> Callable[[], None]:
         """A function that puts the registry back as it is now: a plugin whose hook raises
@@ -263,6 +268,7 @@ def build_registry(extra_plugins: Sequence[Any] = (), autoload: bool | None = No
 
     _call_each(pm, "plm_register_components", origin, attribute, registry=registry)
     registry._current = ("<direct>", "", "<direct>")
+    registry.say_clashes()
     note_silent_plugins(pm, origin)
     return registry
 

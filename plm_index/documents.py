@@ -356,7 +356,10 @@ def explain_refused(exc: Exception, store: Any, docs: Sequence[Document], chunks
     if isinstance(exc, PlmUserError):
         return
     ids = {d.id for d in docs}
-    stored = store.get_chunks([c.id for c in chunks])
+    try:
+        stored = store.get_chunks([c.id for c in chunks])
+    except Exception:  # noqa: BLE001 - the store's own error is the one to see
+        return
     for chunk in chunks:
         other = stored.get(chunk.id)
         if other is not None and other.doc_id not in ids:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import json
+import sys
 import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -88,6 +90,13 @@ class Job:
         settings = settings_for(config.path, settings)
         if index_dir is None:
             index_dir = index_dir_for(config.job.name, settings.data_dir, dataset, config.path.stem)
+            before = index_dir_for(config.job.name, settings.data_dir, dataset)  # plm run's, before plm eval's name
+            if before != index_dir and before.is_dir() and not index_dir.exists():
+                print(
+                    f"note: this config's index of {Path(str(dataset)).name} is now {index_dir}, the folder plm eval "
+                    f"uses (named by the config file, {config.path.name}); it no longer reads {before}",
+                    file=sys.stderr,
+                )
         return cls(config, Path(index_dir), settings, registry)
 
     def open(self, create: bool = True) -> Job:
@@ -124,7 +133,8 @@ class Job:
         for s in theirs:
             if not issubclass(s.cls, Loader):  # what a loader reads is in each document's own fingerprint
                 found = self.registry.get(s.use, s.family)
-                spec.setdefault("plugins", {})[s.label] = [found.package, found.version, s.config.model_dump()]
+                settings = canonical(s.config.model_dump())
+                spec.setdefault("plugins", {})[s.label] = [found.package, found.version, settings]
         if any(issubclass(s.cls, Chunker) for s in theirs):
             spec["chunks"] = "document fields"
         return index_fingerprint(spec, model, version or "")
@@ -346,6 +356,21 @@ class Job:
 
     def retrieve(self, query: str | Query, k: int = 5, filters: dict[str, Any] | None = None) -> list[Hit]:
         return list(self.search(query, k, filters)[0].hits)
+
+
+def canonical(value: Any) -> Any:
+    """`value` as JSON that is the same in every process: a set sorted, a value JSON has no
+    form for named by its type (a callable's repr holds its address, a set's order its hash)."""
+    if isinstance(value, dict):
+        return {str(k): canonical(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [canonical(v) for v in value]
+    if isinstance(value, (set, frozenset)):
+        return sorted((canonical(v) for v in value), key=lambda v: json.dumps(v, sort_keys=True))
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    text = str(value)
+    return f"<{type(value).__qualname__}>" if " at 0x" in text else text
 
 
 def index_dir_for(job_name: str, data_dir: str, dataset: str | Path | None, stem: str = "") -> Path:

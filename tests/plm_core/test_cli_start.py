@@ -223,3 +223,19 @@ def test_a_hook_without_its_decorator_or_in_another_group_is_named(tmp_path: Pat
     (grouped,) = [w for w in warnings if "plm-grouped" in w]
     assert "entry point 'paras' of package 'plm-grouped' is in the group 'plm.chunkers'" in grouped
     assert "put it under [project.entry-points.plm]" in grouped
+
+
+CLASH_THEN_RAISE = CLASHING.replace(
+    "    registry.add(Mine)\n", "    registry.add(Mine)\n    raise RuntimeError('late')\n"
+)
+
+
+def test_a_clash_of_a_plugin_left_out_is_not_said(tmp_path: Path) -> None:
+    # a package sorting before plm registers a built-in's name, then its hook raises: it is left
+    # out whole, so no clash stands and the built-in works
+    site = tmp_path / "site"
+    site.mkdir()
+    _dist(site, "aaa-clash-raise", "aaa_clash_raise", CLASH_THEN_RAISE)
+    res = plm("config", "check", str(REPO / "configs" / "poc_parity.toml"), site=site)
+    assert res.returncode == 0, res.stderr
+    assert "duplicate" not in res.stderr and "RuntimeError: late; skipped" in res.stderr

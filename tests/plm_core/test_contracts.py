@@ -149,6 +149,7 @@ def test_a_bare_retriever_is_the_whole_query_stage(tmp_path: Path, docs: Path) -
 PROBE = '''
 """A third-party Ranking -> Ranking stage: asks for `depth` candidates, records how many it got."""
 import json
+from dataclasses import replace
 from pathlib import Path
 
 from plm import ComponentConfig, hookimpl
@@ -168,7 +169,8 @@ class DepthProbe(Reranker):
 
     def run(self, data: Ranking) -> Ranking:
         Path(self.config.log).write_text(json.dumps({"received": len(data.hits)}))
-        return Ranking(query=data.query, hits=tuple(reversed(data.hits)), fusion=data.fusion)
+        hits = tuple(replace(h, rank=i) for i, h in enumerate(reversed(data.hits), 1))  # renumbered
+        return Ranking(query=data.query, hits=hits, fusion=data.fusion)
 
 
 @hookimpl
@@ -295,6 +297,12 @@ def test_a_config_that_is_not_a_component_config_fails_at_class_definition() -> 
         min_chars: int = 1
 
     type("Paras", (plm.Chunker,), {"name": "paras", "Config": Fine, "run": lambda self, data: []})
+    from pydantic import BaseModel
+
+    class Pydantic(BaseModel):  # a plain pydantic model worked before plm.ComponentConfig: it still does
+        min_chars: int = 1
+
+    type("Paras", (plm.Chunker,), {"name": "paras", "Config": Pydantic, "run": lambda self, data: []})
 
 
 CHUNKERS = """
@@ -379,6 +387,21 @@ def test_a_third_party_chunkers_new_release_or_new_default_chunks_again(tmp_path
         )
     )
     assert ingest() == {"added": 0, "updated": 8, "unchanged": 0}
+
+
+def test_a_third_party_stages_settings_count_the_same_in_every_process() -> None:
+    # a set's order follows the hash seed, a callable's repr its address: neither may re-chunk an index
+    code = (
+        "import json; from plm_index.job import canonical; "
+        "print(json.dumps(canonical({'stop': {'a', 'the', 'of', 'and'}, 'f': frozenset({3, 1}), 'fn': lambda: 0})))"
+    )
+    seen = {
+        subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, "PYTHONHASHSEED": seed}
+        ).stdout
+        for seed in ("1", "2", "3")
+    }
+    assert seen == {'{"stop": ["a", "and", "of", "the"], "f": [1, 3], "fn": "<function>"}\n'}
 
 
 def test_a_chunker_returning_the_wrong_type_stops_the_ingest_in_one_line(tmp_path: Path, docs: Path) -> None:

@@ -148,3 +148,35 @@ def test_output_types_that_cannot_be_checked_at_run_time_are_not_refused() -> No
         assert output_problem(value, declared) is None, declared
     assert output_problem(("x",), list[Chunk]) == "a tuple"
     assert output_problem([chunk, "x"], list[Chunk]) == "a list holding a str at 1"
+
+
+def test_a_ranking_stage_that_reorders_without_renumbering_is_named() -> None:
+    # a reranker that reversed the hits and kept their ranks showed users 3, 2, 1
+    from dataclasses import replace
+
+    from plm_core.interfaces import RankingStage
+    from plm_core.records import Hit, Ranking
+
+    class Reverse(RankingStage):
+        name = "reverse"
+
+        def run(self, data: Ranking) -> Ranking:
+            return replace(data, hits=tuple(reversed(data.hits)))
+
+    class Renumbered(Reverse):
+        name = "renumbered"
+
+        def run(self, data: Ranking) -> Ranking:
+            hits = super().run(data).hits
+            return replace(data, hits=tuple(replace(h, rank=i) for i, h in enumerate(hits, 1)))
+
+    query = ExpandedQuery.of(Query(text="q"))
+    ranking = Ranking(
+        query=query, hits=tuple(Hit(chunk_id=f"c{i}", doc_id="d", score=1.0 / i, rank=i) for i in (1, 2, 3))
+    )
+    with pytest.raises(PipelineError) as info:
+        Pipeline().add(Reverse()).run(ranking)
+    assert isinstance(info.value.cause, TypeValidationError)
+    assert "'reverse' (rankers) returned a Ranking whose hits are ranked 3, 2, 1: ranks count from 1" in str(info.value)
+    out = Pipeline().add(Renumbered()).run(ranking).output
+    assert [(h.chunk_id, h.rank) for h in out.hits] == [("c3", 1), ("c2", 2), ("c1", 3)]

@@ -361,3 +361,22 @@ def test_every_shipped_config_passes_config_check() -> None:
     for config in configs:
         res = plm("config", "check", str(config))
         assert res.returncode == 0, (config, res.stderr)
+
+
+def test_a_configs_dataset_index_under_its_old_name_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # plm run's folder was <job>-<dataset>; it is plm eval's now, <job>.<file stem>-<dataset>
+    from plm_core.settings import Settings
+    from plm_index.job import Job
+
+    config = tmp_path / "variant.toml"
+    config.write_text('[job]\nname = "recipe"\n[store]\nuse = "sqlite"\n[query.retrieve]\nuse = "bm25s"\n')
+    data = tmp_path / "data"
+    (data / "recipe-sample").mkdir(parents=True)
+    settings = Settings(progress=False, data_dir=str(data))
+    job = Job.from_config(config, dataset=tmp_path / "sample", settings=settings)
+    assert job.index_dir == data / "recipe.variant-sample"
+    err = capsys.readouterr().err
+    assert f"is now {data / 'recipe.variant-sample'}" in err and f"it no longer reads {data / 'recipe-sample'}" in err
+    job.index_dir.mkdir()
+    Job.from_config(config, dataset=tmp_path / "sample", settings=settings)
+    assert capsys.readouterr().err == ""  # said once: the new folder exists
