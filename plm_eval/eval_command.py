@@ -279,15 +279,15 @@ def eval_command(
         raise PlmUserError("--per-query compares the first two configs: give at least two --config")
     if not config:
         raise PlmUserError("give at least one --config")
-    if test not in ("permutation", "ttest"):
-        hint = " (query sets to report on are --queries; plm tune's --test names held-out sets)"
-        raise PlmUserError(f"--test {test!r}: the significance test is permutation or ttest{hint}")
     target = out_dir or Path("reports") / f"eval-{time.strftime('%Y%m%d-%H%M%S')}"
     check_output_folder(target)
     from plm_eval.runner import check_metric
 
     first = load_job(config[0], registry, set_ or [])
     name = first.job.reporter  # the reporter is config, as all names are
+    if name == "comparison_report" and test not in ("permutation", "ttest"):  # another reporter says its own
+        hint = " (query sets to report on are --queries; plm tune's --test names held-out sets)"
+        raise PlmUserError(f"--test {test!r}: the significance test is permutation or ttest{hint}")
     check_metric(first, registry, metric)  # before any work
     reporter = _reporter(
         registry,
@@ -332,7 +332,7 @@ def eval_command(
         on_done=lambda label, result: out.print(_work_line(label, result), highlight=False),
     )
     comparison = reporter.compare(runs)
-    comparison["provenance"] = provenance(config, overrides)
+    comparison["provenance"] = provenance(config, set_ or [])  # the user's --set, not --synthetic's own
     if judgments is not None:
         comparison["judgments"] = judgments
     print_comparison(comparison)

@@ -24,7 +24,6 @@ def run_job(
     corpus: str | None = None,
     query_sets: list[str] | None = None,
     force: bool = False,
-    evaluator_name: str | None = None,
 ) -> dict[str, Any]:
     ds = resolve_dataset(job.config, dataset)
     if ds is None:
@@ -35,7 +34,7 @@ def run_job(
     t0 = time.perf_counter()
     ingest = job.ingest([source], force=force)
     ingest_s = time.perf_counter() - t0
-    evaluator = evaluator_for(job.config, job.registry, evaluator_name)
+    evaluator = evaluator_for(job.config, job.registry)
     results = []
     for qset in qsets:
         results.append(evaluator.evaluate(job, qset, progress=job.settings.progress))
@@ -55,15 +54,15 @@ def run_job(
     }
 
 
-def evaluator_for(config: JobConfig, registry: Registry, name: str | None = None) -> Any:
-    """The config's `[job] evaluator` (a name, or a table of its settings), built; `name`
-    (`plm run --evaluator`) replaces a name given as a string."""
+def evaluator_for(config: JobConfig, registry: Registry) -> Any:
+    """The config's `[job] evaluator` (a name, or a table of its settings), built."""
     given = config.job.evaluator
     table = dict(given) if isinstance(given, dict) else {"use": given}
-    if name is not None:
-        table = {"use": name} if table.get("use") != name else table
     if "use" not in table:
-        raise ConfigError(f"{config.path} [job] evaluator: missing 'use' (the registered evaluator name)")
+        raise ConfigError(
+            f"{config.path} [job] evaluator: missing 'use'; its settings go in a table with the name, "
+            'evaluator = { use = "ir_metrics", one_ranking = true }'
+        )
     use = str(table.pop("use"))
     where = f"{config.path} [job] evaluator"
     cls = registry.get(use, "evaluators", where=where).cls
@@ -82,6 +81,9 @@ def check_metric(config: JobConfig, registry: Registry, metric: str | None, opti
 
 
 def write_report(report: dict[str, Any], path: Path) -> Path:
+    """`plm run`'s JSON: every set's metrics and per-query rows, not its full doc rankings
+    (`plm eval` writes those as run files)."""
+    sets = [{k: v for k, v in s.items() if k != "run"} for s in report.get("sets", [])]
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(report, indent=1, default=str))
+    path.write_text(json.dumps({**report, "sets": sets}, indent=1, default=str))
     return path

@@ -279,7 +279,11 @@ def runner_up_margin(
     a, b = [per_trial[winner][q] for q in qids], [per_trial[second][q] for q in qids]
     delta = tuning.mean(per_trial[winner], qids) - tuning.mean(per_trial[second], qids)
     p = paired_p_value(a, b, "permutation", 10000, seed)
-    verdict = "within noise: the tuning set cannot tell them apart" if p >= 0.05 else "a paired difference"
+    verdict = (
+        "within noise: the tuning set cannot tell them apart"
+        if p >= 0.05
+        else "p < 0.05, not corrected for the trials compared"
+    )
     line = f"winner vs runner-up (trial {second + 1}): {delta:+.4f}, paired permutation p={p:.3f} ({verdict})"
     return {"trial": second, "delta": delta, "p": p, "line": line}
 

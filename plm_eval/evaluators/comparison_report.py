@@ -227,12 +227,12 @@ class ComparisonReporter(BaseComponent[object, object]):
         self, comparison: Mapping[str, Any], out_dir: Path, top: int = 10, metric: str | None = None
     ) -> dict[str, Path]:
         """Write summary.json, per_query.json, per_query.csv, report.md, metrics.png and the runs
-        (runs/<config>.<set>.trec: each query's doc ranking, as trec_eval and ranx read it)."""
+        (runs/<set>/<config>.trec: each query's doc ranking, as trec_eval and ranx read it)."""
         from plm_eval.evaluators import report_writers as rw
 
         out_dir.mkdir(parents=True, exist_ok=True)
         # A reused folder holds this report alone: a chart or run file of an earlier one goes.
-        for old in [out_dir / "metrics.png", *(out_dir / "runs").glob("*.trec")]:
+        for old in [out_dir / "metrics.png", *(out_dir / "runs").glob("*/*.trec")]:
             old.unlink(missing_ok=True)
         diffs = self._first_pair_diffs(comparison, top, metric)
         files = {

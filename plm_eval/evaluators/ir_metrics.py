@@ -91,11 +91,17 @@ class IRMetricsEvaluator(BaseComponent[object, object]):
                 import ir_measures
             except ImportError:
                 return value  # said when the evaluator runs
+            if not value:
+                raise ValueError('give at least one measure, e.g. ["nDCG@10"]')
+            seen: dict[str, str] = {}
             for name in value:
                 try:
-                    ir_measures.parse_measure(name)
+                    parsed = str(ir_measures.parse_measure(name))
                 except (ValueError, NameError, SyntaxError, TypeError) as err:
                     raise ValueError(f"{name!r} is not an ir-measures name (e.g. nDCG@10, AP, P@5): {err}") from None
+                if parsed in seen:
+                    raise ValueError(f"{name!r} and {seen[parsed]!r} are the same measure ({parsed}): keep one")
+                seen[parsed] = name
             return value
 
     config: Config

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import json
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -28,23 +29,33 @@ def write_summary_json(comparison: Mapping[str, Any], path: Path) -> Path:
 
 
 def write_runs(comparison: Mapping[str, Any], folder: Path) -> Path | None:
-    """Each config's doc ranking of each query set as a TREC run file, `<config>.<set>.trec`
+    """Each config's doc ranking of each query set as a TREC run file, `<set>/<config>.trec`
     (`qid Q0 docid rank score tag`, the tag the config's label): what trec_eval, ranx or
     another fusion read. The score is the one plm's doc measures give each place (n - rank + 1,
     n the docs ranked), so that equal retrieval scores cannot be reordered by a tool that
-    sorts by score: the tools reproduce the report's numbers. None when no run was kept."""
+    sorts by score: the tools reproduce the report's numbers. A run whose query or doc ids
+    hold whitespace, which the format cannot, is not written (a warning says so). None when
+    no run was kept."""
     kept = [(s["set"], label, run) for s in comparison["sets"] for label, run in s.get("runs", {}).items()]
     if not kept:
         return None
-    folder.mkdir(parents=True, exist_ok=True)
     for name, label, run in kept:
         tag = "".join(c if c.isalnum() or c in "-_." else "_" for c in label)
+        spaced = next((i for q, docs in run.items() for i in (q, *docs) if not i or any(c.isspace() for c in i)), None)
+        if spaced is not None:
+            print(
+                f"warning: no TREC run for {label} on {name}: the id {spaced!r} holds whitespace, which a run "
+                "file's columns cannot (per_query.json has the rankings)",
+                file=sys.stderr,
+            )
+            continue
         lines = [
             f"{qid} Q0 {doc} {rank} {len(docs) - rank + 1} {tag}\n"
             for qid, docs in run.items()
             for rank, doc in enumerate(docs, 1)
         ]
-        (folder / f"{tag}.{name}.trec").write_text("".join(lines), encoding="utf-8")
+        (folder / name).mkdir(parents=True, exist_ok=True)
+        (folder / name / f"{tag}.trec").write_text("".join(lines), encoding="utf-8")
     return folder
 
 

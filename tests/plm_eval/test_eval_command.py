@@ -114,7 +114,7 @@ def test_eval_writes_run_files_that_give_the_reports_numbers(two_bm25) -> None: 
         for q, d, g in (line.split("\t") for line in (SAMPLE / "qrels" / "test.tsv").read_text().splitlines()[1:])
     ]
     for row in summary["sets"][0]["rows"]:
-        run = out / "runs" / f"{row['config']}.test.trec"
+        run = out / "runs" / "test" / f"{row['config']}.trec"
         lines = run.read_text().splitlines()
         assert {line.split()[0] for line in lines} == {f"q{i:02d}" for i in range(1, 31)}
         assert all(line.split()[5] == row["config"] for line in lines)
@@ -316,11 +316,11 @@ def test_a_reused_out_folder_holds_the_new_report_alone(two_bm25, tmp_path: Path
     _, first = two_bm25
     out = tmp_path / "out"
     shutil.copytree(first, out)
-    assert (out / "metrics.png").exists() and (out / "runs" / "bm25_stemmed.test.trec").exists()
+    assert (out / "metrics.png").exists() and (out / "runs" / "test" / "bm25_stemmed.trec").exists()
     config = str(EXPERIMENTS / "bm25_whitespace.toml")
     res = plm(
         "eval", "--config", config, "--out", str(out), "--no-chart", "--resamples", "100", data_dir=tmp_path / "d"
     )
     assert res.returncode == 0, res.stderr[-2000:]
     assert not (out / "metrics.png").exists()  # the earlier report's chart, of other configs
-    assert sorted(p.name for p in (out / "runs").iterdir()) == ["bm25_whitespace.test.trec"]
+    assert sorted(p.name for p in (out / "runs" / "test").iterdir()) == ["bm25_whitespace.trec"]

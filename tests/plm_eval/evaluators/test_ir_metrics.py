@@ -87,3 +87,17 @@ def test_evaluate_per_query_rows_and_aggregates_match_hand_computed_values() -> 
     # Every aggregate is the mean of the per-query values of the same name.
     for name, value in m.items():
         assert value == pytest.approx(sum(r[name] for r in rows.values()) / 3, abs=1e-6)
+
+
+def test_measures_must_be_some_and_each_once() -> None:
+    # two names of one measure were scored once, the other reported 0.0 for every query
+    pytest.importorskip("ir_measures")
+    from pydantic import ValidationError
+
+    from plm_eval.evaluators.ir_metrics import IRMetricsEvaluator
+
+    with pytest.raises(ValidationError, match="at least one measure"):
+        IRMetricsEvaluator(measures=[])
+    with pytest.raises(ValidationError, match=r"'P\(rel=1\)@5' and 'P@5' are the same measure"):
+        IRMetricsEvaluator(measures=["P@5", "P(rel=1)@5"])
+    assert IRMetricsEvaluator(measures=["AP", "P@5"]).metric_names() == ["Hit@1", "Hit@5", "MRR", "AP", "P@5"]
