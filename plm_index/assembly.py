@@ -18,7 +18,7 @@ from plm_core.component import BaseComponent, fits, type_name
 from plm_core.config import JobConfig, StageSpec
 from plm_core.errors import ConfigError, PlmUserError
 from plm_core.interfaces import Chunker, Embedder, Executor, Loader, Retriever, Store
-from plm_core.pipeline import Pipeline
+from plm_core.pipeline import Pipeline, stage_name
 from plm_core.records import Chunk, Document, Ranking
 from plm_core.registry import Registry
 from plm_core.settings import Settings
@@ -149,6 +149,13 @@ class Assembler:
         return stage
 
     def _check(self, assembly: Assembly) -> None:
+        first = assembly.query_stages[0] if assembly.query_stages else None
+        if first is not None and fits(first.input_type, Ranking):  # named from its own side, not the next's
+            raise ConfigError(
+                f"{self.path} [query.{first.label}]: {stage_name(first)} takes {type_name(first.input_type)}, "
+                "but the [query] stages start from the query: a stage that takes a ranking goes after "
+                "[query.retrieve]"
+            )
         pipeline = Pipeline()
         try:
             for stage in assembly.query_stages:

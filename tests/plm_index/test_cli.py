@@ -85,6 +85,8 @@ def test_config_check_prints_the_fusers_settings_for_the_retrievers_configured(t
         ("target_words = 400", "target_wrds = 400", "unknown key 'target_wrds'"),
         ("target_words = 400", 'target_words = "lots"', "target_words"),
         ("[index.chunk]", "[index.chunk", "malformed TOML"),
+        # a ranking stage first is named from its own side, not the retrieval's after it
+        ('use = "dictionary"', 'use = "collapse"', "'collapse' (rankers) takes Ranking, but the [query] stages start"),
         # a slot that takes one kind lists that kind's names alone
         (
             'use = "sqlite"',
