@@ -169,7 +169,7 @@ def _expect(cls: Any, use: str, family: str, base: type | None, where: str, regi
     """A slot takes one kind of component: say so, and what fits, before its parameters."""
     if base is not None and not (isinstance(cls, type) and issubclass(cls, base)):
         kind = base.__name__.lower()
-        fitting = sorted(r.name for r in registry.all() if isinstance(r.cls, type) and issubclass(r.cls, base))
+        fitting = registry.names_of(base)
         raise ConfigError(
             f"{where}: {use!r} is a {family} component, not a {kind}; use one of: {', '.join(fitting) or '(none)'}"
         )

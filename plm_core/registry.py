@@ -99,6 +99,10 @@ class Registry:
     def names(self, family: str | None = None) -> list[str]:
         return sorted(r.name for r in self._items.values() if family in (None, r.family))
 
+    def names_of(self, base: type) -> list[str]:
+        """The names of the components a slot taking `base` accepts (its subclasses)."""
+        return sorted(r.name for r in self._items.values() if isinstance(r.cls, type) and issubclass(r.cls, base))
+
     def get(self, name: str, family: str | None = None, *, where: str = "", among: type | None = None) -> Registration:
         """Find a registration by name (optionally 'family:name'); unknown names get hints,
         from the components of the class `among` when the slot takes only those."""
@@ -124,7 +128,7 @@ class Registry:
             raise PluginError(f"{loc}{name!r} is ambiguous; write one of {fams}")
         known = self.names(family)
         if among is not None:
-            known = sorted(r.name for r in self._items.values() if isinstance(r.cls, type) and issubclass(r.cls, among))
+            known = self.names_of(among)
             family = family or str(getattr(among, "family", among.__name__))
         close = difflib.get_close_matches(name, known, n=1)
         hint = f" Did you mean {close[0]!r}?" if close else ""
