@@ -30,6 +30,7 @@ from plm_core.errors import ConfigError, PlmUserError
 from plm_core.registry import Registry, default_registry
 from plm_core.settings import Settings, load_settings
 from plm_eval.dataset import resolve_dataset
+from plm_eval.evaluators.report_writers import rankings_differ
 from plm_eval.outputs import check_output_folder
 from plm_eval.synthetic import DEFAULT_GENERATORS, LOADER_OVERRIDE, SET_NAME, GeneratorOptions, options_line
 from plm_index.cli_kit import print_table, setup_logging
@@ -375,7 +376,7 @@ def ranking_notes(comparison: dict[str, Any]) -> list[str]:
     view's k) and doc view (a deeper search) ranked differently for some queries."""
     notes = []
     for s in comparison["sets"]:
-        differ = {label: n for label, n in (s.get("rankings_differ") or {}).items() if n}
+        differ = rankings_differ(s)
         if differ:
             which = ", ".join(f"{label} {n}" for label, n in differ.items())
             notes.append(

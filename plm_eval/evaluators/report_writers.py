@@ -59,6 +59,12 @@ def write_runs(comparison: Mapping[str, Any], folder: Path) -> Path | None:
     return folder
 
 
+def rankings_differ(set_cmp: Mapping[str, Any]) -> dict[str, int]:
+    """The configs of one set's comparison whose chunk view and doc view ranked the top
+    chunks differently for some queries: label -> how many."""
+    return {label: n for label, n in (set_cmp.get("rankings_differ") or {}).items() if n}
+
+
 def write_per_query_json(comparison: Mapping[str, Any], path: Path) -> Path:
     return _dump({s["set"]: s["per_query"] for s in comparison["sets"]}, path)
 
@@ -205,7 +211,7 @@ def write_markdown(comparison: Mapping[str, Any], diffs: Mapping[str, Sequence[M
             "",
         ]
     for s in comparison["sets"]:
-        differ = {label: n for label, n in (s.get("rankings_differ") or {}).items() if n}
+        differ = rankings_differ(s)
         if differ:
             which = ", ".join(f"`{label}` {n}" for label, n in differ.items())
             lines += [
