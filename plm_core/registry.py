@@ -149,13 +149,11 @@ def _entry_points() -> list[md.EntryPoint]:
         # `[project.entry-points."plm.chunkers"]`: plm reads one group, whatever the family
         for ep in every.select(group=group):
             entry = f"entry point {ep.name!r} of package {ep.dist.name if ep.dist else '?'!r} is in the group {group!r}"
-            if entry not in FAILED_PLUGINS:
-                FAILED_PLUGINS.append(entry)
-                print(
-                    f"warning: {entry}, which plm does not read: put it under [project.entry-points.plm] "
-                    "(one group for every family; the family is the class's base) and reinstall the package",
-                    file=sys.stderr,
-                )
+            warn_once(
+                entry,
+                ", which plm does not read: put it under [project.entry-points.plm] "
+                "(one group for every family; the family is the class's base) and reinstall the package",
+            )
     eps = every.select(group=ENTRY_POINT_GROUP)
     return sorted(eps, key=lambda ep: (ep.dist.name if ep.dist else "", ep.name))
 
@@ -227,15 +225,20 @@ def shadowed_package_note(name: str = "plm") -> str:
 def skip_broken_plugin(what: str, exc: BaseException, note: str = "") -> None:
     """Say once on stderr that a third-party plugin is left out, why, and how to run without
     any: one broken package must not stop every command (`--help` and `--version` included)."""
-    entry = f"{what}: {type(exc).__name__}: {exc}{note}"
+    warn_once(
+        f"{what}: {type(exc).__name__}: {exc}{note}",
+        "; skipped (its stages and commands are missing). Fix or uninstall that package, "
+        f"or set {AUTOLOAD_ENV}=1 to load plm's built-in plugins only.",
+    )
+
+
+def warn_once(entry: str, rest: str) -> None:
+    """`warning: <entry><rest>` on stderr, once a process; `entry` joins FAILED_PLUGINS, which
+    an unknown stage's error lists as not loaded."""
     if entry in FAILED_PLUGINS:
         return
     FAILED_PLUGINS.append(entry)
-    print(
-        f"warning: {entry}; skipped (its stages and commands are missing). Fix or uninstall that package, "
-        f"or set {AUTOLOAD_ENV}=1 to load plm's built-in plugins only.",
-        file=sys.stderr,
-    )
+    print(f"warning: {entry}{rest}", file=sys.stderr)
 
 
 def _call_each(
@@ -296,12 +299,7 @@ def note_silent_plugins(pm: pluggy.PluginManager, origin: dict[int, tuple[str, s
         if bare:  # the function is there, without the decorator pluggy looks for
             found = f"; it has `def {bare[0]}` without `@plm.hookimpl` above it"
         entry = f"plugin {plugin!r} from package {package!r} registers nothing"
-        if entry not in FAILED_PLUGINS:
-            FAILED_PLUGINS.append(entry)
-            print(
-                f"warning: {entry}: its module has no `@plm.hookimpl def plm_register_components(registry)`{found}",
-                file=sys.stderr,
-            )
+        warn_once(entry, f": its module has no `@plm.hookimpl def plm_register_components(registry)`{found}")
 
 
 def register_commands(app: Any) -> None:
