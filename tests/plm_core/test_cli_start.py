@@ -38,6 +38,15 @@ def _dist(site: Path, package: str, module: str, source: str) -> None:
     plugin_site(site, module, source, package=package)
 
 
+def _site(tmp_path: Path, *dists: tuple[str, str, str]) -> Path:
+    """A site folder holding each (package, module, source) as an installed distribution."""
+    site = tmp_path / "site"
+    site.mkdir()
+    for package, module, source in dists:
+        _dist(site, package, module, source)
+    return site
+
+
 def plm(*args: str, cwd: Path = REPO, site: Path | None = None, **env: str) -> subprocess.CompletedProcess[str]:
     paths = [str(site)] if site else []
     paths += [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
@@ -48,11 +57,7 @@ def plm(*args: str, cwd: Path = REPO, site: Path | None = None, **env: str) -> s
 
 @pytest.fixture()
 def broken_site(tmp_path: Path) -> Path:
-    site = tmp_path / "site"
-    site.mkdir()
-    _dist(site, "plm-frob", "plm_frob", BROKEN_IMPORT)
-    _dist(site, "plm-exploding", "plm_exploding", BROKEN_HOOK)
-    return site
+    return _site(tmp_path, ("plm-frob", "plm_frob", BROKEN_IMPORT), ("plm-exploding", "plm_exploding", BROKEN_HOOK))
 
 
 @pytest.mark.parametrize("args", [["--version"], ["--help"], ["plugins"], ["config", "check", "-h"]])
@@ -128,12 +133,8 @@ def test_a_stage_whose_plugin_failed_to_load_is_named_with_the_reason(broken_sit
 
 def test_a_plugin_that_registers_nothing_is_named(tmp_path: Path) -> None:
     # a misspelled hook, or none: the module loads, adds nothing, and its stages were "unknown"
-    site = tmp_path / "site"
-    site.mkdir()
-    _dist(
-        site, "plm-typo", "plm_typo", "import plm\n\n@plm.hookimpl\ndef plm_register_component(registry):\n    pass\n"
-    )
-    _dist(site, "plm-bare", "plm_bare", "X = 1\n")
+    misspelt = "import plm\n\n@plm.hookimpl\ndef plm_register_component(registry):\n    pass\n"
+    site = _site(tmp_path, ("plm-typo", "plm_typo", misspelt), ("plm-bare", "plm_bare", "X = 1\n"))
     res = plm("plugins", site=site)
     assert res.returncode == 0, res.stderr
     warnings = [line for line in res.stderr.splitlines() if line.startswith("warning: ")]
@@ -183,9 +184,7 @@ def plm_register_components(registry):
 
 def test_a_plugin_whose_hook_raises_is_left_out_whole(tmp_path: Path) -> None:
     # its warning says "skipped": what it added before it raised is taken out again
-    site = tmp_path / "site"
-    site.mkdir()
-    _dist(site, "plm-half", "plm_half", HALF_REGISTERED)
+    site = _site(tmp_path, ("plm-half", "plm_half", HALF_REGISTERED))
     res = plm("plugins", site=site)
     assert res.returncode == 0, res.stderr
     assert "RuntimeError: boom after one; skipped" in res.stderr
@@ -193,9 +192,7 @@ def test_a_plugin_whose_hook_raises_is_left_out_whole(tmp_path: Path) -> None:
 
 
 def test_a_name_two_packages_register_stops_only_the_configs_that_name_it(tmp_path: Path) -> None:
-    site = tmp_path / "site"
-    site.mkdir()
-    _dist(site, "plm-clash", "plm_clash", CLASHING)
+    site = _site(tmp_path, ("plm-clash", "plm_clash", CLASHING))
     res = plm("plugins", site=site)
     assert res.returncode == 0, res.stderr
     (warning,) = [line for line in res.stderr.splitlines() if line.startswith("warning: ")]
@@ -210,9 +207,7 @@ def test_a_name_two_packages_register_stops_only_the_configs_that_name_it(tmp_pa
 
 
 def test_a_hook_without_its_decorator_or_in_another_group_is_named(tmp_path: Path) -> None:
-    site = tmp_path / "site"
-    site.mkdir()
-    _dist(site, "plm-undecorated", "plm_undecorated", "def plm_register_components(registry):\n    pass\n")
+    site = _site(tmp_path, ("plm-undecorated", "plm_undecorated", "def plm_register_components(registry):\n    pass\n"))
     plugin_site(site, "plm_grouped", "X = 1\n", package="plm-grouped")
     (site / "plm_grouped-0.1.dist-info" / "entry_points.txt").write_text("[plm.chunkers]\nparas = plm_grouped\n")
     res = plm("plugins", site=site)
@@ -233,9 +228,7 @@ CLASH_THEN_RAISE = CLASHING.replace(
 def test_a_clash_of_a_plugin_left_out_is_not_said(tmp_path: Path) -> None:
     # a package sorting before plm registers a built-in's name, then its hook raises: it is left
     # out whole, so no clash stands and the built-in works
-    site = tmp_path / "site"
-    site.mkdir()
-    _dist(site, "aaa-clash-raise", "aaa_clash_raise", CLASH_THEN_RAISE)
+    site = _site(tmp_path, ("aaa-clash-raise", "aaa_clash_raise", CLASH_THEN_RAISE))
     res = plm("config", "check", str(REPO / "configs" / "poc_parity.toml"), site=site)
     assert res.returncode == 0, res.stderr
     assert "duplicate" not in res.stderr and "RuntimeError: late; skipped" in res.stderr

@@ -66,11 +66,13 @@ class CachedStrings(plm.ChunkTransform):
         return [c.text for c in data]  # type: ignore[misc]
 
 
-def job_for(tmp_path: Path, enricher: str) -> Job:
+def job_for(tmp_path: Path, enricher: str, chunker: str = "bare_lines") -> Job:
     registry = build_registry()
-    for cls in (BareLines, TitleWords, CachedStrings):
+    for cls in (BareLines, TitleWords, CachedStrings, ParagraphIds, Orphans, BreaksOnB):
         registry.add(cls)
-    (tmp_path / "job.toml").write_text(CONFIG.format(enricher=enricher))
+    (tmp_path / "job.toml").write_text(
+        CONFIG.format(enricher=enricher).replace('use = "bare_lines"', f'use = "{chunker}"')
+    )
     settings = Settings(progress=False, data_dir=str(tmp_path / "data"))
     return Job.from_config(tmp_path / "job.toml", index_dir=tmp_path / "index", settings=settings, registry=registry)
 
@@ -129,23 +131,12 @@ class Orphans(plm.Chunker):
         return [plm.Chunk(id=f"{doc.id}#0", doc_id="nobody", text=doc.text) for doc in data]
 
 
-def chunked_by(tmp_path: Path, chunker: str) -> Job:
-    registry = build_registry()
-    for cls in (ParagraphIds, Orphans, TitleWords):
-        registry.add(cls)
-    (tmp_path / "job.toml").write_text(
-        CONFIG.format(enricher="title_words").replace('use = "bare_lines"', f'use = "{chunker}"')
-    )
-    settings = Settings(progress=False, data_dir=str(tmp_path / "data"))
-    return Job.from_config(tmp_path / "job.toml", index_dir=tmp_path / "index", settings=settings, registry=registry)
-
-
 def test_chunk_ids_shared_by_two_documents_name_the_chunker_not_the_database(tmp_path: Path) -> None:
     docs = tmp_path / "docs"
     docs.mkdir()
     (docs / "a.md").write_text("# A\n\nAlpha text.\n")
     (docs / "b.md").write_text("# B\n\nBeta text.\n")
-    job = chunked_by(tmp_path, "paragraph_ids")
+    job = job_for(tmp_path, "title_words", "paragraph_ids")
     with pytest.raises(PipelineError) as err:  # both in one batch
         job.ingest([docs])
     assert isinstance(err.value.cause, TypeValidationError)
@@ -169,7 +160,7 @@ def test_a_chunk_filed_under_a_document_it_was_not_given_names_the_chunker(tmp_p
     docs.mkdir()
     (docs / "a.md").write_text("# A\n\nAlpha text.\n")
     with pytest.raises(PipelineError) as err:
-        chunked_by(tmp_path, "orphans").ingest([docs])
+        job_for(tmp_path, "title_words", "orphans").ingest([docs])
     assert "'orphans' (chunkers) made chunk" in str(err.value) and "for document 'nobody'" in str(err.value)
 
 
@@ -185,16 +176,11 @@ class BreaksOnB(plm.Chunker):
 def test_a_chunker_bug_logs_its_traceback_once_and_a_line_for_each_other_document(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    registry = build_registry()
-    registry.add(BreaksOnB)
-    registry.add(TitleWords)
-    (tmp_path / "job.toml").write_text(CONFIG.format(enricher="title_words").replace("bare_lines", "breaks_on_b"))
     docs = tmp_path / "docs"
     docs.mkdir()
     for name in ("a", "b1", "b2", "b3"):
         (docs / f"{name}.md").write_text("# T\n\nplain b-\n" if name.startswith("b") else "# T\n\nfine\n")
-    settings = Settings(progress=False, data_dir=str(tmp_path / "data"))
-    job = Job.from_config(tmp_path / "job.toml", index_dir=tmp_path / "index", settings=settings, registry=registry)
+    job = job_for(tmp_path, "title_words", "breaks_on_b")
     with caplog.at_level("WARNING"):
         report = job.ingest([docs])
     assert sorted(Path(f.path).stem for f in report.failed) == ["b1", "b2", "b3"]
