@@ -25,6 +25,9 @@ OUT = REPO / "docs" / "contracts"
 # the one thing the code cannot say.
 SLOTS = {
     "Loader": '[index.load]\nuse = "markdown_dir"',
+    "Converter": "# not a config slot: the `folder` loader gives each file to the converter of its extension;\n"
+    "# settings, by converter name, go in its table\n[index.load]\nuse = \"folder\"\n"
+    "converters = { csv_rows = { delimiter = \";\" } }",
     "Chunker": '[index.chunk]\nuse = "markdown_semantic"',
     "ChunkTransform": '[index.keywords]         # any [index.*] table after the chunker, run in order\nuse = "yake"',
     "Embedder": '[embedder]              # shared by indexing and querying\nuse = "sentence_transformers"',
@@ -66,6 +69,20 @@ class TextFiles(plm.Loader):
     def run(self, data: str) -> list[plm.Document]:
         files = sorted(Path(data).glob("*.txt"))
         return [plm.Document(id=f.stem, text=f.read_text(), path=str(f)) for f in files]
+""",
+    "Converter": """
+class CsvRows(plm.Converter):
+    name = "csv_rows"
+    extensions = (".csv",)
+
+    class Config(plm.ComponentConfig):
+        delimiter: str = ","
+
+    def convert(self, data: bytes, path: str) -> plm.Converted:
+        rows = [line.split(self.config.delimiter) for line in data.decode("utf-8").splitlines()]
+        if not rows:
+            raise plm.PlmUserError("no rows; add a header line or move the file out of the folder")
+        return plm.Converted(text="\\n".join(" | ".join(row) for row in rows), title=rows[0][0])
 """,
     "Chunker": """
 class Paragraphs(plm.Chunker):
@@ -270,6 +287,7 @@ def families() -> list[tuple[type, list[type]]]:
     parts = [store_contract.DocumentStore, store_contract.ChunkReader, store_contract.VectorStore]
     return [
         (plm.Loader, []),
+        (plm.Converter, []),
         (plm.Chunker, []),
         (plm.ChunkTransform, []),
         (plm.Embedder, []),

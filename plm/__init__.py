@@ -22,7 +22,8 @@ plus an entry point in the package's pyproject (`[project.entry-points.plm] shou
 
 What is here (every built-in stage in `plm_plugins` imports plm's names from here only,
 as a third party must: a test holds them to it):
-- families: `Loader`, `Chunker`, `ChunkTransform`, `Embedder`, `QueryExpander`,
+- families: `Loader`, `Converter` (a file format -> Markdown text: `Converted`), `Chunker`,
+  `ChunkTransform`, `Embedder`, `QueryExpander`,
   `QueryGenerator` (synthetic judged queries from the corpus: `plm eval --synthetic N`),
   `Retrieval` (the `[query.retrieve]` stage), `Retriever`, `Fuser`, `RankingStage`,
   `Reranker`, `Store`, `Executor`, `Tokenizer` (a part of the stage that tokenizes, e.g.
@@ -88,6 +89,7 @@ from plm_core.interfaces import (
     BatchProcessor,
     Chunker,
     ChunkTransform,
+    Converter,
     Embedder,
     Executor,
     Fuser,
@@ -108,6 +110,7 @@ from plm_core.protocols import Corpus, Snapshot
 from plm_core.records import (
     BatchResult,
     Chunk,
+    Converted,
     CorpusVersion,
     Document,
     EmbeddedQuery,
@@ -201,6 +204,8 @@ __all__ = [
     "ChunkTransform",
     "Chunker",
     "ComponentConfig",
+    "Converted",
+    "Converter",
     "ConfigError",
     "Corpus",
     "CorpusVersion",

@@ -142,9 +142,10 @@ class BaseComponent(Generic[In, Out], metaclass=ABCMeta):
 
 
 # What a component may declare in `needs`: the job's settings (`plm_core.settings.Settings`),
-# its shared embedder (or None), the folder of its config file (for relative paths), and
-# the live corpus view (`plm_index.search.CorpusView`: filter masks and hit lookup).
-RESOURCES = frozenset({"settings", "embedder", "config_dir", "corpus"})
+# its shared embedder (or None), the folder of its config file (for relative paths),
+# the live corpus view (`plm_index.search.CorpusView`: filter masks and hit lookup), and
+# every installed converter (name -> its `Registration`: class, package and version).
+RESOURCES = frozenset({"settings", "embedder", "config_dir", "corpus", "converters"})
 
 
 def contract_page(cls: type) -> str:

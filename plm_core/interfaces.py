@@ -15,6 +15,7 @@ from plm_core.protocols import BatchProcessor, ProcessorFactory, Snapshot
 from plm_core.records import (
     BatchResult,
     Chunk,
+    Converted,
     CorpusVersion,
     Document,
     ExpandedQuery,
@@ -64,6 +65,42 @@ class Loader(BaseComponent[str, list[Document]]):
         """These files (from `files(root)`, or under `root`) as `load(root)` would give them,
         ids relative to `root`. Only called on loaders whose `files` lists."""
         raise NotImplementedError
+
+    def unread(self) -> Mapping[str, list[str]]:
+        """The files the last `files()` passed over because nothing reads their format, by
+        extension (`".png"` -> their paths from the folder): an ingest counts them."""
+        return {}
+
+    def reads_with(self) -> Mapping[str, str]:
+        """What decides the documents besides the files and this loader's config (each
+        converter's version): when it changes, every file is read again."""
+        return {}
+
+
+class Converter(BaseComponent[bytes, Converted]):
+    """A file format -> Markdown text with its structure: write `convert`. `extensions`
+    names the files it reads (lower case, with the dot: `(".pdf",)`); the `folder` loader
+    gives every file of those extensions to it, read whole and within the loader's
+    `max_file_mb`. A file it cannot use raises PlmUserError saying why (`encrypted: ...`);
+    any other exception is reported as that file's failure too, and the other files go on.
+    Where two converters read one extension, a third party's wins over a built-in."""
+
+    family = "converters"
+    input_type = bytes
+    output_type = Converted
+    extensions: ClassVar[tuple[str, ...]] = ()
+
+    @abstractmethod
+    def convert(self, data: bytes, path: str) -> Converted:
+        """The file's bytes (`path` names it, for messages) as Markdown text and structure."""
+
+    def version(self) -> str:
+        """What decides the text besides the file and this converter's settings, e.g. the
+        library's version: when it changes, every file is converted again."""
+        return ""
+
+    def run(self, data: bytes) -> Converted:
+        return self.convert(data, "")
 
 
 class Chunker(BaseComponent[list[Document], list[Chunk]]):

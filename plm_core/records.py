@@ -39,6 +39,19 @@ class Document:
 
 
 @dataclass(frozen=True)
+class Converted:
+    """What a converter makes of one file: its text as Markdown (headings as `#` lines, so
+    one chunker gives every format its heading paths; code in fences), the title ("": the
+    file's own rule), metadata such as `author` and `date` (filterable, as front matter is),
+    and, for a paged format, a form feed (`\\f`) before each page after the first: a chunk
+    then knows its page (`page` in its metadata)."""
+
+    text: str
+    title: str = ""
+    metadata: Mapping[str, Any] = field(default_factory=lambda: EMPTY)
+
+
+@dataclass(frozen=True)
 class SyntheticQuery:
     """A query made from the corpus itself, judged relevant to one document (`doc_id`).
 

@@ -17,7 +17,7 @@ from typing import Any
 from plm_core.component import BaseComponent, fits, type_name
 from plm_core.config import JobConfig, StageSpec
 from plm_core.errors import ConfigError, PlmUserError
-from plm_core.interfaces import Chunker, Embedder, Executor, Loader, Retriever, Store
+from plm_core.interfaces import Chunker, Converter, Embedder, Executor, Loader, Retriever, Store
 from plm_core.pipeline import Pipeline, stage_name
 from plm_core.records import Chunk, Document, Ranking
 from plm_core.registry import Registry
@@ -68,6 +68,9 @@ class Assembler:
         cls = spec.cls
         if not (isinstance(cls, type) and issubclass(cls, BaseComponent)):
             raise ConfigError(f"{self.path} [{spec.label}]: {spec.use!r} is not a plm component")
+        if "converters" in cls.needs and "converters" not in self.resources:
+            found = self.registry.all() if self.registry is not None else []
+            self.resources["converters"] = {r.name: r for r in found if issubclass(r.cls, Converter)}
         kwargs = {need: self.resources[need] for need in cls.needs}
         for key in spec.nested:
             if key not in cls.parts:

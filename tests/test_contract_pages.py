@@ -95,6 +95,9 @@ def _run_example(base: str, stage: Any, tmp_path: Path) -> None:
     if base == "Loader":
         (tmp_path / "one.txt").write_text("hello")
         assert [d.id for d in stage.run(str(tmp_path))] == ["one"]
+    elif base == "Converter":
+        converted = stage.convert(b"species,speed\nsloth,slow", "a.csv")
+        assert (converted.title, converted.text) == ("species", "species | speed\nsloth | slow")
     elif base == "Chunker":
         chunks = stage.run([plm.Document(id="d", text="one\n\ntwo")])
         assert [(c.id, c.text) for c in chunks] == [("d#0", "one"), ("d#1", "two")]

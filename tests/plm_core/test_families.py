@@ -13,6 +13,7 @@ from plm_core.errors import ConfigError, PluginError
 from plm_core.interfaces import (
     Chunker,
     ChunkTransform,
+    Converter,
     Embedder,
     Executor,
     Fuser,
@@ -30,7 +31,7 @@ from plm_core.registry import Registry, build_registry
 
 # Every family base in the kernel; a stage's family is that of the nearest one it subclasses.
 FAMILY_BASES = (
-    Loader, Chunker, ChunkTransform, Embedder, Tokenizer, QueryExpander, Retrieval, Retriever, Fuser,
+    Loader, Converter, Chunker, ChunkTransform, Embedder, Tokenizer, QueryExpander, Retrieval, Retriever, Fuser,
     RankingStage, Reranker, Executor, Store, QueryGenerator,
 )  # fmt: skip
 # The typed slots of a config (plm_core.config.load_job, the assembly's first [index] table).
