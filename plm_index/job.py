@@ -125,6 +125,8 @@ class Job:
             name = self.config.index[0].label.rsplit(".", 1)[-1]
             index[name] = {k: v for k, v in index[name].items() if k not in self.loader.selection_fields}
         spec: dict[str, Any] = {"index": index, "embedder": self.config.raw.get("embedder", {})}
+        if self.loader is not None and (reads_with := self.loader.reads_with()):  # a new converter reads anew
+            spec["reads_with"] = dict(reads_with)
         # A third party's chunker or enricher: its package's version and every setting, given
         # or not, so that a new release (or a new default) chunks again; the content cache
         # keeps what did not change. Its chunks also carry their document's fields since the
@@ -221,7 +223,7 @@ class Job:
         stats = self.file_stats
         seen = None if redo else functools.partial(self._trusted, index_fp)
         loaded = load_sources(items, self.loader, str(self.config.path), seen, stats.roots())
-        docs, report.failed = loaded.docs, loaded.failed
+        docs, report.failed, report.unread = loaded.docs, loaded.failed, loaded.unread
         report.time("read", time.perf_counter() - t0)
         report.documents = len(docs) + len(loaded.unchanged)
         if not docs and not loaded.unchanged and not report.failed and not deleted:

@@ -73,6 +73,7 @@ class Loaded:
     read: set[str] = field(default_factory=set)  # absolute paths read or listed: what prune may judge
     roots: list[str] = field(default_factory=list)  # folders listed, absolute
     listed_ns: int = 0  # when the first folder was listed
+    unread: dict[str, list[str]] = field(default_factory=dict)  # extension -> files no converter reads
 
 
 # Given a list of listed paths, the entries a sync may trust without reading those files.
@@ -151,6 +152,8 @@ def load_sources(
             if listed is not None:
                 out.listed_ns = out.listed_ns or now_ns()
                 out.roots.append(path)
+                for ext, names in loader.unread().items():
+                    out.unread.setdefault(ext, []).extend(names)
                 take([], listed[1])
                 _read_listed(loader, root or path, listed[0], seen, out, owner, take)
             elif root is not None and root != path and lists_files(loader):

@@ -48,6 +48,7 @@ class IngestReport:
     unchanged: int = 0
     deleted: list[str] = field(default_factory=list)
     failed: list[LoadFailure] = field(default_factory=list)
+    unread: dict[str, list[str]] = field(default_factory=dict)  # extension -> files no converter reads
     notes: list[str] = field(default_factory=list)
     model: str | None = None
     seconds: float = 0.0
@@ -82,6 +83,7 @@ class IngestReport:
             "unchanged": self.unchanged,
             "deleted": len(self.deleted),
             "failed": [{"path": f.path, "doc_id": f.doc_id, "error": f.error} for f in self.failed],
+            "unread": self.unread,
             "notes": self.notes,
             "model": self.model,
             "seconds": round(self.seconds, 3),
@@ -99,6 +101,8 @@ def summary_line(report: Mapping[str, Any]) -> str:
     embed = report["work"].get("embed")
     if embed is not None:
         parts.append(f"embedded {embed['computed']} chunks ({embed['cached']} from cache)")
+    if unread := sorted((report.get("unread") or {}).items(), key=lambda kv: (-len(kv[1]), kv[0])):
+        parts.append(f"skipped {', '.join(f'{len(names)} {ext}' for ext, names in unread)}: no converter")
     return "; ".join(parts)
 
 

@@ -28,14 +28,16 @@ from __future__ import annotations
 
 import hashlib
 import re
+from bisect import bisect_right
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from itertools import pairwise
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field, model_validator
 
 from plm import Chunk, Chunker, ComponentConfig, Document, hookimpl
+from plm_plugins.commonmark import atx_headings
 from plm_plugins.setext import SetextHeading, setext_headings
 
 if TYPE_CHECKING:
@@ -175,6 +177,7 @@ class _Piece:
     part: int | None = None
     extra: list[str] | None = None  # texts folded in by the final pass, joined once at the end
     cut: int | None = None  # numbers the pieces of a chunk that `_bounded` had to cut
+    at: int = -1  # where its own text starts in the document (-1: at `start`), for its page
 
 
 class MarkdownSemanticChunker(Chunker):
@@ -196,6 +199,12 @@ class MarkdownSemanticChunker(Chunker):
             "for level 2, written into the chunk as `# title` / `## title`); not in fenced code or front matter, "
             "not after a blank line (a thematic break), only the one line above the underline (plm_plugins/setext.py "
             "has the rules). False keeps the POC's `#` headings only",
+        )
+        headings: Literal["poc", "commonmark"] = Field(
+            "poc",
+            description='which `#` lines are headings: "commonmark" reads none inside fenced code or front '
+            'matter and leaves a `{ #id }` attribute list out of the title (plm_plugins/commonmark.py); "poc" '
+            "keeps the POC's rule, where a `# comment` line in a code block starts a section",
         )
         strict_max_words: bool = Field(
             False,
@@ -232,10 +241,15 @@ class MarkdownSemanticChunker(Chunker):
             return []  # nothing to retrieve; the POC never met an empty page
         pieces = self._bounded(self._final_merge(self._split(self._merge_tiny(self._sections(doc.text)))))
         metadata = {**doc.metadata, "title": doc.title}
+        # A paged document (a PDF) has a form feed before each page after the first.
+        breaks = [i for i, c in enumerate(doc.text) if c == "\f"] if "\f" in doc.text else None
         # The doc id, not the absolute path: the id must survive moving the corpus folder.
         source = doc.id
         chunks = []
         for i, p in enumerate(pieces):
+            meta = dict(metadata)
+            if breaks is not None:
+                meta["page"] = bisect_right(breaks, p.at if p.at >= 0 else p.start) + 1
             # Pieces of one split section share a span; the part number keeps their ids apart.
             key = f"{source}:{p.start}:{p.end}" + ("" if p.part is None else f":{p.part}")
             key += "" if p.cut is None else f"/{p.cut}"
@@ -248,7 +262,7 @@ class MarkdownSemanticChunker(Chunker):
                     start_char=p.start,
                     end_char=p.end,
                     stable_id=hashlib.sha1(key.encode()).hexdigest()[:16],
-                    metadata=dict(metadata),
+                    metadata=meta,
                 )
             )
         return chunks
@@ -256,8 +270,12 @@ class MarkdownSemanticChunker(Chunker):
     def _headings(self, text: str) -> list[SetextHeading]:
         """Every heading that starts a section: (start, end, level, title), in order."""
         # No "#" anywhere: no heading (a search for one character is far cheaper than the pattern's).
-        atx = heading_pattern(self.config.max_heading_level).finditer(text) if "#" in text else ()
-        headings = [SetextHeading(m.start(), m.end(), len(m.group(1)), m.group(2).strip()) for m in atx]
+        if self.config.headings == "commonmark":
+            found = atx_headings(text, self.config.max_heading_level)
+            headings = [SetextHeading(h.start, h.end, h.level, h.title) for h in found if h.title]
+        else:
+            atx = heading_pattern(self.config.max_heading_level).finditer(text) if "#" in text else ()
+            headings = [SetextHeading(m.start(), m.end(), len(m.group(1)), m.group(2).strip()) for m in atx]
         if not self.config.setext_headings:
             return headings
         # Merged in order. A `#` heading's `\s+` may cross a line (`#` alone, then `Title`), so
@@ -327,6 +345,7 @@ class MarkdownSemanticChunker(Chunker):
         fit = max(1, cfg.max_words - word_count(prefix))
         room = max(fit, self._ceiling - word_count(prefix))
         bodies: list[str] = []
+        firsts: list[str] = []  # the first paragraph each body takes from the section (not carried)
         buffer: list[str] = []
         words = 0  # kept as the buffer grows, never re-counted
         for para in (piece for p in paragraphs(section.text) for piece in split_words(p, room)):
@@ -343,15 +362,29 @@ class MarkdownSemanticChunker(Chunker):
                 if not self._keeps_overlap(words, para_words, fit, room):
                     carried, words = "", 0
                 buffer = [carried] if carried else []
+            if len(firsts) == len(bodies):
+                firsts.append(para)
             buffer.append(para)
             words += para_words
         if buffer:
             bodies.append("\n\n".join(buffer))
         s = section
         return [
-            _Piece(body if part == 0 else prefix + body, s.start, s.end, s.heading_path, s.level, s.title, part)
-            for part, body in enumerate(bodies)
-        ]
+            _Piece(body if part == 0 else prefix + body, s.start, s.end, s.heading_path, s.level, s.title, part,
+                   at=at)
+            for part, (body, at) in enumerate(zip(bodies, self._body_starts(section, firsts), strict=True))
+        ]  # fmt: skip
+
+    @staticmethod
+    def _body_starts(section: _Piece, firsts: list[str]) -> list[int]:
+        """Where each piece's first new paragraph is in the document (about: a heading is
+        re-rendered), found in order in the section's text."""
+        starts, cursor = [], 0
+        for para in firsts:
+            found = section.text.find(para, cursor)
+            cursor = found if found >= 0 else cursor
+            starts.append(section.start + cursor)
+        return starts
 
     @staticmethod
     def _keeps_overlap(carried_words: int, para_words: int, fit: int, room: int) -> bool:

@@ -59,11 +59,16 @@ def failure(path: str | Path, error: str | BadInput | PlmUserError, doc_id: str 
 def read_text_file(path: Path, max_mb: float, skip: str) -> str:
     """The file's text, decoded as UTF-8 with universal newlines (as `Path.read_text`).
 
-    Raises BadInput when the file's name is not valid UTF-8 (it could be neither stored
-    nor shown), or the file is unreadable, not a regular file, larger than `max_mb`
-    (checked with stat() before reading anything), binary or not UTF-8. `skip` finishes
-    messages with how to leave the file out, e.g. "move it out of the folder".
+    Raises BadInput when the file cannot be read (`read_file`), is binary or not UTF-8.
+    `skip` finishes messages with how to leave the file out, e.g. "move it out of the folder".
     """
+    return decode_text(read_file(path, max_mb, skip), skip)
+
+
+def read_file(path: Path, max_mb: float, skip: str) -> bytes:
+    """The file's bytes. Raises BadInput when the file's name is not valid UTF-8 (it could be
+    neither stored nor shown), or the file is unreadable, not a regular file or larger than
+    `max_mb` (checked with stat() before reading anything)."""
     try:
         os.path.abspath(path).encode("utf-8")
     except UnicodeEncodeError:
@@ -91,6 +96,12 @@ def read_text_file(path: Path, max_mb: float, skip: str) -> str:
         raise BadInput(f"cannot be read ({err.strerror}); check its permissions") from err
     if len(data) > limit:
         raise BadInput(f"too large (over the loader's max_file_mb = {max_mb:g}); raise `max_file_mb` or {skip}")
+    return data
+
+
+def decode_text(data: bytes, skip: str) -> str:
+    """`data` as UTF-8 text with universal newlines; BadInput when it is binary (a NUL byte
+    early on) or not UTF-8."""
     nul = data.find(b"\0", 0, BINARY_SNIFF_BYTES)
     if nul >= 0:
         raise BadInput(f"binary, not text (NUL byte at offset {nul}); {skip}")

@@ -167,6 +167,16 @@ def parse_front_matter(text: str) -> dict[str, Any]:
     return meta
 
 
+def relative_pattern(value: str) -> str:
+    """A loader's `pattern`, checked: it names files inside the folder it is given, never
+    above it, never elsewhere."""
+    if value.startswith(("/", "\\", "~")) or (len(value) > 1 and value[1] == ":"):
+        raise ValueError("must be relative to the folder being loaded, e.g. '*.md' or '**/*.md'")
+    if ".." in value.replace("\\", "/").split("/"):
+        raise ValueError("must not contain '..': it would read outside the folder being loaded")
+    return value
+
+
 class MarkdownLoader(Loader):
     """A folder of Markdown files (or one file) -> one document per file, sorted by path.
 
@@ -192,15 +202,7 @@ class MarkdownLoader(Loader):
     class Config(ComponentConfig):
         pattern: str = Field("**/*.md", min_length=1, description="glob inside the folder; `*.md`: the top folder only")
 
-        @field_validator("pattern")
-        @classmethod
-        def _inside(cls, value: str) -> str:
-            # A pattern names files inside the folder it is given: never above it, never elsewhere.
-            if value.startswith(("/", "\\", "~")) or (len(value) > 1 and value[1] == ":"):
-                raise ValueError("must be relative to the folder being loaded, e.g. '*.md' or '**/*.md'")
-            if ".." in value.replace("\\", "/").split("/"):
-                raise ValueError("must not contain '..': it would read outside the folder being loaded")
-            return value
+        _inside = field_validator("pattern")(classmethod(lambda cls, value: relative_pattern(value)))
 
         exclude: list[str] = Field(
             default_factory=list,

@@ -1,0 +1,155 @@
+"""PDF (`.pdf`): the text layer, page by page, with pypdfium2 (PDFium; Apache-2.0/BSD).
+
+Each page after the first starts after a form feed (`\\f`), so a chunk knows its page. The
+PDF's outline (bookmarks), where it has one, gives the headings: each entry becomes a `#`
+line at the start of the page it points to. A PDF's lines are joined into paragraphs: a
+line ends one when it is short and ends a sentence. `title`, `author` and `date` come from
+the document's information; a missing or generic title falls back to the first line.
+
+A PDF with no text layer (a scan) fails, saying so: OCR is not built in. So does an
+encrypted one, and one with more than `max_pages` pages.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any
+
+from pydantic import Field
+
+from plm import ComponentConfig, Converted, Converter, MissingDependencyError, PlmUserError, hookimpl
+from plm_plugins.converters.text import library_version
+
+if TYPE_CHECKING:
+    from plm import Registry
+
+_PDF_DATE = re.compile(r"D?:?(\d{4})(\d{2})?(\d{2})?")
+_GENERIC_TITLE = re.compile(r"^(untitled|microsoft word - .*|document\d*|slide \d+|\s*)$", re.IGNORECASE)
+_SENTENCE_END = (".", "!", "?", ":", '."', ".)")
+
+
+def pdf_date(value: str) -> str:
+    """A PDF date (`D:20240501120000+02'00'`) as ISO (`2024-05-01`), or ""."""
+    m = _PDF_DATE.match(value.strip())
+    if m is None:
+        return ""
+    return "-".join(part for part in m.groups() if part)
+
+
+def paragraphs(page: str) -> str:
+    """A page's lines joined into paragraphs (blank lines between them)."""
+    lines = [line.strip() for line in page.replace("\r\n", "\n").replace("\r", "\n").split("\n")]
+    widths = sorted(len(line) for line in lines if line)
+    if not widths:
+        return ""
+    typical = widths[len(widths) * 3 // 4]
+    out: list[str] = []
+    current: list[str] = []
+    for line in lines:
+        if not line:
+            if current:
+                out.append(" ".join(current))
+                current = []
+            continue
+        current.append(line)
+        if len(line) < typical * 0.7 and line.endswith(_SENTENCE_END):
+            out.append(" ".join(current))
+            current = []
+    if current:
+        out.append(" ".join(current))
+    return "\n\n".join(out)
+
+
+class PdfConverter(Converter):
+    """PDF files with a text layer: text by page, the outline as headings, page numbers kept."""
+
+    name = "pdf"
+    extensions = (".pdf",)
+
+    class Config(ComponentConfig):
+        max_pages: int = Field(1000, ge=1, description="a PDF with more pages fails (one line), never read")
+        password: str = Field("", description='the password of encrypted PDFs ("": they fail, saying so)')
+
+    config: Config
+
+    def version(self) -> str:
+        return library_version("pypdfium2")
+
+    def convert(self, data: bytes, path: str) -> Converted:
+        pdfium = _pdfium()
+        try:
+            pdf = pdfium.PdfDocument(data, password=self.config.password or None)
+        except pdfium.PdfiumError as err:
+            reason = str(err)
+            if "password" in reason.lower():
+                raise PlmUserError(
+                    "encrypted (it needs a password); set the pdf converter's `password`, or save an unencrypted copy"
+                ) from None
+            raise PlmUserError(f"not a readable PDF ({reason}); it may be damaged") from None
+        try:
+            return self._read(pdf)
+        finally:
+            pdf.close()
+
+    def _read(self, pdf: Any) -> Converted:
+        n = len(pdf)
+        if n > self.config.max_pages:
+            raise PlmUserError(
+                f"{n:,} pages, over the pdf converter's max_pages = {self.config.max_pages:,}; "
+                "raise it to read this file"
+            )
+        headings: dict[int, list[str]] = {}
+        try:
+            for count, item in enumerate(pdf.get_toc(max_depth=6)):
+                if count >= 10 * n:  # a hostile outline: far more entries than pages
+                    break
+                dest = item.get_dest()
+                index, title = (dest.get_index() if dest is not None else None), " ".join(item.get_title().split())
+                if index is None or not 0 <= index < n or not title:
+                    continue
+                headings.setdefault(index, []).append(f"{'#' * (item.level + 1)} {title[:1000]}")
+        except Exception:  # a damaged outline costs the headings only
+            headings = {}
+        bodies: list[str] = []
+        for i in range(n):
+            page = pdf[i]
+            textpage = page.get_textpage()
+            try:
+                bodies.append(paragraphs(textpage.get_text_bounded()))
+            finally:
+                textpage.close()
+                page.close()
+        if not any(bodies):
+            raise PlmUserError(
+                f"no text layer ({n} page{'s' if n != 1 else ''} of images: a scan?); OCR is not built in: "
+                "run it first (e.g. ocrmypdf) or move the file out of the folder"
+            )
+        pages = ["\n\n".join([*headings.get(i, []), body]).strip() for i, body in enumerate(bodies)]
+        text = "\n\n\f".join(pages)
+        info = pdf.get_metadata_dict(skip_empty=True)
+        metadata: dict[str, Any] = {"pages": n}
+        if info.get("Author"):
+            metadata["author"] = info["Author"][:500]
+        date = pdf_date(info.get("CreationDate", "") or info.get("ModDate", ""))
+        if date:
+            metadata["date"] = date
+        title = info.get("Title", "").strip()
+        if _GENERIC_TITLE.match(title):
+            first = next((line for line in text.split("\n") if line.strip()), "")
+            title = first.lstrip("#\f ").strip() if len(first) <= 200 else ""
+        return Converted(text, title[:1000], metadata)
+
+
+def _pdfium() -> Any:
+    try:
+        import pypdfium2
+    except ImportError:
+        raise MissingDependencyError(
+            "the pdf converter needs pypdfium2: pip install 'plm[formats]' (or move PDFs out of the folder)"
+        ) from None
+    return pypdfium2
+
+
+@hookimpl
+def plm_register_components(registry: Registry) -> None:
+    registry.add(PdfConverter)

@@ -1,0 +1,44 @@
+"""Plain text (`.txt`): the file as it is, UTF-8 (a BOM is dropped); its title is the file's name."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from plm import Converted, Converter, PlmUserError, hookimpl
+from plm_plugins.loaders.files import BadInput, decode_text
+
+if TYPE_CHECKING:
+    from plm import Registry
+
+
+def library_version(name: str) -> str:
+    """`name 1.2.3` for an installed distribution, `name absent` otherwise (no import)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return f"{name} {version(name)}"
+    except PackageNotFoundError:
+        return f"{name} absent"
+
+
+def text_of(data: bytes) -> str:
+    """`data` as UTF-8 text (BadInput's reason as a PlmUserError, which a converter raises)."""
+    try:
+        return decode_text(data, "move it out of the folder").removeprefix("\ufeff")
+    except BadInput as err:
+        raise PlmUserError(str(err)) from None
+
+
+class TextConverter(Converter):
+    """Plain text files, kept as they are."""
+
+    name = "text"
+    extensions = (".txt", ".text")
+
+    def convert(self, data: bytes, path: str) -> Converted:
+        return Converted(text_of(data))
+
+
+@hookimpl
+def plm_register_components(registry: Registry) -> None:
+    registry.add(TextConverter)
