@@ -11,6 +11,7 @@ the same loaded folder. Every other link is left as written; see `linked_file`.
 
 from __future__ import annotations
 
+import os
 import posixpath
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -19,6 +20,7 @@ from urllib.parse import quote, unquote
 
 from plm_core.records import Chunk, Document
 from plm_index.documents import front_matter_lines
+from plm_index.sources import inside
 
 _NOT_WORD = re.compile(r"[^\w]+")
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")  # `https:`, `mailto:`, `C:` alike: not relative
@@ -49,12 +51,15 @@ def _plain(inline: Any) -> str:
 
 
 def loaded_folder(document: Document) -> str | None:
-    """The folder the document was loaded from, as the markdown_dir loader names ids (the
-    path from that folder without its extension): `/r/docs/` for id `proj-a/guide` at
-    `/r/docs/proj-a/guide.md`, "" when the path is the id itself (a record's relative path);
+    """The folder the document was loaded from, as the file loaders name ids (the path from
+    that folder, a Markdown file's without its extension): `/r/docs/` for id `proj-a/guide`
+    at `/r/docs/proj-a/guide.md` or id `papers/a.pdf` at `/r/docs/papers/a.pdf`, "" when
+    the path is the id itself (a record's relative path);
     None when the path does not end in the id (no path, a JSON file's records)."""
     if not document.path:
         return None
+    if document.path.endswith("/" + document.id):  # an id that keeps its extension (`papers/a.pdf`)
+        return document.path[: len(document.path) - len(document.id)]
     base = posixpath.splitext(document.path)[0]
     if base == document.id:
         return ""
@@ -109,25 +114,40 @@ def render_document(document: Document, chunk: Chunk | None = None, stored: Path
 
     front_matter, body, skipped = split_front_matter(document.text)
     md = MarkdownIt("js-default")  # html=False: `<script>` in a document is shown, not run
-    tokens = md.parse(body)
+    # A paged document (a PDF) has a form feed before each page after the first: each page is
+    # rendered on its own, after a marker the hit's page opens at (`#page-2`).
+    pages = body.split("\f")
+    parsed, lines = [], skipped
+    for text in pages:
+        parsed.append((md.parse(text), lines))
+        lines += text.count("\n")
     headings: list[dict[str, Any]] = []
     taken: set[str] = set()
-    for i, token in enumerate(tokens):
-        if token.type != "heading_open":
-            continue
-        text = _plain(tokens[i + 1])
-        base = slug(text)
-        anchor, n = base, 1
-        while anchor in taken:  # a second `## Notes` is `notes-2`, as GitHub numbers them
-            n += 1
-            anchor = f"{base}-{n}"
-        taken.add(anchor)
-        token.attrSet("id", anchor)
-        line = token.map[0] + skipped if token.map else -1
-        headings.append({"id": anchor, "level": int(token.tag[1:]), "text": text, "line": line})
-    if stored is not None:
-        link_documents(document, tokens, stored)
-    html = md.renderer.render(tokens, md.options, {})
+    for number, (tokens, first_line) in enumerate(parsed, 1):
+        for i, token in enumerate(tokens):
+            if token.type != "heading_open":
+                continue
+            text = _plain(tokens[i + 1])
+            base = slug(text)
+            anchor, n = base, 1
+            while anchor in taken:  # a second `## Notes` is `notes-2`, as GitHub numbers them
+                n += 1
+                anchor = f"{base}-{n}"
+            taken.add(anchor)
+            token.attrSet("id", anchor)
+            line = token.map[0] + first_line if token.map else -1
+            headings.append({"id": anchor, "level": int(token.tag[1:]), "text": text, "line": line, "page": number})
+        if stored is not None:
+            link_documents(document, tokens, stored)
+    paged = len(pages) > 1
+    html = "".join(
+        (f'<p class="page" id="page-{n}">page {n}</p>\n' if paged else "") + md.renderer.render(tokens, md.options, {})
+        for n, (tokens, _) in enumerate(parsed, 1)
+    )
+    page = chunk.metadata.get("page") if chunk is not None and paged else None
+    anchor = chunk_anchor(document.text, headings, chunk) if chunk is not None else None
+    if isinstance(page, int) and not any(h["id"] == anchor and h["page"] == page for h in headings):
+        anchor = f"page-{page}"  # the chunk's page, where its heading is on an earlier one
     return {
         "id": document.id,
         "title": document.title,
@@ -137,8 +157,23 @@ def render_document(document: Document, chunk: Chunk | None = None, stored: Path
         "text": document.text,
         "html": html,
         "headings": headings,
-        "anchor": chunk_anchor(document.text, headings, chunk) if chunk is not None else None,
+        "anchor": anchor,
+        "pages": len(pages) if paged else None,
+        "page": page if isinstance(page, int) else None,
     }
+
+
+def original_file(document: Document, roots: Sequence[str]) -> str | None:
+    """The file a document was read from, when it is a regular file inside one of the
+    folders the index was given (`roots`), every symlink resolved; else None. Only such a
+    file is ever served: a document posted over HTTP names no file, and a path of the
+    store never leads outside the folders a user chose to index."""
+    if not document.path or not os.path.isabs(document.path):
+        return None
+    real = os.path.realpath(document.path)
+    if os.path.isfile(real) and any(inside(real, root) for root in roots):
+        return real
+    return None
 
 
 def chunk_anchor(text: str, headings: list[dict[str, Any]], chunk: Chunk) -> str | None:

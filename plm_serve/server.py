@@ -7,6 +7,8 @@ come from a CDN onto the origin where the pages keep the API key):
 - `POST /query` {text, k, filters, weights} and `GET /query?q=...&k=...&filter=...&weight=...`:
   hits as `plm query --json` prints them, with per-stage timings. GET's `filter` and `weight`
   (repeatable) take the CLI's `--filter`/`--weight` syntax (`version>=3`, `team=a,b`, `bm25=0.5`).
+- `GET /files/{id}`: a document's original file (a PDF opens at `#page=N`), only from inside an
+  indexed folder.
 - `GET /documents/{id}`: one stored document, whole, with its Markdown rendered to HTML
   (`?chunk=ID` adds the id of the heading that chunk sits under; a relative link to another
   stored document points at its page, `/doc?id=...`).
@@ -31,11 +33,13 @@ usual security headers: see plm_serve/http_guard.py.
 import hmac
 import json
 import logging
+import mimetypes
 import signal
 import threading
 import time
 from pathlib import Path
 from typing import Annotated, Any
+from urllib.parse import quote
 
 import typer
 from pydantic import BaseModel, ConfigDict, Field
@@ -45,7 +49,7 @@ from plm_core.records import Query
 from plm_index.remote import bearer_key
 from plm_index.search import MAX_K, MAX_QUERY_CHARS
 from plm_serve.documents import render_document
-from plm_serve.http_guard import HostAllowlist, HostGuard, page_csp
+from plm_serve.http_guard import API_CSP, HostAllowlist, HostGuard, page_csp
 from plm_serve.schemas import HitModel
 from plm_serve.service import FromFile, NotReady, Service
 
@@ -83,6 +87,7 @@ class HeadingModel(BaseModel):
     level: int
     text: str
     line: int
+    page: int
 
 
 class DocumentResponse(BaseModel):
@@ -95,6 +100,9 @@ class DocumentResponse(BaseModel):
     html: str
     headings: list[HeadingModel]
     anchor: str | None
+    pages: int | None = Field(None, description="A paged document's (a PDF's) page count; `#page-N` opens page N.")
+    page: int | None = Field(None, description="The page the chunk asked for is on.")
+    file: str | None = Field(None, description="Where its original file opens (`/files/ID`), if it has one.")
 
 
 class ErrorResponse(BaseModel):
@@ -398,7 +406,27 @@ def create_app(
         found, chunk_record = service.document(doc_id, chunk)
         if found is None:
             return error(404, f"no document with id {doc_id!r}")
-        return render_document(found, chunk_record, service.doc_paths)  # links to stored documents: their pages
+        shown = render_document(found, chunk_record, service.doc_paths)  # links to stored documents: their pages
+        if service.original(found) is not None:
+            shown["file"] = f"/files/{quote(doc_id, safe='/')}" + (f"#page={shown['page']}" if shown["page"] else "")
+        return shown
+
+    @app.get("/files/{doc_id:path}", responses=ERRORS)
+    def get_file(doc_id: str) -> Any:
+        """The original file of a document read from a folder (a PDF, a Word file), as it is on
+        disk now: only a file inside a folder given to this index (404 for any other)."""
+        from fastapi.responses import FileResponse
+
+        found, _ = service.document(doc_id)
+        path = service.original(found) if found is not None else None
+        if path is None:
+            return error(
+                404, f"no file to open for document {doc_id!r}: only files inside an indexed folder are served"
+            )
+        kind = mimetypes.guess_type(path)[0] or "application/octet-stream"
+        # A page of the folder never runs in this origin: anything but a PDF is sandboxed.
+        headers = {} if kind == "application/pdf" else {"Content-Security-Policy": f"sandbox; {API_CSP}"}
+        return FileResponse(path, media_type=kind, headers={**headers, "Content-Disposition": "inline"})
 
     def page(name: str) -> Any:
         from fastapi.responses import HTMLResponse

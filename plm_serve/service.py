@@ -26,6 +26,7 @@ from plm_core.errors import PlmUserError, StaleIndexError, StoreError
 from plm_core.records import CorpusVersion, Query
 from plm_index.job import Job
 from plm_index.sync import IngestReport
+from plm_serve.documents import original_file
 from plm_serve.watcher import read_watcher_file
 
 log = logging.getLogger("plm.serve")
@@ -298,6 +299,16 @@ class Service:
             return job.store.get_document(doc_id), chunk if chunk is None or chunk.doc_id == doc_id else None
 
         return self.read(lambda generation, deadline: generation.read(read, deadline))[1]  # type: ignore[no-any-return]
+
+    def original(self, document: Any) -> str | None:
+        """The file a stored document was read from, when it lies inside a folder given to
+        this index (`plm_serve.documents.original_file`), else None."""
+
+        def read(job: Job) -> list[str]:
+            return job.file_stats.roots()
+
+        roots = self.read(lambda generation, deadline: generation.read(read, deadline))[1]
+        return original_file(document, roots)
 
     def doc_paths(self, paths: Sequence[str]) -> dict[str, str]:
         """Stored document id -> the path it was loaded from, of these paths only, as the
