@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import codecs
 import re
+from collections import Counter
 from html.parser import HTMLParser
 from typing import TYPE_CHECKING, Any
 
@@ -66,6 +67,7 @@ class _Extractor(HTMLParser):
         self.in_title = False
         self.meta: dict[str, str] = {}
         self.stack: list[str] = []
+        self.open: Counter[str] = Counter()  # tags on the stack: an end tag is matched in O(1)
 
     def flush(self) -> None:
         text = "".join(self.line)
@@ -88,6 +90,7 @@ class _Extractor(HTMLParser):
                 self.flush()
             return
         self.stack.append(tag)
+        self.open[tag] += 1
         if tag in _SKIP:
             self.skip += 1
         elif tag in _FRAME:
@@ -109,11 +112,12 @@ class _Extractor(HTMLParser):
     def handle_endtag(self, tag: str) -> None:
         if tag == "title":
             self.in_title = False
-        if tag in _VOID or tag not in {t.split("/")[0] for t in self.stack}:
+        if tag in _VOID or not self.open[tag]:
             return  # a stray end tag
-        while self.stack:
+        while self.stack:  # each tag is pushed once and popped once: linear in all
             open_tag = self.stack.pop()
             name = open_tag.split("/")[0]
+            self.open[name] -= 1
             if not self.skip and name in _BLOCK:
                 self._close_block(name)
             if name in _SKIP:
