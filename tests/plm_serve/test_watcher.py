@@ -447,3 +447,43 @@ def test_plm_watch_syncs_edits_and_exits_cleanly_on_sigterm(tmp_path: Path, docs
     text = log.read_text()
     assert "batch 1: 1 changed, 0 removed; added 0, updated 1" in text
     assert text.rstrip().endswith("SIGTERM: stopped after the batch in progress")
+
+
+def test_a_saved_pdf_or_word_file_is_searchable_and_an_image_is_never_read(tmp_path: Path, docs: Path) -> None:
+    from documents import write_docx, write_pdf
+
+    folder_config = CONFIG.replace('use = "markdown_dir"\npattern = "**/*.md"', 'use = "folder"')
+    assert folder_config != CONFIG
+    (tmp_path / "job.toml").write_text(folder_config)
+    settings = Settings(progress=False, data_dir=str(tmp_path / "data"))
+    job = Job.from_config(tmp_path / "job.toml", index_dir=tmp_path / "index", settings=settings)
+    lines: list[str] = []
+    watcher = FolderWatcher(
+        [docs],
+        lambda changed, removed: sync_paths(job, changed, removed),
+        catch_up=lambda d: job.ingest(d, prune=True),
+        loader_filter=loader_filter_for(job.loader, [docs]),
+        log=lines.append,
+        debounce_ms=50,
+        settle_ms=300,
+    )
+    stop = threading.Event()
+    thread = threading.Thread(target=watcher.run, args=(stop,), daemon=True)
+    thread.start()
+    reader = Job.from_config(tmp_path / "job.toml", index_dir=tmp_path / "index", settings=settings)
+    try:
+        wait_until(lambda: watcher.state()["caught_up"], "the catch-up sync is done")
+        write_pdf(docs / "paper.pdf", [["The heron migrates south in winter."]])
+        write_docx(docs / "report.docx", [("Heading 1", "Budget"), ("", "The ibis budget doubled.")])
+        (docs / "logo.png").write_bytes(b"\x89PNG not text")
+        hits = lambda text: [h.doc_id for h in reader.retrieve(text, k=5)]  # noqa: E731
+        wait_until(lambda: hits("heron") == ["paper.pdf"], "a saved PDF is searchable")
+        wait_until(lambda: hits("ibis") == ["report.docx"], "a saved Word file is searchable")
+        write_pdf(docs / "paper.pdf", [["The egret stays all year."]])
+        wait_until(lambda: hits("egret") == ["paper.pdf"] and hits("heron") == [], "an edited PDF is read again")
+        assert "logo" not in " ".join(lines) and "logo.png" not in reader.open().store.doc_paths()
+    finally:
+        stop.set()
+        thread.join(20)
+        job.close()
+        reader.close()
