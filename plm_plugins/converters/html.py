@@ -35,7 +35,6 @@ _VOID = frozenset(
 )
 _CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?([\w.:-]+)""", re.IGNORECASE)
 _DATE_META = ("date", "article:published_time", "dcterms.date", "dc.date", "citation_publication_date", "pubdate")
-_SPACES = re.compile(r"\s+")
 
 
 def decode_html(data: bytes) -> str:
@@ -66,12 +65,15 @@ class _Extractor(HTMLParser):
         self.title = ""
         self.in_title = False
         self.meta: dict[str, str] = {}
-        self.stack: list[str] = []
+        self.stack: list[tuple[str, bool]] = []  # (tag, whether it marks the main content)
         self.open: Counter[str] = Counter()  # tags on the stack: an end tag is matched in O(1)
 
     def flush(self) -> None:
+        if not self.line:  # most block boundaries close nothing
+            self.prefix = ""
+            return
         text = "".join(self.line)
-        text = text.strip("\n") if self.pre else _SPACES.sub(" ", text).strip()
+        text = text.strip("\n") if self.pre else " ".join(text.split())
         if text:
             self.blocks.append((self.main > 0, self.prefix + text))
         self.line, self.prefix = [], ""
@@ -89,15 +91,15 @@ class _Extractor(HTMLParser):
             if tag in ("br", "hr") and not self.skip:
                 self.flush()
             return
-        self.stack.append(tag)
+        main = tag in _MAIN or ("role", "main") in attrs
+        self.stack.append((tag, main))
         self.open[tag] += 1
         if tag in _SKIP:
             self.skip += 1
         elif tag in _FRAME:
             self.frame += 1
-        if tag in _MAIN or dict(attrs).get("role") == "main":
+        if main:
             self.main += 1
-            self.stack[-1] = tag + "/main"
         if self.skip:
             return
         if tag in _BLOCK:
@@ -115,8 +117,7 @@ class _Extractor(HTMLParser):
         if tag in _VOID or not self.open[tag]:
             return  # a stray end tag
         while self.stack:  # each tag is pushed once and popped once: linear in all
-            open_tag = self.stack.pop()
-            name = open_tag.split("/")[0]
+            name, main = self.stack.pop()
             self.open[name] -= 1
             if not self.skip and name in _BLOCK:
                 self._close_block(name)
@@ -124,7 +125,7 @@ class _Extractor(HTMLParser):
                 self.skip -= 1
             elif name in _FRAME:
                 self.frame -= 1
-            if open_tag.endswith("/main"):
+            if main:
                 self.main -= 1
             if name == tag:
                 break
@@ -162,7 +163,7 @@ class HtmlConverter(Converter):
         blocks = in_main or [text for _, text in parser.blocks]
         text = "\n\n".join(blocks)
         h1 = next((b[2:] for b in blocks if b.startswith("# ")), "")
-        title = h1 or _SPACES.sub(" ", parser.title).strip()
+        title = h1 or " ".join(parser.title.split())
         metadata: dict[str, Any] = {}
         if parser.meta.get("author"):
             metadata["author"] = parser.meta["author"][:500]

@@ -126,7 +126,7 @@ class PdfConverter(Converter):
             )
         pages = ["\n\n".join([*headings.get(i, []), body]).strip() for i, body in enumerate(bodies)]
         text = "\n\n\f".join(pages)
-        info = pdf.get_metadata_dict(skip_empty=True)
+        info = {key: pdf.get_metadata_value(key) for key in ("Title", "Author", "CreationDate", "ModDate")}
         metadata: dict[str, Any] = {"pages": n}
         if info.get("Author"):
             metadata["author"] = info["Author"][:500]

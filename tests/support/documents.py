@@ -17,6 +17,14 @@ def _escape(text: str) -> str:
     return text.replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)")
 
 
+def _string(text: str) -> bytes:
+    """A PDF text string: `(literal)` in PDFDocEncoding's Latin part, else UTF-16BE in hex."""
+    try:
+        return b"(%s)" % _escape(text).encode("latin-1")
+    except UnicodeEncodeError:
+        return b"<FEFF%s>" % text.encode("utf-16-be").hex().upper().encode()
+
+
 def _wrap(line: str, width: int = 90) -> list[str]:
     out, current = [], ""
     for word in line.split():
@@ -77,8 +85,8 @@ def pdf_bytes(
                 links += b" /Prev %d 0 R" % items[n - 1]
             if n + 1 < len(items):
                 links += b" /Next %d 0 R" % items[n + 1]
-            objects[obj - 1] = b"<< /Title (%s) /Parent %d 0 R /Dest [%d 0 R /Fit]%s >>" % (
-                _escape(name).encode("cp1252"),
+            objects[obj - 1] = b"<< /Title %s /Parent %d 0 R /Dest [%d 0 R /Fit]%s >>" % (
+                _string(name),
                 root,
                 page_ids[page],
                 links,
@@ -93,7 +101,7 @@ def pdf_bytes(
     info_fields = b""
     for key, value in (("Title", title), ("Author", author), ("CreationDate", f"D:{date}000000" if date else "")):
         if value:
-            info_fields += b" /%s (%s)" % (key.encode(), _escape(value).encode("cp1252"))
+            info_fields += b" /%s %s" % (key.encode(), _string(value))
     info = add(b"<<%s >>" % info_fields)
     out = io.BytesIO()
     out.write(b"%PDF-1.4\n%\xe2\xe3\xcf\xd3\n")
