@@ -57,6 +57,7 @@ log = logging.getLogger("plm.serve")
 access = logging.getLogger("plm.serve.access")
 MAX_DOCUMENTS = 10_000  # records in one POST /documents
 PAGES = {"/": "search_page.html", "/doc": "document_page.html"}  # hold no data: served without the key
+PDF_CSP = "frame-ancestors 'none'; base-uri 'none'; form-action 'none'"  # GET /files/{id} of a PDF
 
 
 class QueryRequest(BaseModel):
@@ -424,9 +425,12 @@ def create_app(
                 404, f"no file to open for document {doc_id!r}: only files inside an indexed folder are served"
             )
         kind = mimetypes.guess_type(path)[0] or "application/octet-stream"
-        # A page of the folder never runs in this origin: anything but a PDF is sandboxed.
-        headers = {} if kind == "application/pdf" else {"Content-Security-Policy": f"sandbox; {API_CSP}"}
-        return FileResponse(path, media_type=kind, headers={**headers, "Content-Disposition": "inline"})
+        # A page of the folder never runs in this origin: anything but a PDF is sandboxed. A PDF
+        # needs the browser's viewer, which `default-src 'none'` would refuse; it still frames nowhere.
+        policy = PDF_CSP if kind == "application/pdf" else f"sandbox; {API_CSP}"
+        return FileResponse(
+            path, media_type=kind, headers={"Content-Security-Policy": policy, "Content-Disposition": "inline"}
+        )
 
     def page(name: str) -> Any:
         from fastapi.responses import HTMLResponse

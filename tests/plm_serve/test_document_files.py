@@ -68,6 +68,7 @@ def test_a_pdf_hit_opens_the_document_and_the_file_at_its_page(server: Server) -
     assert all(f'<p class="page" id="page-{n}">page {n}</p>' in shown["html"] for n in (1, 2, 3))
     original = httpx.get(server.url + shown["file"].split("#")[0])
     assert original.status_code == 200 and original.headers["content-type"] == "application/pdf"
+    assert original.headers["content-security-policy"] == "frame-ancestors 'none'; base-uri 'none'; form-action 'none'"
     assert original.content == (server.root / "docs" / "papers" / "paper.pdf").read_bytes()
 
 
