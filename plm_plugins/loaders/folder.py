@@ -142,8 +142,10 @@ class FolderLoader(MarkdownLoader):
             if self._converter_for(parts[-1]) is not None:
                 return True
             if self._listing is not None and not self._excluded(parts):
-                ext = os.path.splitext(parts[-1])[1].lower() or "(no extension)"
-                self._unread.setdefault(ext, []).append("/".join(parts))
+                ext = shown(os.path.splitext(parts[-1])[1].lower()) or "(no extension)"
+                if not ext.isprintable():  # a name may hold any byte: never a raw one in a summary line
+                    ext = ext.encode("unicode_escape").decode("ascii")
+                self._unread.setdefault(ext, []).append(shown("/".join(parts)))
             return False
 
         return wanted

@@ -112,6 +112,15 @@ def test_a_folder_is_a_filter_and_a_pdf_hit_says_its_page(folder: Path, tmp_path
     job.close()
 
 
+def test_hostile_names_are_counted_escaped(folder: Path, tmp_path: Path) -> None:
+    (folder / "img" / "forged.x\nadded 99").write_bytes(b"x")
+    (folder / "img" / os.fsdecode(b"bad\xffname.bin")).write_bytes(b"x")
+    report = job_for(tmp_path).ingest([folder])
+    assert "\n" not in report.summary() and ".x\\nadded 99" in report.unread
+    assert report.unread[".bin"] == ["img/bad\\xffname.bin"]
+    json.dumps(report.as_dict())  # printable as --json gives it
+
+
 def test_files_that_cannot_be_read_are_failures_and_the_rest_goes_in(folder: Path, tmp_path: Path) -> None:
     write_pdf(folder / "papers" / "scan.pdf", [["x"]], text_layer=False)
     (folder / "papers" / "broken.docx").write_bytes(b"PK\x03\x04 not a zip")
