@@ -15,8 +15,10 @@ and cut the code block in two. `configs/poc_parity.toml` keeps that (the chunker
 `clean` turns the dialects into plain Markdown before anything reads the text (the
 `folder` loader's Markdown converter): attribute lists leave headings; MkDocs/Material
 admonitions (`!!! note "Title"`, `??? tip`) and content tabs (`=== "Tab"`) become a bold
-line with their body un-indented; Hugo shortcodes (`{{< highlight yaml >}}`) and MDX
-`import`/`export` lines are removed; Obsidian `[[Page|text]]` becomes `[text](Page)` and
+line with their body un-indented; a Hugo shortcode becomes the text it shows (`{{<
+glossary_tooltip text="Pods" ... >}}` is `Pods`; a heading that is one shortcode keeps its
+quoted argument) and otherwise goes (`{{< highlight yaml >}}`); MDX `import`/`export` lines
+are removed; Obsidian `[[Page|text]]` becomes `[text](Page)` and
 an embed `![[file]]` its name. Code (fenced or indented) is never changed.
 """
 
@@ -37,6 +39,8 @@ _ANCHOR = re.compile(r"(?:^|\s)#([\w:-]+)")
 _ADMONITION = re.compile(r"( *)(?:!!!|\?\?\?\+?)[ \t]*([\w-]*)(?:[ \t]+(?:\"([^\"]*)\"|'([^']*)'))?[ \t]*$")
 _TAB = re.compile(r"( *)===[ \t]+(?:\"([^\"]*)\"|'([^']*)')[ \t]*$")
 _SHORTCODE = re.compile(r"\{\{[<%].*?[%>]\}\}")
+_TEXT_PARAM = re.compile(r"\btext=\"([^\"]*)\"")
+_QUOTED = re.compile(r"\"([^\"]*)\"")
 _MDX = re.compile(
     r"(?:import\s+(?:[\w*{}\s,]+\s+from\s+)?[\"'][^\"']+[\"'];?|export\s+(?:default|const|let|function)\b.*)\s*$"
 )
@@ -141,7 +145,11 @@ def clean(text: str) -> str:
             title, _ = heading_attributes(line[m.end() :])
             line = line[: m.end()] + title
         if "{{" in line:
-            line = _SHORTCODE.sub("", line)
+            whole = _SHORTCODE.fullmatch(line[m.end() :].strip()) if m is not None else None
+            if m is not None and whole is not None:
+                line = line[: m.end()] + _argument(whole)
+            else:
+                line = _SHORTCODE.sub(_shortcode_text, line)
             if not line.strip():
                 continue
         if line[:6] in ("import", "export") and _MDX.match(line):
@@ -150,6 +158,19 @@ def clean(text: str) -> str:
             line = _WIKILINK.sub(_wikilink, line)
         out.append(line)
     return "\n".join(out)
+
+
+def _shortcode_text(m: re.Match[str]) -> str:
+    """What a Hugo shortcode shows as text: its `text="..."` (`glossary_tooltip`), else nothing."""
+    found = _TEXT_PARAM.search(m.group(0))
+    return found.group(1) if found else ""
+
+
+def _argument(m: re.Match[str]) -> str:
+    """A heading that is one shortcode (`## {{% heading "prerequisites" %}}`): its first quoted
+    argument, or its `text=`, as the heading's text."""
+    found = _TEXT_PARAM.search(m.group(0)) or _QUOTED.search(m.group(0))
+    return found.group(1) if found else ""
 
 
 def _wikilink(m: re.Match[str]) -> str:

@@ -76,6 +76,8 @@ Back out.
     print(1)
 
 {{< highlight yaml >}}
+A {{< glossary_tooltip text="Pod" term_id="pod" >}} runs [here]({{< ref "/docs/x" >}}).
+## {{% heading "prerequisites" %}}
 import Foo from './Foo.mdx'
 export const meta = {}
 See [[Some Page|the page]], [[Other#Part]] and ![[diagram.png]].
@@ -101,6 +103,8 @@ Back out.
 **Python**
 print(1)
 
+A Pod runs [here]().
+## prerequisites
 See [the page](Some%20Page), [Other > Part](Other#Part) and diagram.png.
 
 ```
