@@ -41,7 +41,11 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     (docs / "papers").mkdir(parents=True)
     write_pdf(docs / "papers" / "paper.pdf", [[words("alpha")], [words("beta")], [words("gamma")]], title="Paper")
     (docs / "page.html").write_text("<title>Page</title><main><h1>Page</h1><p>The heron flies.</p></main>")
-    (docs / "guide.md").write_text("# Guide\n\nSee [the paper](papers/paper.pdf) about the heron.\n")
+    (docs / "guide.md").write_text(
+        "# Guide\n\nSee [the paper](papers/paper.pdf) about the heron, which every new member of the team "
+        "reads first.\n\n"
+        f"## Configure {{ #configure .wide }}\n\n{words('kestrel')}\n\n```bash\n# not a heading\nrun\n```\n"
+    )
     (root / "serve.toml").write_text(CONFIG)
     srv = Server(root)
     res = plm("ingest", str(docs), "--config", str(srv.config), env=srv.env)
@@ -87,3 +91,11 @@ def test_only_files_inside_the_indexed_folder_are_served(server: Server) -> None
 def test_a_link_from_a_markdown_page_to_a_pdf_opens_its_page(server: Server) -> None:
     got = httpx.get(server.url + "/documents/guide").json()
     assert '<a href="/doc?id=papers/paper.pdf">the paper</a>' in got["html"]
+
+
+def test_a_heading_with_attributes_is_one_clean_anchor_a_hit_opens(server: Server) -> None:
+    found = hit(server, "kestrel2")
+    assert (found["doc_id"], found["heading_path"]) == ("guide", ["Configure"])
+    shown = httpx.get(f"{server.url}/documents/guide", params={"chunk": found["chunk_id"]}).json()
+    assert shown["anchor"] == "configure" and '<h2 id="configure">Configure</h2>' in shown["html"]
+    assert [h["text"] for h in shown["headings"]] == ["Guide", "Configure"]
