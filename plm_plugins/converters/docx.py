@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
-from plm import ComponentConfig, Converted, Converter, MissingDependencyError, PlmUserError, hookimpl
-from plm_plugins.converters.text import library_version
+from plm import ComponentConfig, Converted, Converter, PlmUserError, hookimpl
+from plm_plugins.converters.text import library, library_version
 
 if TYPE_CHECKING:
     from plm import Registry
@@ -42,13 +42,7 @@ class DocxConverter(Converter):
         return library_version("python-docx")
 
     def convert(self, data: bytes, path: str) -> Converted:
-        try:
-            import docx
-        except ImportError:
-            raise MissingDependencyError(
-                "the docx converter needs python-docx: pip install 'plm[formats]' "
-                "(or move .docx files out of the folder)"
-            ) from None
+        docx = library("docx", "docx", "python-docx")
         try:
             with zipfile.ZipFile(io.BytesIO(data)) as zf:
                 unzipped = sum(info.file_size for info in zf.infolist())

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
-from plm import ComponentConfig, Converted, Converter, MissingDependencyError, PlmUserError, hookimpl
-from plm_plugins.converters.text import library_version
+from plm import ComponentConfig, Converted, Converter, PlmUserError, hookimpl
+from plm_plugins.converters.text import library, library_version
 
 if TYPE_CHECKING:
     from plm import Registry
@@ -76,7 +76,7 @@ class PdfConverter(Converter):
         return library_version("pypdfium2")
 
     def convert(self, data: bytes, path: str) -> Converted:
-        pdfium = _pdfium()
+        pdfium = library("pypdfium2", "pdf", "pypdfium2")
         try:
             pdf = pdfium.PdfDocument(data, password=self.config.password or None)
         except pdfium.PdfiumError as err:
@@ -138,16 +138,6 @@ class PdfConverter(Converter):
             first = next((line for line in text.split("\n") if line.strip()), "")
             title = first.lstrip("#\f ").strip() if len(first) <= 200 else ""
         return Converted(text, title[:1000], metadata)
-
-
-def _pdfium() -> Any:
-    try:
-        import pypdfium2
-    except ImportError:
-        raise MissingDependencyError(
-            "the pdf converter needs pypdfium2: pip install 'plm[formats]' (or move PDFs out of the folder)"
-        ) from None
-    return pypdfium2
 
 
 @hookimpl

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from plm import Converted, Converter, MissingDependencyError, PlmUserError, hookimpl
-from plm_plugins.converters.text import library_version, text_of
+from plm import Converted, Converter, PlmUserError, hookimpl
+from plm_plugins.converters.text import library, library_version, text_of
 
 if TYPE_CHECKING:
     from plm import Registry
@@ -40,7 +40,7 @@ class RstConverter(Converter):
         return library_version("docutils")
 
     def convert(self, data: bytes, path: str) -> Converted:
-        docutils = _docutils()
+        docutils = library("docutils", "rst", "docutils")
         from docutils.core import publish_doctree
 
         text = text_of(data)
@@ -90,16 +90,6 @@ def _walk(node: Any, depth: int, out: list[str], meta: dict[str, Any], nodes: An
             _walk(child, depth, out, meta, nodes)
         elif isinstance(child, nodes.Text) and child.astext().strip():
             out.append(" ".join(child.astext().split()))
-
-
-def _docutils() -> Any:
-    try:
-        import docutils
-    except ImportError:
-        raise MissingDependencyError(
-            "the rst converter needs docutils: pip install 'plm[formats]' (or move .rst files out of the folder)"
-        ) from None
-    return docutils
 
 
 @hookimpl

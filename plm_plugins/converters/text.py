@@ -1,10 +1,11 @@
-"""Plain text (`.txt`): the file as it is, UTF-8 (a BOM is dropped); its title is the file's name."""
+"""Plain text (`.txt`): the file as it is, UTF-8 (a BOM is dropped); its title is the file's
+name. Also what the other converters share: reading UTF-8, importing their library, its version."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from plm import Converted, Converter, PlmUserError, hookimpl
+from plm import Converted, Converter, MissingDependencyError, PlmUserError, hookimpl
 from plm_plugins.loaders.files import BadInput, decode_text
 
 if TYPE_CHECKING:
@@ -19,6 +20,20 @@ def library_version(name: str) -> str:
         return f"{name} {version(name)}"
     except PackageNotFoundError:
         return f"{name} absent"
+
+
+def library(module: str, converter: str, package: str) -> Any:
+    """`import module`, or an error naming the extra that installs it (the files of that
+    format fail, one line each; the others go on)."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise MissingDependencyError(
+            f"the {converter} converter needs {package}: pip install 'plm[formats]' "
+            f"(or move its files out of the folder)"
+        ) from None
 
 
 def text_of(data: bytes) -> str:

@@ -17,10 +17,9 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, ValidationError
 
 from plm import (
-    ComponentConfig,
     ConfigError,
     Converted,
     Converter,
@@ -31,7 +30,7 @@ from plm import (
     hookimpl,
 )
 from plm_plugins.loaders.files import BadInput, EmptyInput, read_file, shown
-from plm_plugins.loaders.markdown_dir import _MARKDOWN_NAMES, _SKIP, MarkdownLoader, relative_pattern
+from plm_plugins.loaders.markdown_dir import _MARKDOWN_NAMES, _SKIP, FilesConfig, MarkdownLoader
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -47,16 +46,8 @@ class FolderLoader(MarkdownLoader):
     needs = ("settings", "converters")  # type: ignore[assignment]
     converters: Any  # name -> Registration (plm_index.assembly gives every installed converter)
 
-    class Config(ComponentConfig):
+    class Config(FilesConfig):
         pattern: str = Field("**/*", min_length=1, description="glob inside the folder; `*`: the top folder only")
-
-        _inside = field_validator("pattern")(classmethod(lambda cls, value: relative_pattern(value)))
-
-        exclude: list[str] = Field(
-            default_factory=list,
-            description="globs to skip: without a `/` any file or folder of that name (`drafts`, `*.png`); "
-            "with one, a path from the folder (`team-a/old/**`)",
-        )
         ids: Literal["path", "stem"] = Field(
             "path",
             description="document id: the path from the folder (a Markdown file's without its extension), "

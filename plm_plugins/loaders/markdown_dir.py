@@ -177,6 +177,24 @@ def relative_pattern(value: str) -> str:
     return value
 
 
+class FilesConfig(ComponentConfig):
+    """Which files of a folder a loader reads: the settings `markdown_dir` and `folder` share."""
+
+    pattern: str = Field("**/*.md", min_length=1, description="glob inside the folder; `*.md`: the top folder only")
+
+    _inside = field_validator("pattern")(classmethod(lambda cls, value: relative_pattern(value)))
+
+    exclude: list[str] = Field(
+        default_factory=list,
+        description="globs to skip: without a `/` any file or folder of that name (`drafts`, `*.draft.md`); "
+        "with one, a path from the folder (`team-a/old/**`)",
+    )
+    ids: Literal["path", "stem"] = Field(
+        "path", description="document id: the path from the folder without extension, or the file stem"
+    )
+    max_file_mb: float = Field(20, gt=0, description="larger files are reported and skipped, never read")
+
+
 class MarkdownLoader(Loader):
     """A folder of Markdown files (or one file) -> one document per file, sorted by path.
 
@@ -199,26 +217,13 @@ class MarkdownLoader(Loader):
     selection_fields = ("pattern", "exclude", "max_file_mb")
     settings: Any
 
-    class Config(ComponentConfig):
-        pattern: str = Field("**/*.md", min_length=1, description="glob inside the folder; `*.md`: the top folder only")
-
-        _inside = field_validator("pattern")(classmethod(lambda cls, value: relative_pattern(value)))
-
-        exclude: list[str] = Field(
-            default_factory=list,
-            description="globs to skip: without a `/` any file or folder of that name (`drafts`, `*.draft.md`); "
-            "with one, a path from the folder (`team-a/old/**`)",
-        )
-        ids: Literal["path", "stem"] = Field(
-            "path", description="document id: the path from the folder without extension, or the file stem"
-        )
+    class Config(FilesConfig):
         front_matter: bool = Field(True, description="parse leading `---` front matter into metadata")
         setext_title: bool = Field(
             False,
             description="also take the title from a first-level setext heading (a line underlined by `===`) when "
             "it comes before any `title:` or `# ` line; False keeps the POC's rule, which reads those two only",
         )
-        max_file_mb: float = Field(20, gt=0, description="larger files are reported and skipped, never read")
 
     config: Config
 
@@ -454,7 +459,10 @@ def _walk(top: str, onerror: Callable[[OSError], Any]) -> Iterator[tuple[str, li
         except OSError as err:
             onerror(err)
             continue
-        folders, names, links, linked_folders = [], [], set(), set()
+        folders: list[str] = []
+        names: list[str] = []
+        links: set[str] = set()
+        linked_folders: set[str] = set()
         for entry in entries:
             try:
                 is_dir = entry.is_dir()
