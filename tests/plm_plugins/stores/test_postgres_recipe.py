@@ -73,3 +73,32 @@ def test_the_postgres_quickstart_indexes_a_markdown_folder(
         assert job.retrieve("when are database snapshots taken?", k=1)[0].doc_id == "backups"
     finally:
         job.close()
+
+
+def test_a_folder_is_a_filter_on_postgres_too(tmp_path: Path, pg_dsn: str) -> None:
+    """`--filter folder=...` (each folder above a file, a list in its metadata) and
+    `format=...` compiled to SQL by the Postgres store, as SQLite's mask gives them."""
+    docs = tmp_path / "docs"
+    for name, text in {"a/x.md": "# X\n\nThe quokka of a.\n", "a/b/y.md": "# Y\n\nThe quokka of a b.\n",
+                       "c/z.txt": "The quokka of c.\n"}.items():  # fmt: skip
+        (docs / name).parent.mkdir(parents=True, exist_ok=True)
+        (docs / name).write_text(text)
+    config = tmp_path / "pg_folder.toml"
+    config.write_text(
+        f'[job]\nname = "pg_folder"\n[store]\nuse = "postgres"\ndsn = "{pg_dsn}"\n[index.load]\nuse = "folder"\n'
+        '[index.chunk]\nuse = "markdown_semantic"\nheadings = "commonmark"\n'
+        '[query.retrieve]\nuse = "bm25s"\ntokenizer = "bm25s_stem"\n'
+    )
+    settings = Settings(progress=False, offline=True, data_dir=str(tmp_path / "data"))
+    job = Job.from_config(config, index_dir=tmp_path / "index", settings=settings)
+    assert sorted(job.ingest([docs]).added) == ["a/b/y", "a/x", "c/z.txt"]
+    found = {}
+    for spec in ({"folder": "a"}, {"folder": "a/b"}, {"format": "txt"}, {"folder": {"ne": "a"}}):
+        found[json.dumps(spec)] = sorted(h.doc_id for h in job.retrieve("quokka", k=5, filters=spec))
+    job.close()
+    assert found == {
+        '{"folder": "a"}': ["a/b/y", "a/x"],
+        '{"folder": "a/b"}': ["a/b/y"],
+        '{"format": "txt"}': ["c/z.txt"],
+        '{"folder": {"ne": "a"}}': ["c/z.txt"],
+    }
