@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import codecs
 import re
-from collections import Counter
 from html.parser import HTMLParser
 from typing import TYPE_CHECKING, Any
 
@@ -66,7 +65,7 @@ class _Extractor(HTMLParser):
         self.in_title = False
         self.meta: dict[str, str] = {}
         self.stack: list[tuple[str, bool]] = []  # (tag, whether it marks the main content)
-        self.open: Counter[str] = Counter()  # tags on the stack: an end tag is matched in O(1)
+        self.open: dict[str, int] = {}  # tags on the stack, counted: an end tag is matched in O(1)
 
     def flush(self) -> None:
         if not self.line:  # most block boundaries close nothing
@@ -93,7 +92,7 @@ class _Extractor(HTMLParser):
             return
         main = tag in _MAIN or ("role", "main") in attrs
         self.stack.append((tag, main))
-        self.open[tag] += 1
+        self.open[tag] = self.open.get(tag, 0) + 1
         if tag in _SKIP:
             self.skip += 1
         elif tag in _FRAME:
@@ -114,7 +113,7 @@ class _Extractor(HTMLParser):
     def handle_endtag(self, tag: str) -> None:
         if tag == "title":
             self.in_title = False
-        if tag in _VOID or not self.open[tag]:
+        if not self.open.get(tag):  # a void tag is never on the stack
             return  # a stray end tag
         while self.stack:  # each tag is pushed once and popped once: linear in all
             name, main = self.stack.pop()
