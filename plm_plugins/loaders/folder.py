@@ -29,8 +29,9 @@ from plm import (
     default_registry,
     hookimpl,
 )
+from plm_plugins.converters.markdown import MarkdownConverter
 from plm_plugins.loaders.files import BadInput, EmptyInput, read_file, shown
-from plm_plugins.loaders.markdown_dir import _MARKDOWN_NAMES, _SKIP, FilesConfig, MarkdownLoader
+from plm_plugins.loaders.markdown_dir import _SKIP, FilesConfig, MarkdownLoader
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -143,10 +144,8 @@ class FolderLoader(MarkdownLoader):
 
     # -------------------------------------------------------------- reading
     def _id(self, path: Path, root: str) -> str:
-        if self.config.ids == "stem" or path.suffix.lower() not in (*_MARKDOWN_NAMES, ".mdx"):
-            if self.config.ids == "stem":
-                return path.stem
-            try:
+        if self.config.ids == "path" and path.suffix.lower() not in MarkdownConverter.extensions:
+            try:  # any other format keeps its extension: `guide.md` and `guide.pdf` never collide
                 return Path(os.path.abspath(path)).relative_to(os.path.abspath(root)).as_posix()
             except ValueError:
                 return path.name
