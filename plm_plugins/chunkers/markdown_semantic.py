@@ -378,7 +378,10 @@ class MarkdownSemanticChunker(Chunker):
     @staticmethod
     def _body_starts(section: _Piece, firsts: list[str]) -> list[int]:
         """Where each piece's first new paragraph is in the document (about: a heading is
-        re-rendered), found in order in the section's text."""
+        re-rendered), found in order in the section's text; -1 (the section's start, on the
+        same page) for every piece of a section without a page break."""
+        if "\f" not in section.text:
+            return [-1] * len(firsts)
         starts, cursor = [], 0
         for para in firsts:
             found = section.text.find(para, cursor)
