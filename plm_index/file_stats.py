@@ -95,7 +95,7 @@ class FileStats:
             if row is None or row[0] != index_fp:
                 return {}
             found: dict[str, Seen] = {}
-            wanted = list(dict.fromkeys(paths))
+            wanted = [p for p in dict.fromkeys(paths) if storable(p)]
             # Most of a big folder: one scan beats thousands of lookups.
             if len(wanted) > 2000:
                 rows: Iterable[tuple[str, int, int, str, str]] = db.execute("SELECT * FROM files")
@@ -117,7 +117,7 @@ class FileStats:
         db = self._open(create=True)
         if db is None:
             return
-        rows = [(p, s.size, s.mtime_ns, s.doc_id, s.fingerprint) for p, s in entries.items()]
+        rows = [(p, s.size, s.mtime_ns, s.doc_id, s.fingerprint) for p, s in entries.items() if storable(p)]
         racy = [r[0] for r in rows if r[2] >= listed_ns - RACY_NS]
         rows = [r for r in rows if r[2] < listed_ns - RACY_NS]
         try:
@@ -155,7 +155,7 @@ class FileStats:
             return []
 
     def add_root(self, folder: str) -> None:
-        db = self._open(create=True)
+        db = self._open(create=True) if storable(folder) else None
         if db is None:
             return
         try:
@@ -182,3 +182,13 @@ def root_for(path: str, roots: Sequence[str]) -> str | None:
 
 def now_ns() -> int:
     return time.time_ns()
+
+
+def storable(path: str) -> bool:
+    """Whether SQLite can hold `path`: a name that is not valid UTF-8 (its bytes kept as lone
+    surrogates) cannot; such a file is never read, so it is never remembered either."""
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True

@@ -274,3 +274,20 @@ def test_a_file_saved_within_the_racy_window_is_read_next_time(
     page.write_text(FOLDER["backup.md"].replace("yak", "gnu"))  # same size, same clock tick
     os.utime(page, ns=(stat.st_atime_ns, stat.st_mtime_ns))
     assert job.ingest([docs]).updated == ["backup"]
+
+
+def test_a_file_name_that_is_not_utf8_fails_each_sync_and_never_stops_the_others(
+    tmp_path: Path, store_table: str, registry: Registry
+) -> None:
+    """Issue 45 A1: the second sync of a folder holding `bad\\xffname.md` crashed in the
+    record of read files (a path SQLite cannot store), and so did every sync after it."""
+    docs = write(tmp_path / "docs", FOLDER)
+    (docs / os.fsdecode(b"bad\xffname.md")).write_text("# Bad\n\nA name that is not UTF-8.\n")
+    job = job_for(tmp_path, store_table, registry)
+    for _ in range(3):
+        report = job.ingest([docs])
+        assert [f.path.rsplit("/", 1)[-1] for f in report.failed] == ["bad\\xffname.md"]
+    write(docs, {"backup.md": "# Backup\n\nSnapshots now run hourly.\n"}, mtime=None)
+    report = job.ingest([docs])
+    assert report.updated == ["backup"] and len(report.failed) == 1 and stored(job) == IDS
+    job.close()
