@@ -71,7 +71,7 @@ class FileStats:
                 db.execute("PRAGMA journal_mode=WAL")
                 db.execute("PRAGMA synchronous=NORMAL")
                 db.executescript(_SCHEMA)
-            except sqlite3.Error:
+            except (sqlite3.Error, OSError):
                 self._reset()
                 return None
             self._db = db
@@ -83,7 +83,10 @@ class FileStats:
             self._db.close()
             self._db = None
         for suffix in ("", "-wal", "-shm"):
-            Path(f"{self.path}{suffix}").unlink(missing_ok=True)
+            try:
+                Path(f"{self.path}{suffix}").unlink(missing_ok=True)
+            except OSError:  # a read-only or immutable record: files are read again, that is all
+                pass
 
     def seen(self, index_fp: str, paths: Sequence[str]) -> dict[str, Seen]:
         """The entries for these paths written under `index_fp` (none under another)."""

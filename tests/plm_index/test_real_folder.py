@@ -7,6 +7,7 @@ Every test runs on both stores (SQLite and Postgres, through the `store_table` f
 from __future__ import annotations
 
 import os
+import subprocess
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -291,3 +292,28 @@ def test_a_file_name_that_is_not_utf8_fails_each_sync_and_never_stops_the_others
     report = job.ingest([docs])
     assert report.updated == ["backup"] and len(report.failed) == 1 and stored(job) == IDS
     job.close()
+
+
+def test_a_record_of_read_files_that_cannot_be_written_only_means_reading_again(
+    tmp_path: Path, store_table: str, registry: Registry
+) -> None:
+    """Issue 45 A2: an immutable `files.sqlite` (`chattr +i`) ended the next ingest in a
+    PermissionError from the record's reset; it is only a cache."""
+    docs = write(tmp_path / "docs", FOLDER)
+    job = job_for(tmp_path, store_table, registry)
+    job.ingest([docs])
+    job.close()
+    record = tmp_path / "index" / "files.sqlite"
+    for suffix in ("-wal", "-shm"):
+        Path(f"{record}{suffix}").unlink(missing_ok=True)
+    record.write_bytes(b"not a database")  # damaged, so the next sync resets it
+    if subprocess.run(["chattr", "+i", str(record)], capture_output=True).returncode != 0:
+        pytest.skip("chattr +i is not available on this file system (the test needs an immutable file)")
+    try:
+        job = job_for(tmp_path, store_table, registry)
+        write(docs, {"backup.md": "# Backup\n\nSnapshots now run hourly.\n"}, mtime=None)
+        report = job.ingest([docs])
+        assert report.updated == ["backup"] and not report.failed and stored(job) == IDS
+        job.close()
+    finally:
+        subprocess.run(["chattr", "-i", str(record)], capture_output=True)
