@@ -30,6 +30,7 @@ from plm_index.cli_kit import (
 )
 from plm_index.job import Job
 from plm_index.search import no_match, query_payload
+from plm_index.sources import failure_line
 
 config_app = typer.Typer(help="Check job configs.", no_args_is_help=True)
 plugins_app = typer.Typer(help="Registered components (`plm plugins show NAME` for one's config keys).")
@@ -167,7 +168,7 @@ def _print_sync(report: Any, job: Job) -> None:
     model = f" (model {report.model})" if report.model else ""  # BM25 alone embeds nothing
     out.print(f"index: {report.chunks} chunks in {job.index_dir}{model}", highlight=False, markup=False)
     for failure in report.failed:
-        err.print(f"failed: {failure.path}: {failure.error}", highlight=False, markup=False)
+        err.print(failure_line(failure), highlight=False, markup=False)
     for note in report.notes:
         err.print(note, highlight=False, markup=False)
     print_timings("ingest", report.timings)

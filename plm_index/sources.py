@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,6 +48,21 @@ def inside(path: str | Path, root: str | Path) -> bool:
 def _printable(text: Any) -> str:
     """A path or name that prints on any terminal (lone surrogates escaped)."""
     return str(text or "").encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def failure_line(failure: LoadFailure, limit: int = 1000) -> str:
+    """`failed: PATH: why` as one line whatever a file's name holds: a newline, ESC or any
+    other control character is escaped (`\\n`, `\\x1b`), never printed, and a part longer than
+    `limit` characters is cut, saying how long it was."""
+
+    def shown(text: str) -> str:
+        text = _CONTROL.sub(lambda m: m.group(0).encode("unicode_escape").decode("ascii"), _printable(text))
+        return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"
+
+    return f"failed: {shown(failure.path)}: {shown(failure.error)}"
 
 
 def _valid_id(src: Any) -> str:

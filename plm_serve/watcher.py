@@ -46,9 +46,10 @@ from typing import Annotated, Any
 import typer
 
 from plm_core.errors import PlmUserError
+from plm_core.records import LoadFailure
 from plm_index.cli_kit import ConfigOpt, IndexOpt, SetOpt, open_job, out
 from plm_index.job import Job
-from plm_index.sources import inside, lists_files
+from plm_index.sources import failure_line, inside, lists_files
 from plm_index.sync import IngestReport
 from plm_serve.syncing import sync_paths
 
@@ -233,7 +234,9 @@ class FolderWatcher:
         return any(under(path, r) and inside(path, r) for r in self.dirs)
 
     def _refuse(self, path: Path) -> None:
-        self.log(f"failed: {path}: a symlink leading outside the watched folder, which is not read")
+        self.log(
+            failure_line(LoadFailure(str(path), "a symlink leading outside the watched folder, which is not read"))
+        )
         with self._lock:
             self._state["failed_files"] += 1
 
@@ -320,7 +323,7 @@ class FolderWatcher:
             self._set(last_error=reason)
             return
         self.log(f"{head}; {report.summary()}")
-        for line in [*(f"failed: {f.path}: {f.error}" for f in report.failed), *report.notes]:
+        for line in [*(failure_line(f) for f in report.failed), *report.notes]:
             self.log(line)
         with self._lock:
             self._state["failed_files"] += len(report.failed)

@@ -154,3 +154,24 @@ def test_config_check_assembles_the_pipelines(override: str, expect: str) -> Non
     res = plm("config", "check", str(POC), "--set", override)
     assert res.returncode == 2, res.stdout
     assert expect in res.stderr and "Traceback" not in res.stderr
+
+
+def test_a_failed_line_holds_a_hostile_file_name_on_one_line(tmp_path: Path) -> None:
+    """Issue 45 E14: a file name with a newline or ESC printed raw forged a second line
+    (`failed: ...` then a fake summary) and reached the terminal; now escaped, and cut."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "good.md").write_text("# Good\n\nThe osprey dives.\n")
+    (docs / "evil\nadded 99, updated 0\x1b[31m.md").write_bytes(b"\0binary")
+    (docs / ("long" * 60 + ".md")).write_bytes(b"\0binary")
+    config = tmp_path / "job.toml"
+    config.write_text(
+        '[job]\nname = "hostile"\n[store]\nuse = "sqlite"\n[index.load]\nuse = "markdown_dir"\n'
+        '[index.chunk]\nuse = "markdown_semantic"\n[query.retrieve]\nuse = "bm25s"\n'
+    )
+    res = plm("ingest", str(docs), "--config", str(config), env={"PLM_DATA_DIR": str(tmp_path / "data")})
+    assert res.returncode == 1, res.stderr
+    failed = [line for line in res.stderr.splitlines() if line.startswith("failed: ")]
+    assert len(failed) == 2 and "\x1b" not in res.stderr
+    assert any("evil\\nadded 99, updated 0\\x1b[31m.md: binary, not text" in line for line in failed)
+    assert not any(line.startswith("added 99") for line in res.stderr.splitlines() + res.stdout.splitlines())
