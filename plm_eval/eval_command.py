@@ -352,6 +352,10 @@ def eval_command(
         print_differences(reporter, comparison, metric, top)
     files = reporter.write(comparison, target, top=top, metric=None if bad_metric else metric)
     out.print("wrote: " + ", ".join(str(p) for p in files.values()), highlight=False)
+    if getattr(reporter.config, "chart", False) and "chart" not in files:
+        out.print(
+            "note: no metrics.png: the chart needs matplotlib (pip install 'plm[eval]')", highlight=False, markup=False
+        )
     if bad_metric:
         raise PlmUserError(f"unknown --metric {metric!r}; choose one of {', '.join(known)}")
 

@@ -324,3 +324,19 @@ def test_a_reused_out_folder_holds_the_new_report_alone(two_bm25, tmp_path: Path
     assert res.returncode == 0, res.stderr[-2000:]
     assert not (out / "metrics.png").exists()  # the earlier report's chart, of other configs
     assert sorted(p.name for p in (out / "runs" / "test").iterdir()) == ["bm25_whitespace.trec"]
+
+
+def test_without_matplotlib_the_report_is_written_and_the_chart_said_missing(tmp_path: Path) -> None:
+    """Issue 45 E15: with matplotlib missing, `plm eval` did all the work, wrote every other
+    file, then exited 2; the chart is the only thing it cannot make, so it says so."""
+    stub = tmp_path / "stub" / "matplotlib"
+    stub.mkdir(parents=True)
+    (stub / "__init__.py").write_text("raise ImportError('matplotlib is not installed (a test stub)')\n")
+    env = {**os.environ, "PLM_PROGRESS": "0", "HF_HUB_OFFLINE": "1", "PLM_DATA_DIR": str(tmp_path / "data"),
+           "PYTHONPATH": str(tmp_path / "stub")}  # fmt: skip
+    cmd = [sys.executable, "-m", "plm_core.cli", "eval", "--config", str(EXPERIMENTS / "bm25_whitespace.toml"),
+           "--dataset", str(SAMPLE), "--queries", "test", "--out", str(tmp_path / "out")]  # fmt: skip
+    res = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=REPO, timeout=180)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert "note: no metrics.png: the chart needs matplotlib (pip install 'plm[eval]')" in res.stdout
+    assert (tmp_path / "out" / "report.md").is_file() and not (tmp_path / "out" / "metrics.png").exists()
