@@ -55,7 +55,8 @@ as a third party must: a test holds them to it):
   `check_id`, `record_id`, `merge_metadata_field`, `MissingFieldError`, `MAX_METADATA_INT`,
   `front_matter_lines` (how many leading lines are YAML front matter), and `inside` (whether
   a path, links resolved, stays inside a folder);
-- for stages that call a service: `bearer_key` (an API key from the environment),
+- for stages that call a service: `bearer_key` (an API key from the environment), `scrub`
+  (a message with any key in it masked),
   `NO_REDIRECTS` and `RedirectRefused` (a credential never follows a redirect).
 
 `plm.testing` (imported by tests only) checks that a store, tokenizer, retriever, fuser,
@@ -153,7 +154,7 @@ if TYPE_CHECKING:
     from plm_index.filters import RANGE_OPS, as_date, compile_filters, normalize_filters
     from plm_index.job import Job
     from plm_index.ranking import BEFORE, rescore, top_n
-    from plm_index.remote import NO_REDIRECTS, RedirectRefused, bearer_key
+    from plm_index.remote import NO_REDIRECTS, RedirectRefused, bearer_key, scrub
     from plm_index.segments import Picked, Rows, SegmentedIndex, State
     from plm_index.sources import inside
 
@@ -172,7 +173,7 @@ _RUNTIME = {
     "plm_index.filters": ("RANGE_OPS", "as_date", "compile_filters", "normalize_filters"),
     "plm_index.job": ("Job",),
     "plm_index.ranking": ("BEFORE", "rescore", "top_n"),
-    "plm_index.remote": ("NO_REDIRECTS", "RedirectRefused", "bearer_key"),
+    "plm_index.remote": ("NO_REDIRECTS", "RedirectRefused", "bearer_key", "scrub"),
     "plm_index.segments": ("Picked", "Rows", "SegmentedIndex", "State"),
     "plm_index.sources": ("inside",),
 }  # fmt: skip
@@ -280,6 +281,7 @@ __all__ = [
     "rescore",
     "Rows",
     "save_build",
+    "scrub",
     "save_ids",
     "save_vectors",
     "SavedIndex",

@@ -17,6 +17,20 @@ from plm_core.errors import PlmUserError
 TIMEOUT_S = 60.0  # PLM_SERVER_TIMEOUT overrides it
 
 
+# Whatever follows "Bearer" in a message is a key (e.g. a header value quoted by an error).
+_BEARER = re.compile(r"(Bearer\s+)\S+", re.IGNORECASE)
+
+
+def scrub(message: str, *secrets: str | None) -> str:
+    """The message with whatever follows "Bearer", and each of `secrets` wherever it stands,
+    masked: the last guard before a message reaches a log or a terminal."""
+    message = _BEARER.sub(r"\1***", message)
+    for secret in secrets:
+        if secret:
+            message = message.replace(secret, "***")
+    return message
+
+
 def bearer_key(env: str) -> str | None:
     """The API key in environment variable `env` (None when unset or empty), surrounding
     whitespace (a file's trailing newline) removed; PlmUserError naming the variable, never
@@ -128,6 +142,8 @@ def _http_error(url: str, err: urllib.error.HTTPError) -> str:
         message = json.loads(err.read()).get("error") or ""
     except (ValueError, AttributeError, OSError):
         message = ""
+    # A server (or a proxy before it) may quote the request's Authorization header back.
+    message = scrub(str(message), bearer_key("PLM_API_KEY"))
     if err.code == 401:
         state = "set PLM_API_KEY to the server's key" if not os.environ.get("PLM_API_KEY") else "check PLM_API_KEY"
         return f"the plm server at {url} refused the request: {message or 'wrong or missing API key'} ({state})"

@@ -25,7 +25,7 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
-from plm import NO_REDIRECTS, ComponentConfig, ConfigError, PlmUserError, RedirectRefused, bearer_key
+from plm import NO_REDIRECTS, ComponentConfig, ConfigError, PlmUserError, RedirectRefused, bearer_key, scrub
 
 log = logging.getLogger(__name__)
 
@@ -39,17 +39,10 @@ _LINE_PREFIX = re.compile(
     re.IGNORECASE,
 )
 _QUOTES = {'"': '"', "'": "'", "`": "`", "\u201c": "\u201d"}
-# Whatever follows "Bearer" in a message is a key (e.g. a header value quoted by an error).
-_BEARER = re.compile(r"(Bearer\s+)\S+", re.IGNORECASE)
 
 
 class ChatFailed(Exception):
     """Why the LLM's answer cannot be used (one line, never holding the API key)."""
-
-
-def scrub(message: str) -> str:
-    """The message with whatever follows "Bearer" masked: the last guard before a log."""
-    return _BEARER.sub(r"\1***", message)
 
 
 def unquote(text: str) -> str:

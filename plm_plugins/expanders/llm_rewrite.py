@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import Field, field_validator
 
-from plm import ComponentConfig, ExpandedQuery, Query, QueryExpander, hookimpl
+from plm import ComponentConfig, ExpandedQuery, Query, QueryExpander, hookimpl, scrub
 from plm_plugins.chat import (
     THINKING,
     ChatClient,
@@ -29,7 +29,6 @@ from plm_plugins.chat import (
     check_key_env,
     parse_reply,
     renderable_prompt,
-    scrub,
 )
 
 if TYPE_CHECKING:
