@@ -425,17 +425,17 @@ class Syncer:
         document whose file is gone, or whose file was `read` and gave other documents. A
         document whose file still exists but was not read (a pattern or exclude change) is
         listed in a note and kept, unless `unread_too`."""
-        unknown = [f for f in report.failed if not f.doc_id]
-        if unknown:  # a record that failed before its id was read may be a stored document
-            report.notes.append(
-                f"--prune skipped: {len(unknown)} failure(s) without a known document id; fix them and run again"
-            )
-            return
+        stored = self._paths(sources)
+        # A record that failed before its id was read may be stored; a listed file no document came from cannot.
+        paths = set(stored.values())
+        if unknown := [f for f in report.failed if not f.doc_id and (f.path not in read or f.path in paths)]:
+            why = "failure(s) without a known document id; fix them and run again"
+            return report.notes.append(f"--prune skipped: {len(unknown)} {why}")
         covered = scope(sources)
         keep = yielded | {f.doc_id for f in report.failed}
         gone: list[str] = []
         unread: list[tuple[str, str]] = []
-        for doc_id, path in self._paths(sources).items():
+        for doc_id, path in stored.items():
             if doc_id in keep or not covered(path):
                 continue
             if not path or path in read or not os.path.lexists(path) or unread_too:

@@ -317,3 +317,20 @@ def test_a_record_of_read_files_that_cannot_be_written_only_means_reading_again(
         job.close()
     finally:
         subprocess.run(["chattr", "-i", str(record)], capture_output=True)
+
+
+def test_a_file_whose_name_can_be_no_id_never_blocks_prune(
+    tmp_path: Path, store_table: str, registry: Registry
+) -> None:
+    """Issue 45 B5: a file named with a tab, newline, DEL or ESC (its id is refused) blocked
+    `--prune` for the whole folder, so deleted files stayed searchable."""
+    docs = write(tmp_path / "docs", FOLDER)
+    for name in ("tab\there.md", "new\nline.md", "del\x7f.md", "esc\x1b.md"):
+        (docs / name).write_text("# Odd\n\nA file whose name can be no id.\n")
+    job = job_for(tmp_path, store_table, registry)
+    assert len(job.ingest([docs]).failed) == 4
+    (docs / "backup.md").unlink()
+    report = job.ingest([docs], prune=True)
+    assert report.deleted == ["backup"] and len(report.failed) == 4 and not report.notes
+    assert stored(job) == [i for i in IDS if i != "backup"]
+    job.close()
