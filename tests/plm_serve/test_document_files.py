@@ -5,24 +5,18 @@ document with no file inside an indexed folder has none to open."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 from urllib.parse import quote
 
 import pytest
 from documents import write_pdf
 from plm_needs import needs
+from serve_helpers import server_helpers
 
 httpx = pytest.importorskip("httpx")
 pytestmark = needs("fastapi", "bm25s", "pypdfium2")
 
-_spec = importlib.util.spec_from_file_location("plm_serve_test_server", Path(__file__).with_name("test_server.py"))
-assert _spec is not None and _spec.loader is not None
-_helpers = importlib.util.module_from_spec(_spec)
-sys.modules[_spec.name] = _helpers
-_spec.loader.exec_module(_helpers)
+_helpers = server_helpers()
 Server, plm = _helpers.Server, _helpers.plm
 
 CONFIG = _helpers.CONFIG.replace('use = "markdown_dir"', 'use = "folder"').replace(

@@ -4,25 +4,19 @@ and following it shows that document; every other link is left as written."""
 
 from __future__ import annotations
 
-import importlib.util
 import re
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, quote, urlsplit
 
 import pytest
 from plm_needs import needs
+from serve_helpers import server_helpers
 
 httpx = pytest.importorskip("httpx")
 pytestmark = needs("fastapi", "bm25s")
 
-_spec = importlib.util.spec_from_file_location("plm_serve_test_server", Path(__file__).with_name("test_server.py"))
-assert _spec is not None and _spec.loader is not None
-_helpers = importlib.util.module_from_spec(_spec)
-sys.modules[_spec.name] = _helpers
-_spec.loader.exec_module(_helpers)
+_helpers = server_helpers()
 Server, plm = _helpers.Server, _helpers.plm
 
 FILES = {

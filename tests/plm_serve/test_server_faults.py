@@ -4,22 +4,17 @@ are not UTF-8, bad client settings, a damaged build, and a Postgres that restart
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from plm_needs import needs
+from serve_helpers import server_helpers
 
 httpx = pytest.importorskip("httpx")
 pytestmark = needs("fastapi", "bm25s")
 
-_spec = importlib.util.spec_from_file_location("plm_serve_test_server", Path(__file__).with_name("test_server.py"))
-assert _spec is not None and _spec.loader is not None
-_helpers = importlib.util.module_from_spec(_spec)
-sys.modules[_spec.name] = _helpers
-_spec.loader.exec_module(_helpers)
+_helpers = server_helpers()
 Server, make_root, plm, free_port = _helpers.Server, _helpers.make_root, _helpers.plm, _helpers.free_port
 
 

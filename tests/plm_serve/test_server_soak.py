@@ -4,14 +4,13 @@ traffic, every request with a client timeout."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from serve_helpers import server_helpers
 
 pytestmark = pytest.mark.slow  # seconds each: the full suite and CI run them
 
@@ -19,11 +18,7 @@ httpx = pytest.importorskip("httpx")
 pytest.importorskip("fastapi")
 pytest.importorskip("bm25s")
 
-_spec = importlib.util.spec_from_file_location("plm_serve_test_server", Path(__file__).with_name("test_server.py"))
-assert _spec is not None and _spec.loader is not None
-_helpers = importlib.util.module_from_spec(_spec)
-sys.modules[_spec.name] = _helpers
-_spec.loader.exec_module(_helpers)
+_helpers = server_helpers()
 Server, make_root, plm = _helpers.Server, _helpers.make_root, _helpers.plm
 
 SOAK_S = 15.0
