@@ -79,7 +79,7 @@ def _bar(items: Iterable[T], description: str, total: int, unit: str, advance: C
 def _heartbeat(items: Iterable[T], description: str, total: int, unit: str, advance: Callable[[T], int]) -> Iterator[T]:
     every = HEARTBEAT_SECONDS
     start = last = time.monotonic()
-    done, said = 0, False
+    done, said = 0, -1  # the count the last line said (-1: none yet)
     first: tuple[float, int] | None = None  # when the first item was done, and the count then
     for item in items:
         yield item
@@ -89,8 +89,8 @@ def _heartbeat(items: Iterable[T], description: str, total: int, unit: str, adva
         if now - last >= every:
             left = _left(first, now, done, total)
             print(progress_line(description, done, total, unit, now - start, left), file=sys.stderr, flush=True)
-            last, said = now, True
-    if said:  # a long step says when it is over, too
+            last, said = now, done
+    if 0 <= said < done:  # a long step says when it is over, too, unless its last line did
         print(progress_line(description, done, total, unit, time.monotonic() - start), file=sys.stderr, flush=True)
 
 

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -38,10 +39,18 @@ def test_a_long_step_says_how_far_it_got(capsys: pytest.CaptureFixture[str], mon
     assert list(progress_iter(batches, "index", show=False, total_items=5, unit="docs")) == batches
     out, err = capsys.readouterr()
     lines = err.splitlines()
-    assert out == "" and len(lines) == 4, lines  # one per batch, then the end
+    # One per batch; the last batch's line is the end's (issue 45: a small ingest said
+    # "index: 8 of 8 docs" twice). A step whose last line came before its end says the end.
+    assert out == "" and len(lines) == 3, lines
     assert lines[0] == "index: 2 of 5 docs (40%), 0 s"  # no pace yet: one item done
     assert lines[1] == "index: 4 of 5 docs (80%), 0 s, about 0 s left"
     assert lines[-1] == "index: 5 of 5 docs (100%), 0 s"
+    # Slow batches say how far they got; a quick last one is said by the end's line alone.
+    monkeypatch.setattr(progress, "HEARTBEAT_SECONDS", 0.005)
+    paced = ((time.sleep(0.02) if len(b) == 2 else None) or b for b in batches)
+    assert list(progress_iter(paced, "index", show=False, total_items=5, unit="docs")) == batches
+    counts = [line.split(" of ")[0] for line in capsys.readouterr().err.splitlines()]
+    assert counts[-1] == "index: 5" and len(counts) == len(set(counts)), counts
     line = progress.progress_line("index", 1200, 5000, "docs", 35, left=110.6)
     assert line == "index: 1,200 of 5,000 docs (24%), 35 s, about 111 s left"
     # The pace is taken from the first item on, not from the start: an embedding window's
