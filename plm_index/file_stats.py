@@ -1,7 +1,9 @@
 """What a sync remembers of the files it read, so that the next one reads only what changed.
 
-Like git's index and rsync's quick check: a file whose size and modification time are what
-they were when its document was stored is not read again. The record is a cache beside the
+Like git's index: a file whose size, modification time, status-change time (ctime) and
+inode are what they were when its document was stored is not read again (an edit that keeps
+the size and sets the modification time back still changes the ctime; a file replaced by a
+rename has another inode). The record is a cache beside the
 index (`files.sqlite` in the index folder), never the truth: an entry counts only while the
 store still holds its document with the fingerprint it names, and only for the index
 fingerprint it was written under (a config or model change reads every file again). A file
@@ -28,7 +30,7 @@ _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS files (
     path TEXT PRIMARY KEY, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL,
-    doc_id TEXT NOT NULL, fingerprint TEXT NOT NULL
+    ctime_ns INTEGER NOT NULL, ino INTEGER NOT NULL, doc_id TEXT NOT NULL, fingerprint TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS files_doc ON files(doc_id);
 CREATE TABLE IF NOT EXISTS roots (path TEXT PRIMARY KEY);
@@ -40,17 +42,23 @@ class Seen(NamedTuple):
 
     size: int
     mtime_ns: int
+    ctime_ns: int
+    ino: int
     doc_id: str
     fingerprint: str
 
+    @property
+    def signature(self) -> tuple[int, int, int, int]:
+        return self.size, self.mtime_ns, self.ctime_ns, self.ino
 
-def signature(path: str) -> tuple[int, int] | None:
-    """(size, mtime_ns) of a regular file, or None when it cannot be stat'ed."""
+
+def signature(path: str) -> tuple[int, int, int, int] | None:
+    """(size, mtime_ns, ctime_ns, inode) of a regular file, or None when it cannot be stat'ed."""
     try:
         st = os.stat(path)
     except OSError:
         return None
-    return st.st_size, st.st_mtime_ns
+    return st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino
 
 
 class FileStats:
@@ -71,6 +79,8 @@ class FileStats:
                 db.execute("PRAGMA journal_mode=WAL")
                 db.execute("PRAGMA synchronous=NORMAL")
                 db.executescript(_SCHEMA)
+                if "ino" not in {row[1] for row in db.execute("PRAGMA table_info(files)")}:
+                    db.executescript("DROP TABLE files;" + _SCHEMA)  # a record from before ctime and inode
             except (sqlite3.Error, OSError):
                 self._reset()
                 return None
@@ -101,7 +111,7 @@ class FileStats:
             wanted = [p for p in dict.fromkeys(paths) if storable(p)]
             # Most of a big folder: one scan beats thousands of lookups.
             if len(wanted) > 2000:
-                rows: Iterable[tuple[str, int, int, str, str]] = db.execute("SELECT * FROM files")
+                rows: Iterable[tuple[str, int, int, int, int, str, str]] = db.execute("SELECT * FROM files")
                 keep = set(wanted)
                 return {r[0]: Seen(*r[1:]) for r in rows if r[0] in keep}
             for i in range(0, len(wanted), 500):
@@ -120,8 +130,8 @@ class FileStats:
         db = self._open(create=True)
         if db is None:
             return
-        rows = [(p, s.size, s.mtime_ns, s.doc_id, s.fingerprint) for p, s in entries.items() if storable(p)]
-        racy = [r[0] for r in rows if r[2] >= listed_ns - RACY_NS]
+        rows = [(p, *s) for p, s in entries.items() if storable(p)]
+        racy = [r[0] for r in rows if r[2] >= listed_ns - RACY_NS]  # by mtime, as git judges it
         rows = [r for r in rows if r[2] < listed_ns - RACY_NS]
         try:
             with db:
@@ -130,7 +140,7 @@ class FileStats:
                 if row is None or row[0] != index_fp:
                     db.execute("DELETE FROM files")
                     db.execute("INSERT OR REPLACE INTO meta VALUES ('index_fp', ?)", (index_fp,))
-                db.executemany("INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?, ?)", rows)
+                db.executemany("INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
                 db.executemany("DELETE FROM files WHERE path=?", [(p,) for p in racy])
         except sqlite3.Error:
             self._reset()

@@ -85,7 +85,7 @@ class Loaded:
     docs: list[Document] = field(default_factory=list)
     failed: list[LoadFailure] = field(default_factory=list)
     unchanged: dict[str, Seen] = field(default_factory=dict)  # path -> its stored document, not read
-    signatures: dict[str, tuple[int, int]] = field(default_factory=dict)  # listed path -> (size, mtime_ns)
+    signatures: dict[str, tuple[int, int, int, int]] = field(default_factory=dict)  # path -> size, mtime, ctime, inode
     read: set[str] = field(default_factory=set)  # absolute paths read or listed: what prune may judge
     roots: list[str] = field(default_factory=list)  # folders listed, absolute
     listed_ns: int = 0  # when the first folder was listed
@@ -204,7 +204,7 @@ def _read_listed(
     todo: list[str] = []
     for p in new:
         entry = trusted.get(p)
-        if entry is not None and (entry.size, entry.mtime_ns) == out.signatures.get(p) and entry.doc_id not in owner:
+        if entry is not None and entry.signature == out.signatures.get(p) and entry.doc_id not in owner:
             out.unchanged[p] = entry
             owner[entry.doc_id] = p
         else:

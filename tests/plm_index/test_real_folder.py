@@ -213,20 +213,23 @@ def test_a_sync_with_nothing_to_do_reads_no_file_and_loads_no_model(
     docs = write(tmp_path / "docs", FOLDER)
     job = ingested_then_reopened(tmp_path, store_table, registry, docs)
     backup = docs / "backup.md"
-    # Same size, same mtime, other bytes: only a sync that reads the file would see them.
-    backup.write_text(FOLDER["backup.md"].replace("yak", "gnu"))
-    os.utime(backup, (LONG_AGO, LONG_AGO))
+    reads: list[str] = []
+    load_files = job.loader.load_files  # type: ignore[union-attr]
+    job.loader.load_files = lambda root, files: reads.extend(files) or load_files(root, files)  # type: ignore[union-attr]
     again = job.ingest([docs], prune=True)
     assert again.skipped and again.unchanged == len(IDS) and again.documents == len(IDS)
+    assert reads == []  # not one file opened
     assert CountingEmbedder.loads == 0 and not job.embedder.is_warm  # type: ignore[union-attr]
     assert job.retrieve("yak", k=1)[0].doc_id == "backup"
 
-    # A new modification time is read (content compared: unchanged) and remembered.
-    os.utime(backup, (LONG_AGO + 60, LONG_AGO + 60))
+    # Other bytes of the same size, the modification time set back: the ctime tells (as
+    # git's index does), so the file is read, and remembered again.
+    backup.write_text(FOLDER["backup.md"].replace("yak", "gnu"))
+    os.utime(backup, (LONG_AGO, LONG_AGO))
     touched = job.ingest([docs])
-    assert touched.updated == ["backup"]  # its bytes did change; the stat told
+    assert touched.updated == ["backup"] and reads == [str(backup)]
     assert job.retrieve("gnu", k=1)[0].doc_id == "backup"
-    os.utime(docs / "README.md", (LONG_AGO + 60, LONG_AGO + 60))
+    os.utime(docs / "README.md", (LONG_AGO + 60, LONG_AGO + 60))  # read, content compared: unchanged
     assert job.ingest([docs]).skipped
     assert CountingEmbedder.loads == 1  # the one changed document was embedded
 
@@ -333,4 +336,25 @@ def test_a_file_whose_name_can_be_no_id_never_blocks_prune(
     report = job.ingest([docs], prune=True)
     assert report.deleted == ["backup"] and len(report.failed) == 4 and not report.notes
     assert stored(job) == [i for i in IDS if i != "backup"]
+    job.close()
+
+
+def test_an_edit_that_keeps_size_and_modification_time_is_read(
+    tmp_path: Path, store_table: str, registry: Registry
+) -> None:
+    """Issue 45 B7: an edit of the same size whose modification time was set back (a tool
+    that restores timestamps, a checkout) was never read again; the ctime tells, as git's does."""
+    docs = write(tmp_path / "docs", FOLDER)
+    job = job_for(tmp_path, store_table, registry)
+    job.ingest([docs])
+    before = (docs / "backup.md").stat()
+    text = FOLDER["backup.md"].replace("yak", "emu")
+    assert len(text) == len(FOLDER["backup.md"])
+    (docs / "backup.md").write_text(text)
+    os.utime(docs / "backup.md", ns=(before.st_atime_ns, before.st_mtime_ns))
+    after = (docs / "backup.md").stat()
+    assert (after.st_size, after.st_mtime_ns) == (before.st_size, before.st_mtime_ns)
+    report = job.ingest([docs])
+    assert report.updated == ["backup"] and report.unchanged == len(IDS) - 1
+    assert job.retrieve("emu", k=1)[0].doc_id == "backup"
     job.close()
