@@ -149,6 +149,12 @@ GET_QUERY_PARAMS = frozenset({"q", "k", "filter", "weight"})
 GET_HELP = "q, k, filter (repeat it) and weight (repeat it)"
 
 
+def shortened(text: str, limit: int = 200) -> str:
+    """`text` for a message or a log line: an id or a path of any length (a client may send
+    100 KB) is cut at `limit` characters, saying how long it was."""
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"
+
+
 def did_you_mean(name: str) -> str:
     import difflib
 
@@ -282,7 +288,7 @@ def create_app(
                     json.dumps(
                         {
                             "method": scope["method"],
-                            "path": scope["path"],
+                            "path": shortened(scope["path"]),
                             "status": status,
                             "ms": round(1000 * elapsed, 2),
                             "client": client[0] if client else None,
@@ -406,7 +412,7 @@ def create_app(
         """One stored document, whole, its Markdown rendered to HTML (404 if unknown)."""
         found, chunk_record = service.document(doc_id, chunk)
         if found is None:
-            return error(404, f"no document with id {doc_id!r}")
+            return error(404, f"no document with id {shortened(repr(doc_id))}")
         shown = render_document(found, chunk_record, service.doc_paths)  # links to stored documents: their pages
         if service.original(found) is not None:
             shown["file"] = f"/files/{quote(doc_id, safe='/')}" + (f"#page={shown['page']}" if shown["page"] else "")
@@ -421,9 +427,8 @@ def create_app(
         found, _ = service.document(doc_id)
         path = service.original(found) if found is not None else None
         if path is None:
-            return error(
-                404, f"no file to open for document {doc_id!r}: only files inside an indexed folder are served"
-            )
+            why = "only files inside an indexed folder are served"
+            return error(404, f"no file to open for document {shortened(repr(doc_id))}: {why}")
         kind = mimetypes.guess_type(path)[0] or "application/octet-stream"
         # A page of the folder never runs in this origin: anything but a PDF is sandboxed. A PDF
         # needs the browser's viewer, which `default-src 'none'` would refuse; it still frames nowhere.
@@ -513,7 +518,7 @@ def create_app(
         """Remove a document with its chunks and vectors (404 if unknown)."""
         report = service.apply(lambda job: job.sync(deleted=[doc_id]))
         if not report.deleted:
-            return error(404, f"no document with id {doc_id!r}")
+            return error(404, f"no document with id {shortened(repr(doc_id))}")
         return sync_response(report, "delete")
 
     @app.get("/metrics", response_class=PlainTextResponse)

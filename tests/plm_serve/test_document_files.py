@@ -93,3 +93,16 @@ def test_a_heading_with_attributes_is_one_clean_anchor_a_hit_opens(server: Serve
     shown = httpx.get(f"{server.url}/documents/guide", params={"chunk": found["chunk_id"]}).json()
     assert shown["anchor"] == "configure" and '<h2 id="configure">Configure</h2>' in shown["html"]
     assert [h["text"] for h in shown["headings"]] == ["Guide", "Configure"]
+
+
+def test_a_huge_id_is_cut_in_the_answer_and_the_log(server: Server) -> None:
+    """Issue 45 E14: a 100 KB id was echoed whole in the 404 and in the access log."""
+    huge = "x" * 10_000  # (an HTTP request line over 16 KB may be refused before plm: h11's limit)
+    for route in ("/documents/", "/files/"):
+        got = httpx.get(server.url + route + huge)
+        assert got.status_code == 404 and len(got.text) < 500, len(got.text)
+        assert "... (10,002 characters)" in got.json()["error"]  # the quoted id, cut, saying its length
+    gone = httpx.delete(server.url + "/documents/" + huge)
+    assert gone.status_code == 404 and len(gone.text) < 500
+    logged = [line for line in server.log.read_text().splitlines() if "xxxxxxxxxx" in line]
+    assert logged and all(len(line) < 600 for line in logged), max(map(len, logged))
