@@ -17,6 +17,7 @@ from html.parser import HTMLParser
 from typing import TYPE_CHECKING, Any
 
 from plm import Converted, Converter, hookimpl
+from plm_plugins.converters.text import fenced
 
 if TYPE_CHECKING:
     from plm import Registry
@@ -134,8 +135,7 @@ class _Extractor(HTMLParser):
             code = "".join(self.line).strip("\n")
             self.line = []
             if code.strip():
-                fence = "````" if "```" in code else "```"
-                self.blocks.append((self.main > 0, f"{fence}\n{code}\n{fence}"))
+                self.blocks.append((self.main > 0, fenced(code)))
             self.pre -= 1
         else:
             self.flush()

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from plm import Converted, Converter, PlmUserError, hookimpl
 from plm_plugins.commonmark import clean, first_heading
-from plm_plugins.converters.text import text_of
+from plm_plugins.converters.text import fenced, text_of
 from plm_plugins.loaders.files import BadInput, parse_json
 
 if TYPE_CHECKING:
@@ -55,8 +55,7 @@ class NotebookConverter(Converter):
             elif kind == "code":
                 code = (_source(cell, "source") or _source(cell, "input")).strip("\n")
                 if code.strip():
-                    fence = "````" if "```" in code else "```"
-                    parts.append(f"{fence}{language}\n{code}\n{fence}")
+                    parts.append(fenced(code, language))
             elif kind in ("raw", "heading"):  # nbformat 3's heading cells
                 text = _source(cell, "source").strip()
                 level = cell.get("level")

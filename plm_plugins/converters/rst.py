@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from plm import Converted, Converter, PlmUserError, hookimpl
-from plm_plugins.converters.text import library, library_version, text_of
+from plm_plugins.converters.text import fenced, library, library_version, text_of
 
 if TYPE_CHECKING:
     from plm import Registry
@@ -65,9 +65,7 @@ def _walk(node: Any, depth: int, out: list[str], meta: dict[str, Any], nodes: An
         elif isinstance(child, nodes.title):
             out.append(f"{'#' * min(max(depth, 1), 6)} {' '.join(child.astext().split())}")
         elif isinstance(child, nodes.literal_block):
-            code = child.astext()
-            fence = "````" if "```" in code else "```"
-            out.append(f"{fence}\n{code}\n{fence}")
+            out.append(fenced(child.astext()))
         elif isinstance(child, nodes.docinfo):
             for field in child.children:
                 name = field.tagname if field.tagname != "field" else field.children[0].astext().lower()

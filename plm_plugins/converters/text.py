@@ -3,6 +3,7 @@ name. Also what the other converters share: reading UTF-8, importing their libra
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any
 
 from plm import Converted, Converter, MissingDependencyError, PlmUserError, hookimpl
@@ -34,6 +35,13 @@ def library(module: str, converter: str, package: str) -> Any:
             f"the {converter} converter needs {package}: pip install 'plm[formats]' "
             f"(or move its files out of the folder)"
         ) from None
+
+
+def fenced(code: str, language: str = "") -> str:
+    """`code` as a fenced Markdown block, its fence longer than any run of backticks in it."""
+    longest = max((len(run) for run in re.findall(r"`+", code)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}{language}\n{code}\n{fence}"
 
 
 def text_of(data: bytes) -> str:
