@@ -67,7 +67,14 @@ def _fsync_dir(folder: Path) -> None:
         if _POOL is None or _POOL[0] != os.getpid():
             _POOL = (os.getpid(), ThreadPoolExecutor(8, thread_name_prefix="plm-fsync"))
         pool = _POOL[1]
-    list(pool.map(_fsync_file, paths))
+    try:
+        futures = [pool.submit(_fsync_file, path) for path in paths]
+    except RuntimeError:  # the interpreter is exiting: a merge finishing after `main` returned
+        futures = []
+        for path in paths:
+            _fsync_file(path)
+    for future in futures:
+        future.result()
 
 
 def _fsync_file(path: Path) -> None:
