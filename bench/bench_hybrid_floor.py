@@ -40,7 +40,7 @@ def main() -> None:
     queries = [" ".join(rng.choices(VOCAB, k=rng.randrange(2, 4))) for _ in range(args.queries)]
     vectors = []
     for threads in (1, 2):
-        encoder = onnx_backend.QueryEncoder.load(model, export, None, threads)
+        encoder = onnx_backend.Encoder.load(model, export, None, threads)
         assert encoder is not None
         for q in queries[:20]:
             encoder.encode(q, True)

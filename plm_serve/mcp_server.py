@@ -37,7 +37,7 @@ from plm_index.cli_kit import ConfigOpt, IndexOpt, SetOpt, open_job
 from plm_index.job import Job
 from plm_index.search import no_match
 from plm_serve.schemas import HitModel
-from plm_serve.service import warm_for_queries
+from plm_index.cache import warm_to_embed
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
@@ -122,7 +122,7 @@ def warm(job: Job) -> Job:
     stdout is the protocol."""
     with contextlib.redirect_stdout(sys.stderr):
         job.open(create=False)
-        warm_for_queries(job.embedder)
+        warm_to_embed(job.embedder)
         job.searcher.pipeline.warm_up()
         # An index emptied by `plm delete` is no reason not to start: `search` will say so.
         with contextlib.suppress(PlmUserError):

@@ -24,6 +24,7 @@ from typing import Any
 
 from plm_core.errors import PlmUserError, StaleIndexError, StoreError
 from plm_core.records import CorpusVersion, Query
+from plm_index.cache import warm_to_embed
 from plm_index.job import Job
 from plm_index.sync import IngestReport
 from plm_serve.documents import original_file
@@ -52,14 +53,6 @@ def folder_bytes(folder: Any) -> int:
             except OSError:
                 continue
     return total
-
-
-def warm_for_queries(embedder: Any) -> None:
-    """Load what answering queries needs: an embedder that can embed a query without its
-    model (`warm_for_queries`, e.g. an exported ONNX model) loads the model at its first
-    document batch instead, so a server is ready seconds sooner; any other loads it now."""
-    if embedder is not None:
-        getattr(embedder, "warm_for_queries", embedder.ensure_warm)()
 
 
 class NotReady(PlmUserError):
@@ -184,7 +177,7 @@ class Service:
     # ------------------------------------------------------------------ life cycle
     def start(self) -> None:
         """Load the model and the current version (if any), then watch for new ones."""
-        warm_for_queries(self.writer.embedder)
+        warm_to_embed(self.writer.embedder)
         self.writer.open(create=True)
         self._reload()
         self._thread = threading.Thread(target=self._reloader, name="plm-reloader", daemon=True)

@@ -19,6 +19,7 @@ import logging
 import os
 import warnings
 from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
 from plm import MissingDependencyError, PlmUserError
@@ -216,26 +217,32 @@ def find_export(models_dir: Path, model_version: str, quantize: str) -> Path | N
     return max(found)[1] if found else None
 
 
-class QueryEncoder:
-    """One query's vector with no torch and no sentence-transformers: the model's own fast
-    tokenizer (`tokenizer.json`), the exported transformer in ONNX Runtime, and the model's
-    pooling and normalisation in numpy, as sentence-transformers computes them (within 1e-5).
-    `load` returns None for a model it cannot follow (another pooling, extra modules, no
-    tokenizer.json, no export yet); the embedder then takes the full path."""
+class Encoder:
+    """Vectors with no torch and no sentence-transformers: the model's own fast tokenizer
+    (`tokenizer.json`), the exported transformer in ONNX Runtime, and the model's pooling and
+    normalisation in numpy, as sentence-transformers computes them: documents sorted by length,
+    batched and padded as its `encode` does, so that a batch's vectors equal the torch path's
+    over the same export (within 1e-6). Queries are one text each, unpadded. `load` returns None
+    for a model it cannot follow (another pooling, extra modules, no tokenizer.json, no export
+    yet); the embedder then takes the full path."""
 
-    def __init__(self, tokenizer: Any, session: Any, mean: bool, normalize: bool, lower: bool) -> None:
+    def __init__(
+        self, tokenizer: Any, session: Any, mean: bool, normalize: bool, lower: bool, pad: tuple[int, str]
+    ) -> None:
         self.tokenizer, self.session, self.mean, self.normalize, self.lower = tokenizer, session, mean, normalize, lower
+        self.pad_id, self.pad_token = pad
         self.inputs = [i.name for i in session.get_inputs()]
 
     @classmethod
-    def load(cls, path: Path, export: Path, max_seq_length: int | None, threads: int) -> QueryEncoder | None:
+    def load(cls, path: Path, export: Path, max_seq_length: int | None, threads: int) -> Encoder | None:
         try:
             modules = [m["type"].rsplit(".", 1)[-1] for m in json.loads((path / "modules.json").read_text())]
             pooling = json.loads((path / "1_Pooling" / "config.json").read_text())
             bert = _json_or_empty(path / "sentence_bert_config.json")
-            longest = _json_or_empty(path / "tokenizer_config.json").get("model_max_length")
+            tokenizer_config = _json_or_empty(path / "tokenizer_config.json")
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             return None
+        longest = tokenizer_config.get("model_max_length")
         # sentence-transformers < 6 writes pooling_mode_<mode>_tokens flags, 6 one pooling_mode
         modes = {k.removeprefix("pooling_mode_") for k, v in pooling.items() if k.startswith("pooling_mode_") and v}
         modes |= {pooling["pooling_mode"]} if isinstance(pooling.get("pooling_mode"), str) else set()
@@ -261,29 +268,85 @@ class QueryEncoder:
         tokenizer.enable_truncation(min(int(max_seq_length), 1 << 20))
         session = session_for(export, threads, spin=False)
         mean = bool(modes & {"mean_tokens", "mean"})
-        return cls(tokenizer, session, mean, "Normalize" in modules, bool(bert.get("do_lower_case")))
+        lower = bool(bert.get("do_lower_case"))
+        return cls(tokenizer, session, mean, "Normalize" in modules, lower, _pad(tokenizer, tokenizer_config))
+
+    @property
+    def dimension(self) -> int:
+        width = self.session.get_outputs()[0].shape[-1]
+        return width if isinstance(width, int) else len(self.encode("x", False))
 
     def encode(self, text: str, normalize: bool) -> Any:
+        """One text's vector (a query: no batch, no padding)."""
         import numpy as np
 
-        text = text.strip()  # as sentence-transformers' Transformer.tokenize
-        encoding = self.tokenizer.encode(text.lower() if self.lower else text)
-        features = {
-            "input_ids": encoding.ids,
-            "attention_mask": encoding.attention_mask,
-            "token_type_ids": encoding.type_ids,
-        }
-        feed = {name: np.asarray([features[name]], dtype=np.int64) for name in self.inputs}
-        (hidden,) = self.session.run(["last_hidden_state"], feed)
-        tokens = hidden[0].astype(np.float32)
-        if self.mean:
-            mask = np.asarray(encoding.attention_mask, dtype=np.float32)[:, None]
-            vector = (tokens * mask).sum(axis=0) / max(float(mask.sum()), 1e-9)
-        else:
-            vector = tokens[0]
-        if normalize or self.normalize:
-            vector = vector / max(float(np.linalg.norm(vector)), 1e-12)
+        (vector,) = self._run([self.tokenizer.encode(self._text(text))], normalize)
         return np.ascontiguousarray(vector, dtype=np.float32)
+
+    def encode_many(self, texts: Sequence[str], batch_size: int, normalize: bool, progress: bool = False) -> Any:
+        """A float32 (len(texts), dim) matrix, in sentence-transformers' batches: texts sorted by
+        length (longest first), `batch_size` at a time, each batch padded to its longest."""
+        import numpy as np
+
+        order = np.argsort([-len(t) for t in texts])
+        out = np.empty((len(texts), self.dimension), dtype=np.float32)
+        starts = range(0, len(texts), batch_size)
+        bar = _bar(len(starts)) if progress else None
+        try:
+            for start in starts:
+                rows = order[start : start + batch_size]
+                self.tokenizer.enable_padding(pad_id=self.pad_id, pad_token=self.pad_token)
+                try:
+                    encodings = self.tokenizer.encode_batch([self._text(texts[i]) for i in rows])
+                finally:
+                    self.tokenizer.no_padding()
+                out[rows] = self._run(encodings, normalize)
+                if bar is not None:
+                    bar.update(1)
+        finally:
+            if bar is not None:
+                bar.close()
+        return out
+
+    def _text(self, text: str) -> str:
+        text = text.strip()  # as sentence-transformers' Transformer.tokenize
+        return text.lower() if self.lower else text
+
+    def _run(self, encodings: list[Any], normalize: bool) -> Any:
+        import numpy as np
+
+        features = {
+            "input_ids": [e.ids for e in encodings],
+            "attention_mask": [e.attention_mask for e in encodings],
+            "token_type_ids": [e.type_ids for e in encodings],
+        }
+        feed = {name: np.asarray(features[name], dtype=np.int64) for name in self.inputs}
+        (hidden,) = self.session.run(["last_hidden_state"], feed)
+        hidden = hidden.astype(np.float32, copy=False)
+        if self.mean:
+            mask = np.asarray(features["attention_mask"], dtype=np.float32)[:, :, None]
+            vectors = (hidden * mask).sum(axis=1) / np.maximum(mask.sum(axis=1), 1e-9)
+        else:
+            vectors = hidden[:, 0]
+        if normalize or self.normalize:
+            vectors = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+        return vectors
+
+
+def _pad(tokenizer: Any, tokenizer_config: dict[str, Any]) -> tuple[int, str]:
+    """The padding token and its id, as the model's tokenizer_config.json names it."""
+    token = tokenizer_config.get("pad_token")
+    token = token.get("content") if isinstance(token, dict) else token
+    token_id = tokenizer.token_to_id(token) if isinstance(token, str) else None
+    return (token_id, token) if token_id is not None else (0, "[PAD]")
+
+
+def _bar(total: int) -> Any:
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:
+        return None
+    return tqdm(total=total, desc="Batches")
 
 
 def _cannot_tokenize(tokenizer: Any, path: Path) -> str | None:

@@ -151,7 +151,7 @@ class SentenceTransformerEmbedder(Embedder):
     @property
     def model_name(self) -> str:
         """The model actually loaded, as the config named it (e.g. "all-MiniLM-L6-v2")."""
-        if not self._warm and self._query_encoder() is not None:
+        if not self._warm and self._light_encoder() is not None:
             return self.expected_model_name  # what the torch-free query path loaded
         self.ensure_warm()
         return self._name
@@ -180,16 +180,17 @@ class SentenceTransformerEmbedder(Embedder):
             self._expected = (name, found[-1])
         return self._expected
 
-    def warm_for_queries(self) -> None:
-        """Load what embedding queries needs, no more: with backend = "onnx" and the model
-        exported, the torch-free query encoder (a server that only searches never imports
-        torch; its first document batch loads the model); otherwise the model."""
-        if self._warm or self._query_encoder() is None:
+    def warm_to_embed(self) -> None:
+        """Load what embedding needs, no more: with backend = "onnx" and the model exported,
+        the torch-free encoder, which embeds queries and documents alike (a server, a watcher
+        and a one-file ingest never import torch); otherwise the model."""
+        if self._warm or self._light_encoder() is None:
             self.ensure_warm()
 
-    def _query_encoder(self) -> onnx_backend.QueryEncoder | None:
-        """With backend = "onnx" and the model exported already: queries are embedded with
-        no torch and no sentence-transformers import (a cold `plm query` in seconds less)."""
+    def _light_encoder(self) -> onnx_backend.Encoder | None:
+        """With backend = "onnx" and the model exported already: queries and documents are
+        embedded with no torch and no sentence-transformers import (a cold `plm query` and a
+        one-file ingest in seconds less); the first ingest, which exports, loads the model."""
         if "_light" not in self.__dict__:
             self._light = None
             if self.config.backend == "onnx" and importlib.util.find_spec("onnxruntime") is not None:
@@ -199,7 +200,7 @@ class SentenceTransformerEmbedder(Embedder):
                 if export is not None and importlib.util.find_spec("tokenizers") is not None:
                     threads = os.cpu_count() or 1
                     try:
-                        self._light = onnx_backend.QueryEncoder.load(path, export, self.config.max_seq_length, threads)
+                        self._light = onnx_backend.Encoder.load(path, export, self.config.max_seq_length, threads)
                     except onnx_backend.DamagedExportError:
                         if importlib.util.find_spec("torch") is None:
                             raise  # nothing here can export it again: the error says how to
@@ -221,6 +222,9 @@ class SentenceTransformerEmbedder(Embedder):
 
     @property
     def dimension(self) -> int:
+        light = None if self._warm else self._light_encoder()
+        if light is not None:
+            return light.dimension
         self.ensure_warm()
         get = getattr(self._model, "get_embedding_dimension", None) or self._model.get_sentence_embedding_dimension
         dim = get()
@@ -232,10 +236,13 @@ class SentenceTransformerEmbedder(Embedder):
         """A float32 (len(texts), dim) matrix from ONE encode call over all texts."""
         import numpy as np
 
-        self.ensure_warm()
         items = [self.config.doc_prefix + t for t in texts] if self.config.doc_prefix else list(texts)
         if not items:
             return np.zeros((0, self.dimension), dtype=np.float32)
+        light = None if self._warm else self._light_encoder()
+        if light is not None:  # the same batches as below, through the same export
+            return light.encode_many(items, self.config.batch_size, self.config.normalize, progress)
+        self.ensure_warm()
         # One call, not one per ingest batch: sentence-transformers sorts the texts by
         # length before batching, so the batches (and padding) match the POC's only when
         # the whole corpus goes through together.
@@ -257,7 +264,7 @@ class SentenceTransformerEmbedder(Embedder):
         if text in cache:
             cache.move_to_end(text)
             return cache[text]
-        light = None if self._warm else self._query_encoder()
+        light = None if self._warm else self._light_encoder()
         if light is not None:
             vector = light.encode(self.config.query_prefix + text, self.config.normalize)
         else:

@@ -91,7 +91,7 @@ def test_a_model_that_cannot_tokenize_is_refused(tiny_model: Path, tmp_path: Pat
 
 def _onnx_load(model: Path) -> object:
     # The tokenizer is checked before the export is opened: no export is needed to see it refused.
-    return onnx_backend.QueryEncoder.load(model, model / "no-export.onnx", None, 1)
+    return onnx_backend.Encoder.load(model, model / "no-export.onnx", None, 1)
 
 
 def test_the_onnx_query_encoder_refuses_a_damaged_tokenizer_json(tiny_model: Path, tmp_path: Path) -> None:
