@@ -3,7 +3,8 @@
 As a user would: N generated Markdown files (a title and a paragraph of seeded words from a
 fixed vocabulary, 1,000 files per subfolder) and a config written beside them (`--recipe`:
 bm25 = bm25s, stemmed, Lucene scoring, no embedder; hybrid = that plus exact dense
-all-MiniLM-L6-v2, RRF k 10, as configs/recommended.toml; faiss = hybrid with faiss HNSW):
+all-MiniLM-L6-v2 (torch), RRF k 10; onnx = hybrid with the model in ONNX Runtime, as
+configs/recommended.toml (no torch once exported); faiss = hybrid with faiss HNSW):
   1. `plm ingest CORPUS` into a fresh index: wall seconds, the process's peak RSS.
      Then `plm ingest CORPUS` again with nothing changed (`--noop-runs` times): wall
      seconds, the sync's own seconds, and whether that process imported torch.
@@ -87,11 +88,13 @@ order = {order}
 default = {{ k = 10 }}
 """
 EMBEDDER = '\n[embedder]\nuse = "sentence_transformers"\nmodel = "all-MiniLM-L6-v2"\n'
+ONNX = 'backend = "onnx"\n'  # configs/recommended.toml's: ONNX Runtime, no torch once exported
 # examples/plm-example-plugin's toy (words hashed into 384 buckets): vectors in microseconds
 TOY_EMBEDDER = '\n[embedder]\nuse = "hashed_words"\ndim = 384\n'
 RETRIEVER = {
     "bm25": "",
     "hybrid": '\n[query.retrieve.retrievers.dense]\nuse = "dense"\n',
+    "onnx": '\n[query.retrieve.retrievers.dense]\nuse = "dense"\n',
     # faiss's defaults: a segment of 2,000 rows or more has an HNSW graph; smaller ones (a
     # sync's new segment) are scanned exactly
     "faiss": '\n[query.retrieve.retrievers.dense]\nuse = "faiss"\nindex = "hnsw"\n',
@@ -103,7 +106,7 @@ def config_text(recipe: str, toy: bool = False) -> str:
     dense = recipe != "bm25"
     return CONFIG.format(
         recipe=recipe,
-        embedder=(TOY_EMBEDDER if toy else EMBEDDER) if dense else "",
+        embedder=(TOY_EMBEDDER if toy else EMBEDDER + (ONNX if recipe == "onnx" else "")) if dense else "",
         dense='\n[query.embed]\nuse = "embed_query"\n' if dense else "",
         retriever=RETRIEVER[recipe],
         order=json.dumps(["dense", "bm25"] if dense else ["bm25"]),
@@ -139,6 +142,17 @@ def generate(corpus: Path, n: int, seed: int) -> float | None:
     return round(time.perf_counter() - t0, 2)
 
 
+def rss_mb(pid: int) -> float | None:
+    """A live process's resident memory (Linux), MB."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        pass
+    return None
+
+
 def wait_until(check: Any, timeout: float, what: str) -> Any:
     """`check()`'s first true value, polling every 20 ms; TimeoutError after `timeout`."""
     end = time.perf_counter() + timeout
@@ -165,7 +179,7 @@ def spread(values: list[float], digits: int = 3) -> dict[str, float | None]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--docs", type=int, default=1000, help="corpus size N")
-    ap.add_argument("--recipe", choices=["bm25", "hybrid", "faiss"], default="bm25")
+    ap.add_argument("--recipe", choices=["bm25", "hybrid", "onnx", "faiss"], default="bm25")
     ap.add_argument("--edits", type=int, default=20)
     ap.add_argument("--queries", type=int, default=50)
     ap.add_argument("--edit-timeout", type=float, default=120, help="seconds before an edit counts as missed")
@@ -261,6 +275,7 @@ def main() -> None:
                 query_ms.append(1000 * (time.perf_counter() - t1))
                 server_ms.append(sum(r.json()["timings_ms"].values()))
             status = http.get("/status").json()
+            server_rss_mb = rss_mb(server.pid)  # after the first save and every edit
         server.send_signal(signal.SIGTERM)
         exit_code = server.wait(timeout=120)
     finally:
@@ -273,6 +288,8 @@ def main() -> None:
         if args.recipe == "bm25"
         else "hashed_words (toy, 384 dims)"
         if args.toy_embedder
+        else "all-MiniLM-L6-v2 (ONNX Runtime)"
+        if args.recipe == "onnx"
         else "all-MiniLM-L6-v2 (sentence-transformers, torch)",
         "corpus_generated_s": generate_s,
         "machine": {"cpus": os.cpu_count(), "load_1min_before": round(load_before, 2)},
@@ -288,6 +305,7 @@ def main() -> None:
         "query_ms": {"n": len(query_ms), **spread(query_ms, 1)},
         "query_server_ms": spread(server_ms, 1),  # the sum of the response's timings_ms
         "watcher_batches": status.get("watcher", {}).get("batches"),
+        "server_rss_after_writes_mb": server_rss_mb,
         "server_exit_code": exit_code,
         "serve_command": " ".join(cmd),
     }
@@ -301,12 +319,22 @@ def main() -> None:
         i = rng.randrange(args.docs)
         with doc_path(corpus, i).open("a", encoding="utf-8") as fh:
             fh.write(f"\nCLI edit {os.urandom(4).hex()}.\n")
-        cmd = [*plm, "ingest", str(doc_path(corpus, i)), "--config", str(config), "--index", str(index), "--json"]
+        argv = ["plm", "ingest", str(doc_path(corpus, i)), "--config", str(config), "--index", str(index), "--json"]
+        code = (
+            f"import sys; sys.argv = {argv!r}\nfrom plm_core.cli import main\ntry:\n    main()\n"
+            "except SystemExit as e:\n    assert not e.code, e.code\nprint('torch' in sys.modules, file=sys.stderr)"
+        )
         t0 = time.perf_counter()
-        out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout
+        res = subprocess.run([sys.executable, "-c", code], env=env, check=True, capture_output=True, text=True)
         wall = time.perf_counter() - t0
-        report = json.loads(out)
-        cli.append({"wall_s": round(wall, 3), "timings_s": {k: round(v, 3) for k, v in report["timings_s"].items()}})
+        report = json.loads(res.stdout)
+        cli.append(
+            {
+                "wall_s": round(wall, 3),
+                "imported_torch": res.stderr.strip().splitlines()[-1] == "True",
+                "timings_s": {k: round(v, 3) for k, v in report["timings_s"].items()},
+            }
+        )
     result["cli_ingest_one_file"] = cli
     say(f"save to searchable {s2s}, at ranks {dict(ranks)}; queries (ms) {result['query_ms']}")
     print(json.dumps(result))

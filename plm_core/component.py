@@ -21,7 +21,7 @@ class ComponentConfig(BaseModel):
     """Base for every component's parameters: unknown keys are errors. A docstring under a
     field is its description (`plm plugins show NAME` prints it)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 @runtime_checkable

@@ -11,6 +11,7 @@ A table with a `use` key inside a stage's parameters is a nested component (e.g.
 from __future__ import annotations
 
 import difflib
+import logging
 import re
 import sys
 from collections.abc import Mapping, Sequence
@@ -29,11 +30,13 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
+log = logging.getLogger(__name__)
+
 
 class JobSection(BaseModel):
     """The `[job]` table: what the job is called and what `plm run`/`plm eval` evaluate it on."""
 
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid")
 
     name: str = Field("job", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
     """Names the index folder PLM_DATA_DIR/<name>: letters, digits, '.', '_' and '-' only."""
@@ -239,7 +242,19 @@ def _stage_tables(raw: dict[str, Any], section: str, path: Path, registry: Regis
                     f"{path} [{section}.{label}]: missing 'use'; did you mean [{section}.{close[0]}]? "
                     "(a misspelt table name, or a misspelt --set key)"
                 )
-    return [build_spec(t, f"{section}.{label}", registry, path) for label, t in tables.items()]
+    specs = [build_spec(t, f"{section}.{label}", registry, path) for label, t in tables.items()]
+    for spec in specs:
+        label = spec.label.split(".", 1)[1]
+        shortened = spec.use.startswith(label) or label.startswith(spec.use)  # `context` for contextual
+        if not shortened and difflib.get_close_matches(label, [spec.use], n=1, cutoff=0.8):
+            # a label is a free name, so `[query.colapse] use = "collapse"` runs; but a later
+            # `--set query.collapse.per_doc=3` would make a second table: say it now
+            log.warning(
+                "%s [%s]: the label %r looks like a misspelling of its stage %r; labels are free names "
+                "(it runs as written), but `--set %s.%s...` will not reach it",
+                path, spec.label, label, spec.use, section, spec.use,
+            )  # fmt: skip
+    return specs
 
 
 def load_toml(path: Path) -> dict[str, Any]:

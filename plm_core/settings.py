@@ -14,7 +14,7 @@ class Settings(BaseSettings):
     """`PLM_DATA_DIR`, `PLM_DEVICE`, `PLM_LOG_LEVEL`, `PLM_OFFLINE`, `PLM_PROGRESS`, `PLM_CACHE`,
     `PLM_INGEST_BATCH`, `PLM_EMBED_WINDOW`."""
 
-    model_config = SettingsConfigDict(env_prefix="PLM_", extra="ignore", use_attribute_docstrings=True)
+    model_config = SettingsConfigDict(env_prefix="PLM_", extra="ignore")
 
     data_dir: str = ".plm"
     """Index folders and the content cache; default: `.plm` beside the config file (a value set

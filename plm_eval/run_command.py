@@ -52,7 +52,8 @@ def run(
     print_table(out, table)
     for s in result["sets"]:
         per = ", ".join(f"{k} {v:.1f}" for k, v in s["ms_per_query"].items())
-        out.print(f"{s['set']}: ms per query by stage: {per}", highlight=False)
+        warm = f" (after {s['warm_up_s']:.1f} s loading the model and indexes)" if s.get("warm_up_s") else ""
+        out.print(f"{s['set']}: ms per query by stage: {per}{warm}", highlight=False)
     if report is None:
         stamp = time.strftime("%Y%m%d-%H%M%S")
         report = Path(job.config.job.report_dir) / f"{result['job']}-{Path(result['dataset']).name}-{stamp}.json"

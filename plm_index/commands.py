@@ -16,7 +16,7 @@ from plm_core.config import load_job
 from plm_core.errors import PlmUserError
 from plm_core.hookspecs import hookimpl
 from plm_core.registry import default_registry
-from plm_core.settings import Settings
+from plm_core.settings import Settings, load_settings
 from plm_index.cli_kit import (
     ConfigOpt,
     DatasetOpt,
@@ -27,6 +27,7 @@ from plm_index.cli_kit import (
     open_job,
     out,
     print_timings,
+    setup_logging,
 )
 from plm_index.job import Job
 from plm_index.search import no_match, query_payload
@@ -40,8 +41,17 @@ index_app = typer.Typer(help="Inspect and rebuild an index.", no_args_is_help=Tr
 @plugins_app.callback(invoke_without_command=True)
 def plugins(ctx: typer.Context, as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
     """List registered components: name, family, package, version, module."""
-    if ctx.invoked_subcommand is not None:
-        return
+    if ctx.invoked_subcommand is None:
+        _list_plugins(as_json)
+
+
+@plugins_app.command("list")
+def plugins_list(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
+    """The same list as `plm plugins` (the name `plm plugins list` was "No such command")."""
+    _list_plugins(as_json)
+
+
+def _list_plugins(as_json: bool) -> None:
     from plm_index.plugin_info import plugin_rows
 
     rows = plugin_rows(default_registry())
@@ -66,6 +76,7 @@ def plugins_show(name: Annotated[str, typer.Argument(help="A registered name, e.
 @config_app.command("check")
 def config_check(file: Path, set_: SetOpt = None) -> None:
     """Validate a config and print the resolved pipelines; runs nothing."""
+    setup_logging(load_settings().log_level)
     job = load_job(file, default_registry(), set_ or [])
     # Assemble every component (typed slots, pipeline types, cross-stage checks) without
     # opening anything or loading a model.

@@ -8,11 +8,14 @@ lists them.
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import importlib.util
 import re
 import string
 from collections.abc import Callable, Iterable, Sequence
 from itertools import chain, filterfalse
+from pathlib import Path
 from typing import Any, Literal
 
 import plm
@@ -47,11 +50,25 @@ def stopwords_for(language: str, setting: bool | list[str]) -> frozenset[str]:
         return frozenset(w.lower() for w in setting)
     if not setting or language not in STOPWORD_LISTS:
         return frozenset()
-    try:
+    return frozenset(getattr(_bm25s_stopwords(), f"STOPWORDS_{STOPWORD_LISTS[language]}"))
+
+
+@functools.cache
+def _bm25s_stopwords() -> Any:
+    """bm25s's `stopwords` module (tuples of words), read from its file without running
+    bm25s's `__init__`, which imports scipy: 0.15 s of every one-file ingest."""
+    spec = importlib.util.find_spec("bm25s")
+    if spec is None:
+        raise plm.MissingDependencyError("bm25s", "bm25")
+    path = Path(next(iter(spec.submodule_search_locations or []), "")) / "stopwords.py"
+    found = importlib.util.spec_from_file_location("plm_bm25s_stopwords", path) if path.is_file() else None
+    if found is None or found.loader is None:  # another layout: through the package
         from bm25s import stopwords
-    except ImportError:
-        raise plm.MissingDependencyError("bm25s", "bm25") from None
-    return frozenset(getattr(stopwords, f"STOPWORDS_{STOPWORD_LISTS[language]}"))
+
+        return stopwords
+    module = importlib.util.module_from_spec(found)
+    found.loader.exec_module(module)
+    return module
 
 
 def words_digest(words: Iterable[str]) -> str:

@@ -106,3 +106,14 @@ def test_ordinary_labels_are_accepted(registry, tmp_path) -> None:
     text = path.read_text().replace("bm25 = ", '"bm25_v2-ä" = ').replace('"bm25"', '"bm25_v2-ä"')
     path.write_text(text)
     load_job(path, registry)
+
+
+def test_a_label_misspelling_its_stage_is_said(registry, tmp_path, caplog: pytest.LogCaptureFixture) -> None:
+    """Issue 45 item 17: `[query.colapse] use = "collapse"` passed `plm config check` silently."""
+    text = POC.read_text() + '\n[query.colapse]\nuse = "collapse"\nper_doc = 1\n'
+    (tmp_path / "job.toml").write_text(text)
+    load_job(tmp_path / "job.toml", registry)
+    assert "'colapse' looks like a misspelling of its stage 'collapse'" in caplog.text
+    caplog.clear()
+    load_job(POC, registry)  # labels unlike their stage (retrieve, expand...) say nothing
+    assert "misspelling" not in caplog.text

@@ -54,6 +54,13 @@ def test_plugins_lists_every_builtin_family() -> None:
     assert all(r["version"] for r in rows)
 
 
+def test_plugins_list_is_plugins() -> None:
+    """Issue 45 item 17: `plm plugins list` was "No such command"."""
+    listed, plain = plm("plugins", "list", "--json"), plm("plugins", "--json")
+    assert listed.returncode == 0, listed.stderr
+    assert json.loads(listed.stdout) == json.loads(plain.stdout)
+
+
 def test_config_check_accepts_poc_parity() -> None:
     res = plm("config", "check", str(POC))
     assert res.returncode == 0, res.stderr

@@ -14,7 +14,7 @@ from pydantic import BaseModel, Field
 from plm_core.component import ComponentConfig
 from plm_core.errors import PluginError
 from plm_core.registry import Registration, Registry, build_registry
-from plm_index.plugin_info import describe_fields, plugin_rows, render_show, toml_text, type_text
+from plm_index.plugin_info import attribute_docs, describe_fields, plugin_rows, render_show, toml_text, type_text
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -51,7 +51,7 @@ def test_show_bm25s_lists_every_key_with_type_default_and_description(registry: 
     fields = _config(reg).model_fields
     assert [row.split()[0] for row in rows] == list(fields)
     for row, (name, field) in zip(rows, fields.items(), strict=True):
-        description = " ".join((field.description or "").split())
+        description = " ".join((field.description or attribute_docs(_config(reg)).get(name, "")).split())
         assert description, name
         assert row.startswith(f"{name} ") and row.endswith(description), row
         assert f"  {type_text(field.annotation)}" in row, row
