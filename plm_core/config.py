@@ -151,6 +151,9 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> None:
         node[keys[-1]] = value
 
 
+_URL_PASSWORD = re.compile(r"(://[^/@:\s'\"]*:)[^\s'\"]*@")
+
+
 def format_validation(err: ValidationError, where: str, model: type[BaseModel]) -> str:
     """One line for a pydantic error: each bad key, what is wrong, and the allowed keys
     when a key is unknown (the one formatter for configs, job tables and case files)."""
@@ -163,7 +166,7 @@ def format_validation(err: ValidationError, where: str, model: type[BaseModel]) 
         elif e["type"] == "missing":
             parts.append(f"missing required key {key!r}")
         else:
-            shown = repr(e.get("input"))
+            shown = _URL_PASSWORD.sub(r"\1***@", repr(e.get("input")))  # never echo a URL's password
             parts.append(f"key {key!r} = {shown[:80] + '...' if len(shown) > 80 else shown}: {e['msg']}")
     return f"{where}: " + "; ".join(parts)
 

@@ -12,6 +12,7 @@ the API key; what to do with it (fall back, stop) is the stage's choice.
 
 from __future__ import annotations
 
+import base64
 import http.client
 import json
 import logging
@@ -23,7 +24,10 @@ import urllib.request
 from string import Formatter
 from typing import Any
 
-from pydantic import Field, field_validator
+from urllib.parse import unquote as unquote_url
+from urllib.parse import urlsplit, urlunsplit
+
+from pydantic import Field, PrivateAttr, field_validator, model_validator
 
 from plm import NO_REDIRECTS, ComponentConfig, ConfigError, PlmUserError, RedirectRefused, bearer_key, scrub
 
@@ -81,6 +85,8 @@ class ChatConfig(ComponentConfig):
     timeout_ms: int = Field(2000, ge=1, le=600_000)
     """The time budget of one call."""
 
+    _login: str | None = PrivateAttr(None)  # "user:password" from base_url, sent as Basic auth
+
     @field_validator("base_url")
     @classmethod
     def _http_url(cls, value: str) -> str:
@@ -88,6 +94,18 @@ class ChatConfig(ComponentConfig):
         if not value.startswith(("http://", "https://")):
             raise ValueError('expected an http:// or https:// URL, e.g. "http://127.0.0.1:11434/v1"')
         return value
+
+    @model_validator(mode="after")
+    def _login_apart(self) -> ChatConfig:
+        """`http://user:password@host/v1`: the login is kept apart and sent as Basic auth, and
+        base_url holds no password, so no message, report or `plm config check` prints it."""
+        parts = urlsplit(self.base_url)
+        if "@" in parts.netloc:
+            login, host = parts.netloc.rsplit("@", 1)
+            user, _, password = login.partition(":")
+            object.__setattr__(self, "base_url", urlunsplit(parts._replace(netloc=host)))
+            self._login = f"{unquote_url(user)}:{unquote_url(password)}"
+        return self
 
 
 def renderable_prompt(value: str | None, sample: dict[str, Any], where: str) -> str | None:
@@ -170,6 +188,8 @@ class ChatClient:
         key = self._api_key()
         if key:
             headers["Authorization"] = f"Bearer {key}"
+        elif c._login is not None:  # a login in base_url, when no key is set
+            headers["Authorization"] = "Basic " + base64.b64encode(c._login.encode()).decode("ascii")
         request = urllib.request.Request(self.endpoint, data=body, headers=headers, method="POST")
         try:
             try:
@@ -192,8 +212,9 @@ class ChatClient:
                 raise ChatFailed(f"{self.endpoint} answered more than {MAX_BODY_BYTES:,} bytes")
             return _content(raw, self.endpoint)
         except ChatFailed as err:
-            # Some servers quote the key they refused; it must not reach a log.
-            raise ChatFailed(str(err).replace(key, "***") if key else str(err)) from None
+            # Some servers quote the key (or the login) they refused; it must not reach a log.
+            password = c._login.partition(":")[2] if c._login else None
+            raise ChatFailed(scrub(str(err), key, password)) from None
 
     def _api_key(self) -> str | None:
         """The key from the environment, surrounding whitespace (a file's trailing newline)

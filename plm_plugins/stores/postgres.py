@@ -121,8 +121,9 @@ def redact(text: str, dsn: str = "") -> str:
     for match in _KEY_PASSWORD.finditer(dsn):
         value = match.group(2)
         secrets |= {value, re.sub(r"\\(.)", r"\1", value.strip("'")), urllib.parse.unquote(value)}
-    # A quoted password's words too: a message may quote the value escaped another way.
-    secrets |= {word for secret in secrets for word in re.split(r"[\s'\\]+", secret) if len(word) >= 6}
+    # A quoted password's words too: a message may quote the value escaped another way; and
+    # what follows an unencoded @ in it, which libpq takes for a host name and prints.
+    secrets |= {word for secret in secrets for word in re.split(r"[\s'\\@]+", secret) if len(word) >= 6}
     text = _URI_PASSWORD.sub(r"\1:***@", text)
     text = _KEY_PASSWORD.sub(r"\1***", text)
     for secret in sorted(secrets, key=len, reverse=True):
@@ -238,6 +239,14 @@ class PostgresStore(Store):
             raise StoreError(
                 "the postgres store needs a database: set [store] dsn in the config or PLM_DATABASE_URL "
                 "(e.g. postgresql://user@localhost/plm; `plm pg start --data DIR` runs a local server)"
+            )
+        authority = re.split(r"[/?#]", dsn.split("://", 1)[-1], maxsplit=1)[0]
+        if dsn.startswith(("postgresql://", "postgres://")) and authority.count("@") > 1:
+            # libpq reads the host from after the first @: it would try to resolve (and print)
+            # the password's tail as a host name
+            raise StoreError(
+                "the database URL's user or password holds an unencoded '@': write it as %40 "
+                "(e.g. postgresql://user:p%40ss@localhost/plm)"
             )
         return dsn
 

@@ -176,6 +176,32 @@ def test_the_key_never_reaches_the_log(
     assert "sk-secret-456" not in caplog.text
 
 
+def test_a_login_in_base_url_is_sent_as_basic_auth_and_never_printed(
+    api: FakeChatAPI, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 45 C9: `llm.base_url=http://user:password@host/v1` printed the password, and such
+    URLs did not work at all."""
+    import base64
+
+    monkeypatch.delenv("PLM_TEST_LLM_KEY", raising=False)
+    url = api.url.replace("http://", "http://ops:s3cr%40t-pw@")  # an encoded @ in the password
+    expander = LLMRewriteExpander(base_url=url, model="tiny-chat", api_key_env="PLM_TEST_LLM_KEY")
+    assert "s3cr" not in str(expander.config.model_dump()) and expander.config.base_url == api.url
+    assert expander.run(QUERY).text == "restore a bakup rewritten"
+    sent = api.requests[0]["headers"]["Authorization"]
+    assert sent == "Basic " + base64.b64encode(b"ops:s3cr@t-pw").decode()
+    api.mode = "500"
+    with caplog.at_level(logging.DEBUG):
+        assert expander.run(Query(text="other")) == ExpandedQuery.of(Query(text="other"))
+    assert "answered 500" in caplog.text and "s3cr" not in caplog.text
+    from plm_core.config import format_validation
+
+    with pytest.raises(ValidationError) as info:  # a config error echoes the value, not the password
+        LLMRewriteExpander.Config(base_url="ftp://ops:s3cr@t-pw@host/v1", model="m")
+    message = format_validation(info.value, "[query.expand]", LLMRewriteExpander.Config)
+    assert "ftp://ops:***@host/v1" in message and "s3cr" not in message
+
+
 def test_the_key_never_goes_to_another_origin(
     api: FakeChatAPI, other_origin: FakeChatAPI, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -159,6 +159,19 @@ def test_no_credential_form_libpq_accepts_reaches_a_message(dsn: str, monkeypatc
     assert configured.config.dsn == dsn  # the store itself still connects with the password
 
 
+def test_an_unencoded_at_in_the_password_is_said_without_its_tail(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 45 C10: libpq took the password's tail for the host and printed it."""
+    dsn = "postgresql://u:Pw@r3tPwTail@127.0.0.1:9/plm"
+    for configured, env in ((dsn, None), ("", dsn)):
+        if env is not None:
+            monkeypatch.setenv("PLM_DATABASE_URL", env)
+        with pytest.raises(StoreError, match="unencoded '@': write it as %40") as err:
+            PostgresStore(PostgresStore.Config(dsn=configured)).open("x")
+        assert "r3tPwTail" not in str(err.value) and "Pw@" not in str(err.value)
+    message = redact('could not translate host name "r3tPwTail@127.0.0.1" to address', dsn)
+    assert "r3tPwTail" not in message
+
+
 def test_no_dsn_says_where_to_put_one(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("PLM_DATABASE_URL", raising=False)
     with pytest.raises(StoreError, match="PLM_DATABASE_URL"):
