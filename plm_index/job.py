@@ -27,6 +27,7 @@ from plm_index.assembly import Assembler
 from plm_index.cache import ContentCache, open_cache
 from plm_index.collector import few_full_collections
 from plm_index.file_stats import FileStats, Seen
+from plm_index.fingerprints import index_fingerprint
 from plm_index.search import Searcher
 from plm_index.sources import Source, as_sources, lists_files, load_sources
 from plm_index.sync import (
@@ -34,7 +35,6 @@ from plm_index.sync import (
     Processor,
     ProcessorRecipe,
     Syncer,
-    index_fingerprint,
     note_other_sources,
     plan,
 )
@@ -147,6 +147,7 @@ class Job:
         force: bool = False,
         prune: bool = False,
         prune_unread: bool = False,
+        stop: Any = None,
     ) -> IngestReport:
         """Sync the index with the sources: new and changed documents are processed and
         stored (each batch of documents in one transaction with its chunks and vectors),
@@ -154,8 +155,10 @@ class Job:
         not even read), and with `prune` documents whose files are gone from the folders
         read are deleted. A stored document whose file still exists but is no longer read
         (a pattern or `exclude` change) is only listed in a note, unless `prune_unread`.
-        `force` re-processes every document and recomputes instead of reading the cache."""
-        return self._sync(as_sources(sources), force=force, prune=prune or prune_unread, prune_unread=prune_unread)
+        `force` re-processes every document and recomputes instead of reading the cache.
+        `stop` (a threading.Event), once set, ends the sync before its next batch: SyncStopped."""
+        items = as_sources(sources)
+        return self._sync(items, force=force, prune=prune or prune_unread, prune_unread=prune_unread, stop=stop)
 
     def sync(
         self, changed: Iterable[Source] | Source = (), deleted: Sequence[str] = (), prune: bool = False
@@ -192,9 +195,10 @@ class Job:
         deleted: Sequence[str] = (),
         note_others: bool = True,
         prune_unread: bool = False,
+        stop: Any = None,
     ) -> IngestReport:
         try:
-            return self._sync_steps(items, force, prune, deleted, note_others, prune_unread)
+            return self._sync_steps(items, force, prune, deleted, note_others, prune_unread, stop)
         finally:
             self.searcher.ahead_done()  # what the build did not take, or a failed sync left
 
@@ -206,6 +210,7 @@ class Job:
         deleted: Sequence[str],
         note_others: bool,
         prune_unread: bool,
+        stop: Any = None,
     ) -> IngestReport:
         if items and not self.config.index:
             raise PlmUserError(
@@ -232,7 +237,7 @@ class Job:
         todo = plan(docs, self.store.doc_fingerprints([d.id for d in docs]), index_fp, redo)
         # Each batch's texts go to the indexes as it is stored: BM25 tokenizes them on the
         # other cores meanwhile, for the build that follows.
-        self.syncer.run(todo, report, read_cache=not force, stored=self.searcher.ahead)
+        self.syncer.run(todo, report, read_cache=not force, stored=self.searcher.ahead, stop=stop)
         report.unchanged += len(loaded.unchanged)
         synced = set(todo.fingerprints) | {e.doc_id for e in loaded.unchanged.values()}
         failed = {f.doc_id for f in report.failed}

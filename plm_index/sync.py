@@ -11,7 +11,6 @@ gets back.
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import os
 import time
@@ -26,11 +25,18 @@ from plm_core.pipeline import Pipeline
 from plm_core.records import BatchResult, Chunk, Document, LoadFailure
 from plm_index.cache import CachedEmbedder, CachedStage, ContentCache
 from plm_index.documents import explain_refused
+from plm_index.fingerprints import doc_fingerprint
 from plm_index.progress import progress_iter
 
-FORMAT_VERSION = "1"
 EMBED_WINDOW = 8192  # chunks embedded in one call across batches (the default of PLM_EMBED_WINDOW)
 PROGRESS_CHUNKS = 256  # a window this large shows the embedder's own bar (10 s and more on a CPU)
+STOPPABLE_WINDOW = 256  # a sync that may be stopped embeds this many at a time: seconds between checks
+
+
+class SyncStopped(PlmUserError):
+    """A sync asked to stop (a server's SIGTERM) stopped between batches: what is stored stays."""
+
+
 log = logging.getLogger(__name__)
 
 
@@ -106,29 +112,6 @@ def summary_line(report: Mapping[str, Any]) -> str:
     return "; ".join(parts)
 
 
-def doc_fingerprint(index_fp: str | Any, doc: Document) -> str:
-    """What makes a stored document current: the index-side fingerprint and its content
-    (`index_fp` may be `hashlib.sha256(index_fp.encode())`, copied for each document)."""
-    h = index_fp.copy() if not isinstance(index_fp, str) else hashlib.sha256(index_fp.encode())
-    meta = _sorted_json(dict(doc.metadata)) if doc.metadata else "{}"
-    # id, title, path, metadata and text, each followed by a NUL byte, hashed in one update
-    h.update(("\0".join((doc.id, doc.title, doc.path, meta, doc.text)) + "\0").encode("utf-8", "surrogatepass"))
-    return h.hexdigest()
-
-
-_sorted_json = json.JSONEncoder(sort_keys=True, default=str).encode  # json.dumps(..., sort_keys=True, default=str)
-
-
-def index_fingerprint(index_config: Mapping[str, Any], model: str | None, model_version: str) -> str:
-    """What every stored document depends on besides its own content: the index-side
-    config and the embedding model actually loaded."""
-    h = hashlib.sha256(FORMAT_VERSION.encode())
-    h.update(json.dumps(dict(index_config), sort_keys=True, default=str).encode())
-    if model is not None:
-        h.update(f"{model}\0{model_version}".encode())
-    return h.hexdigest()
-
-
 @dataclass(frozen=True)
 class SyncPlan:
     """Which documents to process, and why."""
@@ -183,6 +166,7 @@ class Processor:
         window: int = EMBED_WINDOW,
     ) -> None:
         self.transform, self.embedder, self.progress, self.window = transform, embedder, progress, window
+        self.stop: Any = None  # a threading.Event: set, the sync stops before its next batch
 
     @classmethod
     def of(
@@ -204,15 +188,18 @@ class Processor:
         that batches by length (sentence-transformers sorts a call's texts) then gives each
         chunk the vector one call over the corpus gives, as the POC computed them, whatever
         the ingest batch. The batches of a window commit when it is embedded."""
-        if self.embedder is None:
-            yield from (self.process(batch, read_cache) for batch in batches)
-            return
+        size = min(self.window, STOPPABLE_WINDOW) if self.stop is not None else self.window
         window: list[BatchResult] = []
         chunks = 0
         for batch in batches:
+            if self.stop is not None and self.stop.is_set():
+                raise SyncStopped("stopped before the sync's end: the batches stored stay; the next sync does the rest")
+            if self.embedder is None:
+                yield self.process(batch, read_cache)
+                continue
             window.append(self.process(batch, read_cache, embed=False))
             chunks += len(window[-1].chunks)
-            if chunks >= self.window:
+            if chunks >= size:
                 yield from self._embed_window(window, read_cache)
                 window, chunks = [], 0
         yield from self._embed_window(window, read_cache)
@@ -369,25 +356,31 @@ class Syncer:
         report: IngestReport,
         read_cache: bool = True,
         stored: Callable[[list[str]], None] | None = None,
+        stop: Any = None,
     ) -> None:
         """Process and commit the plan's documents batch by batch: each batch is one
         transaction, so an interrupted sync keeps every batch before it. `stored` is given
-        each committed batch's index texts, in order."""
+        each committed batch's index texts, in order; `stop` (an Event), once set, ends the
+        sync before its next batch with SyncStopped."""
         report.added, report.updated, report.unchanged = sync_plan.added, sync_plan.updated, sync_plan.unchanged
         todo = sync_plan.todo
         if not todo:
             return
         batches = batches_of(todo, self.batch_size, self.progress)
-        if self.executor is None or self.recipe is None:
-            results: Iterable[BatchResult] = self.processor.process_all(batches, read_cache)
-        else:
-            results = self.executor.process(batches, self.processor, self.recipe, read_cache)
-        for result in progress_iter(
-            results, "index", self.progress, total_items=len(todo), unit="docs", step=_documents_in
-        ):
-            self.commit(result, sync_plan.fingerprints, report)
-            if stored is not None and result.documents:
-                stored([c.index_text for c in result.chunks])
+        self.processor.stop = stop
+        try:
+            if self.executor is None or self.recipe is None:
+                results: Iterable[BatchResult] = self.processor.process_all(batches, read_cache)
+            else:
+                results = self.executor.process(batches, self.processor, self.recipe, read_cache)
+            for result in progress_iter(
+                results, "index", self.progress, total_items=len(todo), unit="docs", step=_documents_in
+            ):
+                self.commit(result, sync_plan.fingerprints, report)
+                if stored is not None and result.documents:
+                    stored([c.index_text for c in result.chunks])
+        finally:
+            self.processor.stop = None
 
     def commit(self, result: BatchResult, fingerprints: Mapping[str, str], report: IngestReport) -> None:
         """Store a processed batch in one transaction and account for it."""

@@ -21,8 +21,10 @@ to an `apply(changed, removed)` callable, so that `plm watch` and `plm serve --w
   document id, deleted from the old place before it is stored from the new one.
 - Each sync logs one summary line, plus `failed: PATH: reason` per file it could not read
   (as `plm ingest`); neither bad files nor an exception from `apply` stop the watcher.
-  `run(stop)` returns once `stop` is set, after the sync in progress (the catch-up
-  included); changes still pending then are found by the next start's catch-up.
+  `run(stop)` returns once `stop` is set, after the batch in progress: the catch-up is
+  given `stop` and ends before its next batch (a SIGTERM during a long first embedding
+  waited for all of it); what is left, and changes still pending, are found by the next
+  start's catch-up.
 """
 
 from __future__ import annotations
@@ -50,7 +52,7 @@ from plm_core.records import LoadFailure
 from plm_index.cli_kit import ConfigOpt, IndexOpt, SetOpt, open_job, out
 from plm_index.job import Job
 from plm_index.sources import failure_line, inside, lists_files
-from plm_index.sync import IngestReport
+from plm_index.sync import IngestReport, SyncStopped
 from plm_serve.syncing import sync_paths
 
 Apply = Callable[[list[Path], list[Path]], IngestReport]
@@ -111,7 +113,7 @@ class FolderWatcher:
         dirs: Iterable[str | Path],
         apply: Apply,
         *,
-        catch_up: Callable[[list[Path]], IngestReport] | None = None,
+        catch_up: Callable[[list[Path], threading.Event], IngestReport] | None = None,
         debounce_ms: int = 300,
         settle_ms: int = 250,
         max_wait_ms: int = 2000,
@@ -222,7 +224,7 @@ class FolderWatcher:
             for folder in folders:  # once per folder: 100,000 files sit in a few hundred
                 self._remember(Path(folder))
             if self.catch_up is not None and not stop.is_set():
-                self._call(f"catch-up {root}", partial(self.catch_up, [root]))
+                self._call(f"catch-up {root}", partial(self.catch_up, [root], stop))
         self._set(caught_up=True)
 
     def _relevant(self, path: Path) -> bool:
@@ -315,6 +317,9 @@ class FolderWatcher:
         """Run one sync and log it; an exception is logged and the watcher goes on."""
         try:
             report = work()
+        except SyncStopped as exc:  # asked to stop (SIGTERM): not an error
+            self.log(f"{head}: {exc}")
+            return
         except Exception as exc:  # the watcher outlives any one batch
             reason = str(exc) if isinstance(exc, PlmUserError) else f"{type(exc).__name__}: {exc}"
             if not isinstance(exc, PlmUserError):  # a bug keeps its traceback, in the log
@@ -343,7 +348,7 @@ def job_watcher(job: Job, dirs: Iterable[str | Path], locked: Locked | None = No
     return FolderWatcher(
         roots,
         lambda c, r: run(lambda j: sync_paths(j, c, r)),
-        catch_up=lambda d: run(lambda j: j.ingest(d, prune=True)),
+        catch_up=lambda d, stop: run(lambda j: j.ingest(d, prune=True, stop=stop)),
         loader_filter=loader_filter_for(job.loader, roots),
         lister=partial(listed_files, job.loader) if lists_files(job.loader) else None,
         **options,

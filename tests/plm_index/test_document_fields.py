@@ -106,7 +106,7 @@ def test_a_cached_enricher_returning_the_wrong_type_is_named(tmp_path: Path) -> 
 
 def test_an_index_from_a_third_party_chunker_is_chunked_again_once(tmp_path: Path) -> None:
     # its stored chunks were made before the runtime added the document's fields to them
-    from plm_index.sync import index_fingerprint
+    from plm_index.fingerprints import index_fingerprint
 
     job = job_for(tmp_path, "title_words")
     before = index_fingerprint({"index": job.config.raw["index"], "embedder": {}}, None, "")
