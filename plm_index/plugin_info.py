@@ -173,7 +173,7 @@ def attribute_docs(model: type) -> dict[str, str]:
         except (OSError, TypeError, SyntaxError):  # no source (a class made at run time)
             continue
         body = tree.body[0].body if tree.body and isinstance(tree.body[0], ast.ClassDef) else []
-        for node, after in zip(body, body[1:]):
+        for node, after in zip(body, body[1:], strict=False):
             if (
                 isinstance(node, ast.AnnAssign)
                 and isinstance(node.target, ast.Name)

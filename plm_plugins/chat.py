@@ -23,7 +23,6 @@ import urllib.error
 import urllib.request
 from string import Formatter
 from typing import Any
-
 from urllib.parse import unquote as unquote_url
 from urllib.parse import urlsplit, urlunsplit
 

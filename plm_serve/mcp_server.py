@@ -33,11 +33,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from plm_core.errors import PlmUserError
 from plm_core.records import Hit
+from plm_index.cache import warm_to_embed
 from plm_index.cli_kit import ConfigOpt, IndexOpt, SetOpt, open_job
 from plm_index.job import Job
 from plm_index.search import no_match
 from plm_serve.schemas import HitModel
-from plm_index.cache import warm_to_embed
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer

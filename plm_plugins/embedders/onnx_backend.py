@@ -18,8 +18,8 @@ import json
 import logging
 import os
 import warnings
-from pathlib import Path
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from plm import MissingDependencyError, PlmUserError

@@ -298,8 +298,8 @@ def test_alternatives_reach_the_hybrid_stage_through_a_job(api: FakeChatAPI, tmp
     from plm_core.settings import Settings
     from plm_index.job import Job
     from plm_plugins.fusers.rrf import RRFFuser
-    from plm_plugins.retrievers.bm25s import BM25Retriever
     from plm_plugins.retrieval.hybrid import HybridRetrieval
+    from plm_plugins.retrievers.bm25s import BM25Retriever
     from plm_plugins.stores.sqlite import SQLiteStore
 
     registry = Registry()

@@ -215,11 +215,11 @@ DOCS = {
 @pytest.fixture()
 def job(tmp_path: Path) -> Job:
     pytest.importorskip("bm25s")
-    from plm_plugins.expanders.embed_query import QueryEmbedder
     from plm_plugins.expanders.dictionary import DictionaryExpander
+    from plm_plugins.expanders.embed_query import QueryEmbedder
+    from plm_plugins.retrieval.hybrid import HybridRetrieval
     from plm_plugins.retrievers.bm25s import BM25Retriever
     from plm_plugins.retrievers.dense import DenseRetriever
-    from plm_plugins.retrieval.hybrid import HybridRetrieval
     from plm_plugins.stores.sqlite import SQLiteStore
     from plm_plugins.tokenizers.whitespace_lower import WhitespaceLowerTokenizer
 

@@ -17,12 +17,12 @@ from plm_core.settings import Settings
 from plm_index.job import Job
 
 pytestmark = needs("bm25s", extra="bm25")
-from plm_plugins.expanders.embed_query import QueryEmbedder  # noqa: E402
 from plm_plugins.expanders.dictionary import DictionaryExpander  # noqa: E402
+from plm_plugins.expanders.embed_query import QueryEmbedder  # noqa: E402
 from plm_plugins.fusers.rrf import RRFFuser  # noqa: E402
+from plm_plugins.retrieval.hybrid import HybridRetrieval  # noqa: E402
 from plm_plugins.retrievers.bm25s import BM25Retriever  # noqa: E402
 from plm_plugins.retrievers.dense import DenseRetriever  # noqa: E402
-from plm_plugins.retrieval.hybrid import HybridRetrieval  # noqa: E402
 from plm_plugins.stores.sqlite import SQLiteStore  # noqa: E402
 
 VOCAB = ["pod", "node", "backup", "restore", "token", "cluster"]
