@@ -9,6 +9,7 @@ alone: `assembly` (config -> components), `sources` (paths and records -> docume
 from __future__ import annotations
 
 import dataclasses
+import errno
 import functools
 import json
 import sys
@@ -323,7 +324,16 @@ class Job:
         """Build and save every retrieval index from what the store holds (with `whole`
         false, each by its cheapest path: a segment for what changed; with `check` false,
         without counting the whole store's consistency first)."""
-        self.searcher.rebuild(report.timings if report is not None else None, whole, check)
+        try:
+            self.searcher.rebuild(report.timings if report is not None else None, whole, check)
+        except OSError as err:
+            if err.errno not in (errno.ENOSPC, errno.EDQUOT):
+                raise
+            raise PlmUserError(
+                f"the disk holding the index {self.index_dir} is full ({err.strerror}) while its search indexes were "
+                "saved: the documents are stored and the indexes as they were; free space and run `plm ingest` "
+                "again (or `plm index rebuild`)"
+            ) from None
 
     def _finish(self, report: IngestReport, start: float, rebuild: bool = False, check: bool = True) -> IngestReport:
         """Rebuild the derived indexes if the store changed since they were built (or

@@ -140,8 +140,8 @@ def _explain(path: Path, err: sqlite3.Error, busy_ms: int) -> str:
         )
     if _disk_full(err):
         return (
-            f"the disk holding the store {path} is full ({text}): nothing of this change was written; free "
-            "space and run again"
+            f"the disk holding the store {path} is full ({text}): the write in progress was not stored (what "
+            "earlier batches stored stays); free space and run again"
         )
     if "readonly" in text or "read-only" in text:
         return f"the store {path} is read-only ({text}): writing needs a writable index folder"

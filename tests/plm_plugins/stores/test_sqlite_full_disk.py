@@ -64,3 +64,44 @@ def test_writes_on_a_full_disk_say_so_and_lose_nothing(tmp_path: Path, monkeypat
         assert job.store.stats()["documents"] == 6
     finally:
         job.close()
+
+
+def test_a_full_disk_while_a_search_index_is_saved_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 45 A3: a full disk while a BM25 segment was written was a raw OSError traceback.
+    The fault is ENOSPC from the segment writer's own disk calls, injected where the disk is
+    written (no root to fill a file system here)."""
+    import errno
+
+    from plm_core.errors import PlmUserError
+    from plm_index.segments import files
+
+    monkeypatch.setenv("PLM_PROGRESS", "0")
+    (tmp_path / "job.toml").write_text(CONFIG)
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "d0.md").write_text("# D0\n\nApples and pears.\n")
+    job = Job.from_config(tmp_path / "job.toml", index_dir=tmp_path / "index").open()
+    try:
+        job.ingest([docs])
+        real = files._fsync_dir
+
+        def full(folder: Path) -> None:
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        monkeypatch.setattr(files, "_fsync_dir", full)
+        (docs / "d1.md").write_text("# D1\n\nPlums and cherries.\n")
+        with pytest.raises(PlmUserError) as caught:
+            job.ingest([docs])
+        message = str(caught.value)
+        assert "\n" not in message and "is full (No space left on device)" in message
+        assert "the documents are stored" in message and "run `plm ingest` again" in message
+        assert job.store.stats()["documents"] == 2  # stored; the index is behind
+        segments = tmp_path / "index"
+        assert not [p for p in segments.rglob(".tmp-*")]  # no half-written segment left
+        monkeypatch.setattr(files, "_fsync_dir", real)  # space freed
+        job.ingest([docs])
+        assert [h.doc_id for h in job.retrieve("plums cherries", 1)] == ["d1"]
+    finally:
+        job.close()
