@@ -178,6 +178,16 @@ class Job:
             self._file_stats = FileStats(self.index_dir)
         return self._file_stats
 
+    def _roots(self) -> list[str]:
+        """The folders given to ingest so far (a file's id is its path from the nearest):
+        in files.sqlite and, since that may be deleted, damaged or reset, in the store too."""
+        try:
+            stored = json.loads(self.store.get_meta("roots") or "[]")
+        except ValueError:
+            stored = []
+        kept = [r for r in stored if isinstance(r, str)] if isinstance(stored, list) else []
+        return list(dict.fromkeys([*self.file_stats.roots(), *kept]))
+
     def _trusted(self, index_fp: str, paths: list[str]) -> dict[str, Seen]:
         """The remembered files among `paths` whose document the store still holds as read."""
         entries = self.file_stats.seen(index_fp, paths)
@@ -228,7 +238,8 @@ class Job:
         index_fp = self.index_fingerprint()
         stats = self.file_stats
         seen = None if redo else functools.partial(self._trusted, index_fp)
-        loaded = load_sources(items, self.loader, str(self.config.path), seen, stats.roots())
+        roots = self._roots()
+        loaded = load_sources(items, self.loader, str(self.config.path), seen, roots)
         docs, report.failed, report.unread = loaded.docs, loaded.failed, loaded.unread
         report.time("read", time.perf_counter() - t0)
         report.documents = len(docs) + len(loaded.unchanged)
@@ -246,6 +257,8 @@ class Job:
             self._supersede(docs, set(todo.added) - failed, synced, report)
             for root in loaded.roots:
                 stats.add_root(root)
+            if set(loaded.roots) - set(roots):  # the store keeps them too: files.sqlite may be lost
+                self.store.set_meta("roots", json.dumps(sorted({*roots, *loaded.roots})))
             ok = [d for d in docs if d.id not in failed and d.path in loaded.signatures]
             seen_now = {d.path: Seen(*loaded.signatures[d.path], d.id, todo.fingerprints[d.id]) for d in ok}
             stats.record(index_fp, seen_now, loaded.listed_ns)
@@ -261,7 +274,7 @@ class Job:
             items and not prune and note_others and any(isinstance(i, (str, Path)) and Path(i).is_dir() for i in items)
         ):
             # Folders only (the note reads every stored path): not for a watcher's sync or a file.
-            note_other_sources(self.store.doc_paths(), items, report, stats.roots())
+            note_other_sources(self.store.doc_paths(), items, report, self._roots())
         if report.deleted:
             stats.forget(report.deleted)
         # Every stored vector is checked (a model change, a row left without one) by a folder's

@@ -161,6 +161,21 @@ def test_a_file_or_subfolder_given_later_keeps_the_id_its_folder_gave(
     assert stored(job) == sorted([*IDS, "team-b/new"])
 
 
+def test_a_lost_record_of_read_files_renames_no_document(tmp_path: Path, store_table: str, registry: Registry) -> None:
+    """Issue 45 B6: the folders given to ingest lived only in files.sqlite; once it was
+    deleted, `plm ingest docs/team-a/README.md` stored the file as `README`."""
+    docs = write(tmp_path / "docs", FOLDER)
+    job = job_for(tmp_path, store_table, registry)
+    job.ingest([docs])
+    job.close()
+    (tmp_path / "index" / "files.sqlite").unlink()
+    (docs / "team-a" / "README.md").write_text("# Team A\n\nTeam A now owns the okapi ledger.\n")
+    job = job_for(tmp_path, store_table, registry)
+    one = job.ingest([docs / "team-a" / "README.md"])
+    assert one.updated == ["team-a/README"] and one.added == []
+    assert stored(job) == IDS
+
+
 def test_an_index_of_file_stems_moves_to_path_ids_without_losing_or_doubling(
     tmp_path: Path, store_table: str, registry: Registry
 ) -> None:
