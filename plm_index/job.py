@@ -254,7 +254,9 @@ class Job:
         synced = set(todo.fingerprints) | {e.doc_id for e in loaded.unchanged.values()}
         failed = {f.doc_id for f in report.failed}
         if lists_files(self.loader):
-            self._supersede(docs, set(todo.added) - failed, synced, report)
+            # every file read, not only the added: a sync killed after storing a file's new
+            # id, before removing its old one, leaves that file unchanged for the next
+            self._supersede(docs, {d.id for d in docs} - failed, synced, report)
             for root in loaded.roots:
                 stats.add_root(root)
             if set(loaded.roots) - set(roots):  # the store keeps them too: files.sqlite may be lost

@@ -195,6 +195,42 @@ def test_an_index_of_file_stems_moves_to_path_ids_without_losing_or_doubling(
     assert sorted(h.doc_id for h in job.retrieve("walrus", k=5)) == ["team-b/README", "team-b/deep/rotate-keys"]
 
 
+def test_a_move_to_path_ids_killed_half_way_is_finished_by_the_next_ingest(
+    tmp_path: Path, store_table: str, registry: Registry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 45 B4: `kill -9` during the move from stem ids to path ids left both ids of the
+    files already moved (a query returned `team-b/README` and `README`), and a plain
+    `plm ingest` never removed them."""
+    from plm_index.sync import Processor
+
+    kept = ("backup.md", "team-b/README.md", "team-b/deep/rotate-keys.md")  # stems all different
+    docs = write(tmp_path / "docs", {k: v for k, v in FOLDER.items() if k in kept})
+    old = job_for(tmp_path, store_table, registry, load='ids = "stem"')
+    old.ingest([docs])
+    old.close()
+    real, calls = Processor.process, []
+
+    def killed_before_the_last_batch(self, batch, read_cache=True, embed=True):  # type: ignore[no-untyped-def]
+        calls.append([d.id for d in batch])
+        if "team-b/deep/rotate-keys" in calls[-1]:  # after team-b/README was stored under its path
+            raise KeyboardInterrupt  # as kill -9 between two batches: nothing after it runs
+        return real(self, batch, read_cache, embed)
+
+    monkeypatch.setattr(Processor, "process", killed_before_the_last_batch)
+    job = job_for(tmp_path, store_table, registry)
+    job.syncer.batch_size = 1
+    with pytest.raises(KeyboardInterrupt):
+        job.ingest([docs])
+    job.close()
+    half = stored(job_for(tmp_path, store_table, registry))
+    assert half == ["README", "backup", "rotate-keys", "team-b/README"], calls  # a file under both ids
+    monkeypatch.setattr(Processor, "process", real)
+    job = job_for(tmp_path, store_table, registry)
+    job.ingest([docs])  # a plain ingest, no --prune
+    assert stored(job) == ["backup", "team-b/README", "team-b/deep/rotate-keys"]
+    assert sorted(h.doc_id for h in job.retrieve("walrus", k=5)) == ["team-b/README", "team-b/deep/rotate-keys"]
+
+
 def test_prune_never_deletes_a_document_whose_file_still_exists(
     tmp_path: Path, store_table: str, registry: Registry
 ) -> None:
