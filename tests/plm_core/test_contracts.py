@@ -282,6 +282,19 @@ def test_a_stage_without_run_fails_at_class_definition(family: str) -> None:
         type("WrongMethod", (getattr(plm, family),), {"name": "wrong_method", "chunk": lambda self, data: data})
 
 
+def test_a_loader_without_load_or_run_fails_at_class_definition() -> None:
+    """Issue 47: `class L(plm.Loader): name = "x"` registered and failed at load() with a bare
+    NotImplementedError; so did a listing loader without `load_files`."""
+    import plm
+
+    with pytest.raises(TypeError, match=r"\('bare'\) must implement .*loaders.md\):\n  load\(self, source: str\)"):
+        type("Bare", (plm.Loader,), {"name": "bare"})
+    with pytest.raises(TypeError, match=r"\('lister'\) must implement .*\n  load_files\(self, root: str"):
+        type("Lister", (plm.Loader,), {"name": "lister", "run": lambda self, s: [], "files": lambda self, f: None})
+    type("ByRun", (plm.Loader,), {"name": "by_run", "run": lambda self, source: []})
+    type("ByLoad", (plm.Loader,), {"name": "by_load", "load": lambda self, source: ([], [])})
+
+
 def test_a_config_that_is_not_a_component_config_fails_at_class_definition() -> None:
     # a plain `class Config:` registered, listed "no config keys", then crashed every config
     # check with "TypeError: Config() takes no arguments"
