@@ -55,9 +55,16 @@ class RayExecutor(Executor):
     ) -> Iterator[BatchResult]:
         if not batches:
             return
+        address = self.config.address or os.environ.get("RAY_ADDRESS") or None
+        if address is None:
+            # The local cluster this ingest starts listens on 127.0.0.1 only: Ray binds every
+            # server (GCS, raylets, workers, agents) to the machine's address, or to all of
+            # them, unless it runs as a single-machine cluster; read when Ray is imported.
+            os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
         ray = _import_ray()
-        started = self._connect(ray)
+        started = self._connect(ray, address)
         try:
+            workers = self._workers(ray, address, len(batches))
             context = ray.data.DataContext.get_current()
             context.execution_options.preserve_order = True  # commits in the order a local ingest makes them
             context.enable_progress_bars = False  # the ingest has its own bar
@@ -68,7 +75,7 @@ class RayExecutor(Executor):
                 _BatchWorker,
                 fn_constructor_args=(recipe, read_cache),
                 batch_size=1,
-                compute=ray.data.ActorPoolStrategy(size=min(self.config.workers, len(rows))),
+                compute=ray.data.ActorPoolStrategy(size=workers),
                 num_cpus=self.config.cpus_per_worker,
             )
             try:
@@ -83,17 +90,41 @@ class RayExecutor(Executor):
             if started:
                 ray.shutdown()
 
-    def _connect(self, ray: Any) -> bool:
+    def _workers(self, ray: Any, address: str | None, batches: int) -> int:
+        """How many workers to start: as configured, as many as the cluster's CPUs hold at
+        `cpus_per_worker` each (fewer said once), none: an error, not a wait without end."""
+        cpus = float(ray.cluster_resources().get("CPU", 0))
+        fit = int(cpus // self.config.cpus_per_worker)
+        where = f"the Ray cluster at {address!r}" if address else "the local Ray cluster"
+        if fit < 1:
+            raise PlmUserError(
+                f"{where} has {cpus:g} CPUs, and each worker needs cpus_per_worker = {self.config.cpus_per_worker:g}: "
+                "add nodes with CPUs, or lower [executor] cpus_per_worker"
+            )
+        wanted = min(self.config.workers, batches)
+        if fit < wanted:
+            logging.getLogger(__name__).warning(
+                "%s has %g CPUs: %d of the %d workers asked for run, at cpus_per_worker = %g",
+                where, cpus, fit, wanted, self.config.cpus_per_worker,
+            )  # fmt: skip
+        return min(fit, wanted)
+
+    def _connect(self, ray: Any, address: str | None) -> bool:
         """Join or start a cluster; True when this call started it (and must stop it)."""
         if ray.is_initialized():
             return False
-        address = self.config.address or os.environ.get("RAY_ADDRESS") or None
         try:
             _answers(address)
             if address is None:
                 ray.init(include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
             else:
                 ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
+        except ray.exceptions.AuthenticationError:
+            raise PlmUserError(
+                f"the Ray cluster at {address!r} requires a token: set RAY_AUTH_MODE=token and the cluster's "
+                "token in RAY_AUTH_TOKEN or a file named by RAY_AUTH_TOKEN_PATH (`ray get-auth-token` on the "
+                "cluster's head prints it)"
+            ) from None
         except (ConnectionError, RuntimeError, ValueError) as err:
             raise PlmUserError(
                 f"cannot reach the Ray cluster at {address!r}: {err}; start one with `ray start --head` "

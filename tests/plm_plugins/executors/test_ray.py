@@ -63,6 +63,7 @@ order = ["bm25", "dense"]
 @pytest.fixture(scope="module")
 def ray_address() -> Any:
     """A local Ray cluster with 2 CPUs for this module; its workers can import the test stage."""
+    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # its servers on 127.0.0.1 only
     ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'plm[ray]')")
     old = os.environ.get("PYTHONPATH")
     os.environ["PYTHONPATH"] = os.pathsep.join([str(SUPPORT), *([old] if old else [])])
@@ -259,3 +260,62 @@ def test_an_address_where_no_cluster_answers_fails_fast(tmp_path: Path, address:
     assert f"cannot reach the Ray cluster at {address!r}" in res.stderr
     assert time.monotonic() - start < 60  # Ray's own client retries for minutes
     listener.close()
+
+
+BM25_ONLY = (
+    '[job]\nname = "ray-bm25"\n[index.load]\nuse = "markdown_dir"\n[index.chunk]\n'
+    'use = "markdown_semantic"\n[query.retrieve]\nuse = "bm25s"\n'
+)
+
+
+def test_a_cluster_without_cpus_is_said_at_once(tmp_path: Path) -> None:
+    """Issue 45 D11: an ingest on a Ray cluster with no CPUs hung with no word (150 s)."""
+    pytest.importorskip("ray", reason="Ray is not installed (pip install 'plm[ray]')")
+    (tmp_path / "job.toml").write_text(BM25_ONLY)
+    probe = f"""
+import ray
+ray.init(num_cpus=0, include_dashboard=False, log_to_driver=False)
+from plm_core.errors import PlmUserError
+from plm_core.settings import Settings
+from plm_index.job import Job
+job = Job.from_config({str(tmp_path / "job.toml")!r}, ["executor.use=ray"], index_dir={str(tmp_path / "index")!r},
+                      settings=Settings(cache=False, progress=False))
+try:
+    job.ingest([{str(SAMPLE_DOCS)!r}])
+except PlmUserError as err:
+    print("error:", err)
+"""
+    env = {**os.environ, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
+    env.pop("RAY_ADDRESS", None)
+    start = time.monotonic()
+    res = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=150, env=env)
+    assert "error: the local Ray cluster has 0 CPUs" in res.stdout, res.stdout + res.stderr[-2000:]
+    assert "cpus_per_worker" in res.stdout and time.monotonic() - start < 120
+
+
+def test_the_local_cluster_of_an_ingest_listens_on_127_0_0_1_only(tmp_path: Path) -> None:
+    """Issue 45 D13: the local Ray that `plm ingest --executor ray` starts listened on every
+    interface (GCS, raylets, driver, workers) and one agent on the machine's address."""
+    pytest.importorskip("ray", reason="Ray is not installed (pip install 'plm[ray]')")
+    psutil = pytest.importorskip("psutil")
+    (tmp_path / "job.toml").write_text(BM25_ONLY)
+    cli = [sys.executable, "-m", "plm_core.cli", "ingest", str(SAMPLE_DOCS), "--config", str(tmp_path / "job.toml")]
+    env = {**os.environ, "PLM_DATA_DIR": str(tmp_path / "data"), "PLM_PROGRESS": "0"}
+    for name in ("RAY_ADDRESS", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"):  # plm must pin it itself
+        env.pop(name, None)
+    ingest = subprocess.Popen([*cli, "--executor", "ray"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    listening: set[tuple[str, str, int]] = set()
+    deadline = time.monotonic() + 180
+    while ingest.poll() is None and time.monotonic() < deadline:
+        with contextlib.suppress(psutil.Error):
+            tree = {ingest.pid, *(p.pid for p in psutil.Process(ingest.pid).children(recursive=True))}
+            for conn in psutil.net_connections(kind="inet"):
+                if conn.pid in tree and conn.status == psutil.CONN_LISTEN:
+                    with contextlib.suppress(psutil.Error):
+                        listening.add((psutil.Process(conn.pid).name(), conn.laddr.ip, conn.laddr.port))
+        time.sleep(0.2)
+    out, err = ingest.communicate(timeout=60)
+    assert ingest.returncode == 0, err.decode()[-2000:]
+    assert listening, "no Ray server was seen listening: the check did not run"
+    loopback = ("127.0.0.1", "::1", "::ffff:127.0.0.1")
+    assert not [entry for entry in listening if entry[1] not in loopback], sorted(listening)
