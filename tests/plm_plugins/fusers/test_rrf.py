@@ -63,6 +63,22 @@ def test_ties_keep_insertion_order_dense_first() -> None:
     assert [s.chunk_id for s in fused] == ["p", "x", "q", "y"]
 
 
+def test_the_recommended_recipe_breaks_a_tie_toward_the_lexical_match() -> None:
+    """Issue 45 item 16: a word found in one document only ranked it second in 2 of 4 tries:
+    BM25's first hit and dense's first guess tie at 1/(k + 0), and dense was inserted first."""
+    from pathlib import Path
+
+    from plm_core.config import load_job
+    from plm_core.registry import build_registry
+
+    recipe = Path(__file__).resolve().parents[3] / "configs" / "recommended.toml"
+    spec = next(s for s in load_job(recipe, build_registry(autoload=False)).query if s.label == "query.retrieve")
+    fuser = RRFFuser(spec.nested["fuser"].config)
+    settings = fuser.settings_for(ExpandedQuery(text="zyzzyva", k=5), 100)
+    fused = fuser.fuse({"dense": _ranking("dense", "guess other"), "bm25": _ranking("bm25", "word")}, settings)
+    assert fused[0].score == fused[1].score and [s.chunk_id for s in fused[:2]] == ["word", "guess"]
+
+
 def test_expanded_profile_weights_by_hand() -> None:
     fuser = RRFFuser()
     settings = fuser.settings_for(ExpandedQuery(text="q", k=5, fired=("rpo",), profile="expanded"), 100)
