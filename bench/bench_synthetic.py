@@ -13,6 +13,17 @@ test on the real queries.
         --queries train,test --synthetic 400 --out /tmp/synth-bench/scifact \\
         --json bench/results/synthetic_scifact.json
 
+`--strip FOLDER` evaluates a copy of the dataset with no structure instead (issue 45 item 18:
+abstracts, tickets, transcripts): written into FOLDER (never into the repository) with every
+title dropped and every character of the text that is not a letter or a digit made a space
+(whitespace collapsed, case kept); queries and qrels are copied unchanged. There the default
+generators make no query and fall back to `spans`:
+
+    python bench/bench_synthetic.py --menu scifact --dataset ../shared/datasets/scifact \
+        --strip /tmp/synth-bench/scifact-stripped --queries train,test --synthetic 400 \
+        --generators spans --out /tmp/synth-bench/stripped-spans \
+        --json bench/results/synthetic_scifact_spans_stripped.json
+
 Every recipe with an embedder is run with the recommended recipe's (MiniLM on ONNX
 Runtime: the same vectors as torch, BENCHMARKS.md 18), so the menu embeds each corpus once,
 and a model loaded once serves every recipe. Recipes that differ only in query stages share
@@ -80,6 +91,37 @@ MENUS: dict[str, dict[str, tuple[str, list[str]]]] = {
         "bm25_rm3": ("configs/experiments/bm25_rm3.toml", []),
     },
 }
+
+
+def strip_text(text: str) -> str:
+    """Letters and digits only: any other character a space, whitespace collapsed, case kept."""
+    return " ".join("".join(c if c.isalnum() else " " for c in text).split())
+
+
+def write_if_changed(path: Path, text: str) -> None:
+    """Write unless the file already holds `text` (an unchanged corpus keeps its indexes)."""
+    if not path.is_file() or path.read_text(encoding="utf-8") != text:
+        path.write_text(text, encoding="utf-8")
+
+
+def strip_dataset(dataset: Path, folder: Path) -> Path:
+    """A copy of a BEIR dataset without structure: no title, the text letters, digits and single
+    spaces only; queries.jsonl and qrels/ copied as they are. Returns the folder."""
+    if folder.resolve().is_relative_to(REPO):
+        raise SystemExit(f"--strip {folder}: write the copy outside the repository (e.g. /tmp/...)")
+    (folder / "qrels").mkdir(parents=True, exist_ok=True)
+    rows = []
+    for line in (dataset / "corpus.jsonl").read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            record = json.loads(line)
+            rows.append(json.dumps({"_id": record["_id"], "title": "", "text": strip_text(record.get("text") or "")}))
+    write_if_changed(folder / "corpus.jsonl", "\n".join(rows) + "\n")
+    for name in ["queries.jsonl", *(f"qrels/{p.name}" for p in sorted((dataset / "qrels").glob("*.tsv")))]:
+        write_if_changed(folder / name, (dataset / name).read_text(encoding="utf-8"))
+    how = "titles dropped; every character but a letter or digit a space, whitespace collapsed, case kept"
+    about = {"from": str(dataset.resolve()), "how": how, "documents": len(rows)}
+    write_if_changed(folder / "stripped.json", json.dumps(about, indent=1) + "\n")
+    return folder
 
 
 def kendall_tau(a: list[float], b: list[float]) -> float:
@@ -150,6 +192,13 @@ def main() -> None:
     ap.add_argument("--reference", default="recommended", help="the recipe the choice is compared with")
     ap.add_argument("--out", type=Path, required=True, help="folder for the synthetic set")
     ap.add_argument("--json", type=Path, help="write the results here")
+    ap.add_argument(
+        "--strip",
+        type=Path,
+        metavar="FOLDER",
+        help="evaluate a copy of --dataset written here without titles or punctuation (letters, digits, "
+        "spaces; case kept), queries and qrels unchanged",
+    )
     args = ap.parse_args()
 
     registry = default_registry()
@@ -163,6 +212,8 @@ def main() -> None:
     cfg = load_job(first, registry)
     ds = resolve_dataset(cfg, args.dataset)
     assert ds is not None
+    if args.strip:
+        ds = strip_dataset(ds, args.strip)
     source = resolve_corpus(cfg, ds, args.corpus)
     t0 = time.perf_counter()
     names = [g.strip() for g in args.generators.split(",") if g.strip()]
@@ -189,6 +240,7 @@ def main() -> None:
     result: dict[str, Any] = {
         "menu": args.menu,
         "dataset": str(ds),
+        **({"stripped_from": str(args.dataset.resolve())} if args.strip else {}),
         "synthetic": summary,
         "synthetic_choice": choice,
         "reference": ref,

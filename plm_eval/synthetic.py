@@ -15,11 +15,18 @@ A generator takes settings as any stage does (its Config), given on the command 
 `--generator-option NAME.KEY=VALUE` (e.g. `llm.model=llama3.2` for the `llm` generator, which
 asks a chat endpoint and is never in the default set); synthetic.json records every
 generator's settings.
+
+The default generators need structure (titles or headings, sentence marks, links). On text
+with none (abstracts without titles, tickets, transcripts) they make no query, and the
+default falls back to `spans` (a run of words taken out of each document), which needs
+none; synthetic.json says so (`fallback`). Generators named with `--generators` never fall
+back: their empty result is an error that names `spans` and `keyphrases`.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import random
 import re
 from collections.abc import Mapping, Sequence
@@ -39,6 +46,8 @@ from plm_core.synthetic import leaks, normalized, rewrite
 
 SET_NAME = "synthetic"
 DEFAULT_GENERATORS = ("headings", "inverse_cloze", "links")
+# What the default generators fall back to when they make no query: needs no structure.
+FALLBACK_GENERATORS = ("spans",)
 # `--generator-option` of `plm eval` and `plm tune`, one declaration for both commands.
 GeneratorOptions = Annotated[
     list[str] | None,
@@ -51,6 +60,7 @@ GeneratorOptions = Annotated[
 # The loader the rewritten corpus is read with (any config's loader gave these documents).
 LOADER_OVERRIDE = 'index.load={use="beir_corpus"}'
 _WORD = re.compile(r"\w+")
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -59,28 +69,50 @@ class SyntheticSet:
     documents: list[Document]  # the corpus as it is searched: every copied span cut
     candidates: dict[str, int]  # generator -> how many queries it proposed
     changed: int  # documents whose text the cut changed
+    fallback: tuple[str, ...] = ()  # the generators used because the ones asked made no query
 
 
 def make_set(
-    documents: Sequence[Document], generators: Sequence[QueryGenerator], n: int, seed: int = 0
+    documents: Sequence[Document],
+    generators: Sequence[QueryGenerator],
+    n: int,
+    seed: int = 0,
+    fallback: Sequence[QueryGenerator] = (),
 ) -> SyntheticSet:
     """N queries drawn from the generators' proposals (equal shares; a generator that
     proposes fewer leaves its share to the others), at most one per target document, and
-    the corpus rewritten so that none is found verbatim."""
+    the corpus rewritten so that none is found verbatim. When the generators make no query,
+    the `fallback` generators make them (none: an error)."""
     if n < 1:
         raise PlmUserError("--synthetic N: N must be at least 1")
     rng = random.Random(seed)
     ids = {d.id for d in documents}
     pools: dict[str, list[SyntheticQuery]] = {}
-    for gen in generators:
-        found = [q for q in gen.generate(documents) if q.doc_id in ids and _WORD.search(q.text)]
-        rng.shuffle(found)
-        pools[gen.name] = found  # type: ignore[attr-defined]
+    used: tuple[str, ...] = ()
+
+    def propose(gens: Sequence[QueryGenerator]) -> None:
+        for gen in gens:
+            found = [q for q in gen.generate(documents) if q.doc_id in ids and _WORD.search(q.text)]
+            rng.shuffle(found)
+            pools[gen.name] = found  # type: ignore[attr-defined]
+
+    propose(generators)
+    asked = ", ".join(pools)
+    if not any(pools.values()) and fallback:
+        used = tuple(str(gen.name) for gen in fallback)  # type: ignore[attr-defined]
+        log.warning(
+            "the generators %s made no query from these %d documents (no headings, sentences or links long "
+            "enough): using %s instead (runs of words taken out of each document; needs no structure)",
+            asked, len(documents), ", ".join(used),
+        )  # fmt: skip
+        propose(fallback)
     candidates = {name: len(pool) for name, pool in pools.items()}
     if not any(pools.values()):
         raise PlmUserError(
             f"the generators {', '.join(pools)} made no query from these {len(documents)} documents "
-            "(no headings, sentences or links long enough); try other --generators"
+            "(no headings, sentences or links long enough): --generators spans (runs of words taken out of "
+            "each document) or keyphrases (each document's rarest words) need no structure; a document "
+            "shorter than about 50 words gives neither"
         )
     chosen: list[SyntheticQuery] = []
     targets: set[str] = set()
@@ -106,7 +138,7 @@ def make_set(
     # cut is global); a target emptied by the cut is no test of anything: both dropped.
     by_id = {d.id: d for d in rewritten}
     queries = [(qid, q) for qid, q in queries if by_id[q.doc_id].text != "(removed)"]
-    return SyntheticSet(queries, rewritten, candidates, changed)
+    return SyntheticSet(queries, rewritten, candidates, changed, used)
 
 
 def write_set(synthetic: SyntheticSet, folder: Path, about: dict[str, Any]) -> Path:
@@ -137,6 +169,7 @@ def write_set(synthetic: SyntheticSet, folder: Path, about: dict[str, Any]) -> P
         "candidates": synthetic.candidates,
         "documents": len(synthetic.documents),
         "documents_cut": synthetic.changed,
+        **({"fallback": list(synthetic.fallback)} if synthetic.fallback else {}),
         "how": (
             "synthetic judgments: each query was made from the corpus by a generator and is judged relevant "
             "to one document (grade 1); the text it was copied from, and every verbatim copy of the query, "
@@ -223,10 +256,12 @@ def build(
     options: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> tuple[Path, dict[str, Any]]:
     """Generate, rewrite and write a synthetic set from the config's corpus; the folder and its
-    summary. `options`: each generator's settings by name (`generator_options`)."""
+    summary. `options`: each generator's settings by name (`generator_options`). The default
+    generators fall back to `FALLBACK_GENERATORS` when they make no query; others never do."""
     generators = generators_named(names, registry, options)  # a wrong option fails before the corpus is read
+    fallback = generators_named(FALLBACK_GENERATORS, registry) if tuple(names) == DEFAULT_GENERATORS else []
     documents = load_documents(config, source, registry, settings)
-    synthetic = make_set(documents, generators, n, seed)
+    synthetic = make_set(documents, generators, n, seed, fallback)
     bad = leaks(synthetic.queries, synthetic.documents)
     if bad:  # the cut is global: a leak here is a bug, never a result to report
         raise AssertionError(f"synthetic queries still found verbatim in the corpus: {bad[:5]}")
