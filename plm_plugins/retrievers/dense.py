@@ -5,13 +5,20 @@ and fast enough for tens of thousands of chunks). The store holds the vectors; a
 ingest they are also saved as segments of float32 rows (plm_index.segments: a sync adds
 one for what changed), which a new process memory-maps instead of reading every row from
 the store: opening costs nothing proportional to the corpus.
+
+With `quantize`, each segment also holds its rows as codes (int8: a byte a dimension and a
+scale a row; binary: a bit a dimension, its sign), a query scans the codes for
+`oversample` x n candidates and scores those exactly on their float32 rows, which stay on
+disk, memory-mapped: only the rows rescored are read (the Qdrant and Elasticsearch BBQ way).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+
+from pydantic import Field
 
 from plm import (
     VECTORS_FILE,
@@ -28,15 +35,38 @@ from plm import (
     StaleIndexError,
     StoreError,
     hookimpl,
+    load_npy,
     load_vectors,
     require_embedder,
     save_vectors,
+    take_ids,
 )
 
 if TYPE_CHECKING:
     from plm import Registry
 
 VECTORS_FORMAT = 2
+CODES_FILE = "codes.npy"  # a quantised segment's codes (int8 rows, or packed sign bits)
+SCALES_FILE = "scales.npy"  # int8: each row's scale (its largest |component| / 127)
+MIN_CANDIDATES = 100  # a quantised search rescores at least this many rows
+EXACT_UP_TO = 50_000  # up to this many rows a quantised index scores every row exactly (a few ms)
+BLOCK_ROWS = 16384  # int8 codes are widened to float32 this many rows at a time
+
+
+class Quantized(NamedTuple):
+    """A quantised segment's data: its float32 rows (memory-mapped) and their codes."""
+
+    vectors: Any
+    codes: Any
+    scales: Any  # None for binary codes
+
+
+class DenseConfig(ComponentConfig):
+    """What every dense retriever's config holds (`dense`, `faiss`, `dense_rocchio`)."""
+
+    score: Literal["cosine", "unit"] = "cosine"
+    """The score hits carry: "cosine" (in [-1, 1]) or "unit", (1 + cosine) / 2 in [0, 1]
+    (for people reading scores, e.g. papers); the ranking is the same."""
 
 
 class DenseRetriever(Retriever, SegmentedIndex):
@@ -47,10 +77,14 @@ class DenseRetriever(Retriever, SegmentedIndex):
     needs = ("embedder",)
     embedder: Embedder | None
 
-    class Config(ComponentConfig):
-        score: Literal["cosine", "unit"] = "cosine"
-        """The score hits carry: "cosine" (in [-1, 1]) or "unit", (1 + cosine) / 2 in [0, 1]
-        (for people reading scores, e.g. papers); the ranking is the same."""
+    class Config(DenseConfig):
+        quantize: Literal["none", "int8", "binary"] = "none"
+        """Candidates from quantised copies of the vectors, then scored exactly: "int8" (a
+        quarter of the memory), "binary" (a 32nd: one bit a dimension, scanned by popcount);
+        "none": every row scored exactly. The hits' scores are exact either way; a hit the
+        codes rank below the candidates is missed (BENCHMARKS.md gives recall@10)."""
+        oversample: int = Field(10, ge=1, le=1000)
+        """With `quantize`: rows rescored exactly per hit asked for (at least 100 rows)."""
 
     config: Config
 
@@ -65,7 +99,11 @@ class DenseRetriever(Retriever, SegmentedIndex):
     segment_kind: str | None = "vectors"  # one set of segments for every dense stage (faiss reads them too)
 
     def segment_settings(self) -> dict[str, Any]:
-        return {"format": VECTORS_FORMAT}
+        quantize = getattr(self.config, "quantize", "none")
+        return {"format": VECTORS_FORMAT, **({"quantize": quantize} if quantize != "none" else {})}
+
+    def _quantize(self) -> str:
+        return str(getattr(self.config, "quantize", "none"))  # dense's own key: not in DenseConfig
 
     def vectors_base(self, index_dir: Path) -> Path:
         return self.stage_base(index_dir)
@@ -84,18 +122,40 @@ class DenseRetriever(Retriever, SegmentedIndex):
                 f"retriever {self.label!r}: {matrix.shape[0] if matrix.ndim else 0} vectors for "
                 f"{len(rows)} chunks; run `plm ingest --force` to rebuild them"
             )
-        return matrix
+        return quantized(matrix, self._quantize()) if self._quantize() != "none" else matrix
 
     def save_data(self, data: Any, folder: Path) -> None:
-        save_vectors(folder / VECTORS_FILE, data)
+        import numpy as np
+
+        if isinstance(data, Quantized):
+            np.save(folder / CODES_FILE, data.codes, allow_pickle=False)
+            if data.scales is not None:
+                np.save(folder / SCALES_FILE, data.scales, allow_pickle=False)
+        save_vectors(folder / VECTORS_FILE, _rows(data))
 
     def open_data(self, folder: Path, n_rows: int) -> Any:
-        return load_vectors(folder / VECTORS_FILE, n_rows)
+        vectors = load_vectors(folder / VECTORS_FILE, n_rows)
+        if self._quantize() == "none":
+            return vectors
+        codes = load_npy(folder / CODES_FILE)
+        scales = load_npy(folder / SCALES_FILE) if self._quantize() == "int8" else None
+        if len(codes) != n_rows or (scales is not None and len(scales) != n_rows):
+            raise ValueError(f"{CODES_FILE} holds {len(codes)} rows, not {n_rows}")
+        return Quantized(vectors, codes, scales)
 
     def merge_data(self, parts: list[Any], keep: list[Any]) -> Any:
         import numpy as np
 
-        return np.concatenate([np.asarray(p)[k] for p, k in zip(parts, keep, strict=True)])
+        matrix = np.concatenate([np.asarray(_rows(p))[k] for p, k in zip(parts, keep, strict=True)])
+        if self._quantize() == "none":
+            return matrix
+        codes = np.concatenate([np.asarray(p.codes)[k] for p, k in zip(parts, keep, strict=True)])
+        scales = (
+            None
+            if parts[0].scales is None
+            else np.concatenate([np.asarray(p.scales)[k] for p, k in zip(parts, keep, strict=True)])
+        )
+        return Quantized(matrix, codes, scales)
 
     @property
     def _matrix(self) -> Any:
@@ -135,8 +195,9 @@ class DenseRetriever(Retriever, SegmentedIndex):
             raise StaleIndexError(f"{what} come from {saved!r}; the store says {snapshot.vectors_model!r}")
 
     def vectors_of(self, data: Any) -> Any:
-        """A segment's float32 rows within its data (dense's data is the matrix itself)."""
-        return data
+        """A segment's float32 rows within its data (dense's data is the matrix itself, or
+        a `Quantized` holding it)."""
+        return _rows(data)
 
     def _dim(self) -> int | None:
         state = self.state
@@ -171,12 +232,46 @@ class DenseRetriever(Retriever, SegmentedIndex):
         return np.concatenate([similarities(self.vectors_of(seg.data), vector) for seg in state.segments])
 
     def search(self, query: ExpandedQuery, n: int, allowed: Any = None) -> list[ScoredChunk]:
+        if self._quantize() != "none":
+            return self._rescored(query, n, allowed)
         # Exact scores for every chunk, then top_n's tie order (equal scores: the later row first).
-        scores = self.scores(query)
-        if self.config.score == "unit":
-            scores = (1.0 + scores.astype("float64")) / 2.0  # float64: close scores stay distinct
+        scores = self._scaled(self.scores(query))  # "unit" in float64: close scores stay distinct
         assert self.state is not None
         return self.state.top(scores, n, self.label, allowed)
+
+    def _rescored(self, query: ExpandedQuery, n: int, allowed: Any) -> list[ScoredChunk]:
+        """The n best of `oversample` x n candidates the codes rank first, scored exactly;
+        equal scores later row first, as `top_n` orders them above EXACT_UP_TO rows (below
+        it, where its tie order is a full sort's own, every row is scored exactly)."""
+        import numpy as np
+
+        state = self.state
+        if state is None:
+            raise StaleIndexError(f"retriever {self.label!r} is not loaded")
+        if state.total <= EXACT_UP_TO:
+            return self.state.top(self._scaled(self.scores(query)), n, self.label, allowed)
+        if n <= 0 or not state.n_live:
+            return []
+        vector = self.query_vector(query)
+        keep = state.allowed_rows(allowed)
+        approx = np.concatenate([approximate(seg.data, vector) for seg in state.segments])
+        approx[~keep] = -np.inf
+        m = min(int(keep.sum()), max(n * self.config.oversample, MIN_CANDIDATES))
+        if m <= 0:
+            return []
+        rows = np.sort(np.argpartition(-approx, m - 1)[:m])
+        exact = np.empty(m, dtype=np.float32)
+        for i, at, local in state.by_segment(rows):  # ascending rows: each segment's in order
+            exact[at] = similarities(np.asarray(self.vectors_of(state.segments[i].data))[local], vector)
+        index = state.rows_in_index_order()
+        places = rows if index is None else state.cached("index_places", lambda: _places(index, state.total))[rows]
+        best = np.lexsort((-places, -exact))[:n]
+        scores = self._scaled(exact[best])
+        found = zip(take_ids(state.ids, rows[best]), scores.tolist(), strict=True)
+        return [ScoredChunk(chunk_id=c, score=float(s), source=self.label, rank=r) for r, (c, s) in enumerate(found)]
+
+    def _scaled(self, scores: Any) -> Any:
+        return (1.0 + scores.astype("float64")) / 2.0 if self.config.score == "unit" else scores
 
 
 def similarities(matrix: Any, vector: Any) -> Any:
@@ -188,6 +283,56 @@ def similarities(matrix: Any, vector: Any) -> Any:
     import numpy as np
 
     return np.einsum("ij,j->i", matrix, vector)
+
+
+def quantized(matrix: Any, kind: str) -> Quantized:
+    """`matrix`'s rows with their codes: int8 (each row scaled by its largest |component|)
+    or binary (the sign of each component, 8 to a byte)."""
+    import numpy as np
+
+    if kind == "binary":
+        return Quantized(matrix, np.packbits(matrix > 0, axis=1), None)
+    top = np.abs(matrix).max(axis=1) if len(matrix) else np.zeros(0, dtype=np.float32)
+    scales = np.where(top > 0, top / 127.0, 1.0).astype(np.float32)
+    codes = np.clip(np.rint(matrix / scales[:, None]), -127, 127).astype(np.int8)
+    return Quantized(matrix, codes, scales)
+
+
+def approximate(data: Quantized, vector: Any) -> Any:
+    """Each row's approximate similarity from its codes (higher is closer): int8 codes times
+    the query, by blocks widened to float32; binary: minus the Hamming distance of signs."""
+    import numpy as np
+
+    codes = np.asarray(data.codes)
+    if data.scales is None:
+        words = codes.shape[1] // 8 * 8
+        bits = np.packbits(np.asarray(vector) > 0)
+        far = np.zeros(len(codes), dtype=np.int32)
+        if words:  # 8 bytes at a time: one popcount per 64 dimensions
+            far += np.bitwise_count(codes[:, :words].view(np.uint64) ^ bits[:words].view(np.uint64)).sum(
+                axis=1, dtype=np.int32
+            )
+        if codes.shape[1] > words:
+            far += np.bitwise_count(codes[:, words:] ^ bits[words:]).sum(axis=1, dtype=np.int32)
+        return -far.astype(np.float32)
+    out = np.empty(len(codes), dtype=np.float32)
+    for lo in range(0, len(codes), BLOCK_ROWS):
+        out[lo : lo + BLOCK_ROWS] = codes[lo : lo + BLOCK_ROWS].astype(np.float32) @ vector
+    return out * np.asarray(data.scales)
+
+
+def _rows(data: Any) -> Any:
+    """The float32 rows of dense's segment data (a matrix, or a `Quantized` holding one)."""
+    return data.vectors if isinstance(data, Quantized) else data
+
+
+def _places(index: Any, total: int) -> Any:
+    """Each row's place in the index order `index` (a permutation of the live rows)."""
+    import numpy as np
+
+    places = np.full(total, -1, dtype=np.int64)
+    places[index] = np.arange(len(index), dtype=np.int64)
+    return places
 
 
 @hookimpl

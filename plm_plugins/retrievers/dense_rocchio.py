@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import Field
 
 from plm import ExpandedQuery, StaleIndexError, hookimpl
-from plm_plugins.retrievers.dense import DenseRetriever, similarities
+from plm_plugins.retrievers.dense import DenseConfig, DenseRetriever, similarities
 
 if TYPE_CHECKING:
     from plm import Registry
@@ -21,7 +21,7 @@ class DenseRocchioRetriever(DenseRetriever):
 
     name = "dense_rocchio"
 
-    class Config(DenseRetriever.Config):
+    class Config(DenseConfig):
         fb_docs: int = Field(3, ge=1)
         """How many top chunks of the first search the centroid is taken over."""
         alpha: float = Field(1.0, ge=0)

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import Field
 
 from plm import ExpandedQuery, MissingDependencyError, Rows, ScoredChunk, StaleIndexError, hookimpl, take_ids
-from plm_plugins.retrievers.dense import DenseRetriever, similarities
+from plm_plugins.retrievers.dense import DenseConfig, DenseRetriever, similarities
 
 if TYPE_CHECKING:
     from plm import Registry
@@ -45,7 +45,7 @@ class FaissRetriever(DenseRetriever):
 
     name = "faiss"
 
-    class Config(DenseRetriever.Config):
+    class Config(DenseConfig):
         index: Literal["flat", "hnsw", "ivf"] = "hnsw"
         """The faiss index: "hnsw" (a graph; fast, no training), "ivf" (k-means lists; the
         query scans `nprobe` of `nlist` lists) or "flat" (an exact scan inside faiss)."""
