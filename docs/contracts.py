@@ -26,8 +26,8 @@ OUT = REPO / "docs" / "contracts"
 SLOTS = {
     "Loader": '[index.load]\nuse = "markdown_dir"',
     "Converter": "# not a config slot: the `folder` loader gives each file to the converter of its extension;\n"
-    "# settings, by converter name, go in its table\n[index.load]\nuse = \"folder\"\n"
-    "converters = { csv_rows = { delimiter = \";\" } }",
+    '# settings, by converter name, go in its table\n[index.load]\nuse = "folder"\n'
+    'converters = { csv_rows = { delimiter = ";" } }',
     "Chunker": '[index.chunk]\nuse = "markdown_semantic"',
     "ChunkTransform": '[index.keywords]         # any [index.*] table after the chunker, run in order\nuse = "yake"',
     "Embedder": '[embedder]              # shared by indexing and querying\nuse = "sentence_transformers"',
@@ -44,6 +44,8 @@ SLOTS = {
     '[query.retrieve.retrievers.bm25]\nuse = "bm25s"',
     "RankingStage": '[query.collapse]        # any [query.*] table after [query.retrieve]\nuse = "collapse"',
     "Reranker": '[query.rerank]          # after [query.retrieve]\nuse = "cross_encoder"',
+    "Evaluator": '[job]\nevaluator = "ir_metrics"   # or a table: { use = "ir_metrics", one_ranking = true }',
+    "Reporter": '[job]\nreporter = "comparison_report"   # what `plm eval` compares configs with',
     "Executor": '[executor]\nuse = "local"',
     "Store": '[store]\nuse = "sqlite"',
 }
@@ -140,6 +142,35 @@ class LastParagraphs(plm.QueryGenerator):
             if rest and 5 <= len(last.split()) <= 40:  # the query; cut from what is searched
                 out.append(plm.SyntheticQuery(last, doc.id, self.name, remove=(last,), source_doc=doc.id))
         return out
+""",
+    "Evaluator": """
+class FirstHit(plm.Evaluator):
+    name = "first_hit"
+
+    def metric_names(self) -> list[str]:
+        return ["Hit@1"]
+
+    def evaluate(self, job: Any, qset: Any, progress: bool = False) -> dict[str, Any]:
+        rows = []
+        for qid, text in qset.queries.items():
+            ranking, _ = job.search(plm.Query(text=text, k=1, id=qid))
+            hit = float(bool(ranking.hits) and ranking.hits[0].doc_id in qset.qrels.get(qid, {}))
+            rows.append({"query_id": qid, "query": text, "Hit@1": hit})
+        mean = sum(r["Hit@1"] for r in rows) / len(rows) if rows else 0.0
+        return {"set": qset.name, "queries": len(rows), "metrics": {"Hit@1": mean}, "per_query": rows}
+""",
+    "Reporter": """
+class MeanTable(plm.Reporter):
+    name = "mean_table"
+
+    def compare(self, runs: Sequence[tuple[str, Mapping[str, Any]]]) -> dict[str, Any]:
+        return {label: {s["set"]: s["metrics"] for s in run["sets"]} for label, run in runs}
+
+    def write(self, comparison: Mapping[str, Any], out_dir: Any, top: int = 10, metric: str | None = None) -> dict:
+        Path(out_dir).mkdir(parents=True, exist_ok=True)
+        path = Path(out_dir) / "means.json"
+        path.write_text(json.dumps(comparison, indent=1))
+        return {"means": path}
 """,
     "QueryExpander": """
 class Synonyms(plm.QueryExpander):
@@ -294,6 +325,8 @@ def families() -> list[tuple[type, list[type]]]:
         (plm.Tokenizer, []),
         (plm.QueryExpander, []),
         (plm.QueryGenerator, []),
+        (plm.Evaluator, []),
+        (plm.Reporter, []),
         (plm.Retriever, [plm.Index, plm.SavedIndex, plm.SegmentedIndex]),
         (plm.Fuser, []),
         (plm.Retrieval, []),
@@ -368,8 +401,13 @@ def page(base: type, also: list[type]) -> str:
     lines += ["**In a config:**", "", "```toml", SLOTS[base.__name__], "```", ""]
     lines += _section(base, f"`plm.{base.__name__}`", with_doc=False)
     for part in also:
-        where = "plm_core.interfaces" if part.__module__ == "plm_core.store_contract" else "plm"
-        lines += _section(part, f"`{where}.{part.__name__}`", with_doc=True)
+        # the store's parts are not names a plugin imports: `plm.Store` holds them all
+        title = (
+            f"`plm.{base.__name__}`: {part.__name__}"
+            if part.__module__ == "plm_core.store_contract"
+            else f"`plm.{part.__name__}`"
+        )
+        lines += _section(part, title, with_doc=True)
     example = EXAMPLES[base.__name__].strip()
     lines += ["## Example", "", "```python", _imports_of(example) + example, "```", ""]
     lines += ["## Prove it", ""]
@@ -388,7 +426,7 @@ def index(pages: dict[str, str]) -> str:
         "",
         "One page per family of stage: the base class a plugin subclasses (all from `import plm`),",
         "what goes in and out, each method to write or override, the TOML slot, an example and",
-        "the conformance check. Generated from `plm_core/interfaces.py` by `docs/contracts.py`;",
+        "the conformance check. Generated from the kernel's base classes by `docs/contracts.py`;",
         "[Writing a plugin](../plugins.md) walks through one.",
         "",
         "| family | base | what it does |",

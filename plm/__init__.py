@@ -25,6 +25,7 @@ as a third party must: a test holds them to it):
 - families: `Loader`, `Converter` (a file format -> Markdown text: `Converted`), `Chunker`,
   `ChunkTransform`, `Embedder`, `QueryExpander`,
   `QueryGenerator` (synthetic judged queries from the corpus: `plm eval --synthetic N`),
+  `Evaluator` (a query set scored: `[job] evaluator`), `Reporter` (`plm eval`'s comparison),
   `Retrieval` (the `[query.retrieve]` stage), `Retriever`, `Fuser`, `RankingStage`,
   `Reranker`, `Store`, `Executor`, `Tokenizer` (a part of the stage that tokenizes, e.g.
   `tokenizer = "snowball"` in a bm25s table), and `Index`
@@ -85,6 +86,7 @@ from plm_core.errors import (
     StaleIndexError,
     StoreError,
 )
+from plm_core.evaluation import Evaluator, QueryGenerator, Reporter
 from plm_core.hookspecs import hookimpl
 from plm_core.interfaces import (
     BatchProcessor,
@@ -98,7 +100,6 @@ from plm_core.interfaces import (
     Loader,
     ProcessorFactory,
     QueryExpander,
-    QueryGenerator,
     RankingStage,
     Reranker,
     Retrieval,
@@ -213,6 +214,7 @@ __all__ = [
     "Document",
     "EmbeddedQuery",
     "Embedder",
+    "Evaluator",
     "Executor",
     "ExpandedQuery",
     "Fuser",
@@ -233,6 +235,7 @@ __all__ = [
     "Ranking",
     "RankingStage",
     "Registry",
+    "Reporter",
     "Reranker",
     "Retrieval",
     "Retriever",

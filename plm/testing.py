@@ -49,7 +49,8 @@ from typing import Any
 import numpy as np
 
 from plm_core.errors import StoreError
-from plm_core.interfaces import Chunker, Fuser, QueryGenerator, RankingStage, Retriever, Store, Tokenizer
+from plm_core.evaluation import QueryGenerator
+from plm_core.interfaces import Chunker, Fuser, RankingStage, Retriever, Store, Tokenizer
 from plm_core.records import (
     Chunk,
     CorpusVersion,

@@ -24,7 +24,6 @@ from plm_core.records import (
     Query,
     Ranking,
     ScoredChunk,
-    SyntheticQuery,
 )
 
 # The store's bases live in their own module; these names stay importable from here.
@@ -233,25 +232,6 @@ class QueryExpander(BaseComponent[Query, ExpandedQuery]):
     @abstractmethod
     def run(self, data: Query) -> ExpandedQuery:
         """The query as retrieval should search for it (`ExpandedQuery.of(data)` to start from)."""
-
-
-class QueryGenerator(BaseComponent[list[Document], list[SyntheticQuery]]):
-    """Documents -> synthetic judged queries (`plm eval --synthetic N`): write `generate`,
-    every query this generator can make from these documents, each naming the document it
-    is relevant to and the spans of text it was copied from (`SyntheticQuery.remove`: the
-    evaluation deletes them, and the query itself, from the indexed corpus). Deterministic:
-    the runtime draws N of them with its own seed."""
-
-    family = "query_generators"
-    input_type = list[Document]
-    output_type = list[SyntheticQuery]
-
-    @abstractmethod
-    def generate(self, documents: Sequence[Document]) -> list[SyntheticQuery]:
-        """Every query these documents give, in a stable order."""
-
-    def run(self, data: list[Document]) -> list[SyntheticQuery]:
-        return self.generate(data)
 
 
 class Index(ABC):

@@ -113,9 +113,10 @@ def run_configs(
 
 
 def _reporter(registry: Registry, name: str, **params: Any) -> Any:
-    reg = registry.get(name, "evaluators")
-    try:
-        return reg.cls(**params)
+    reg = registry.get(name, "reporters")
+    takes = reg.cls.Config.model_fields  # type: ignore[attr-defined]
+    try:  # plm eval's options, those its config has (a third party's may take none)
+        return reg.cls(**{k: v for k, v in params.items() if k in takes})
     except ValidationError as err:
         raise ConfigError(format_validation(err, f"plm eval: reporter {name!r}", reg.cls.Config)) from None  # type: ignore[attr-defined]
 
@@ -286,7 +287,8 @@ def eval_command(
 
     first = load_job(config[0], registry, set_ or [])
     name = first.job.reporter  # the reporter is config, as all names are
-    if name == "comparison_report" and test not in ("permutation", "ttest"):  # another reporter says its own
+    takes = registry.get(name, "reporters", where=f"{first.path} [job] reporter").cls.Config.model_fields  # type: ignore[attr-defined]
+    if "test" in takes and test not in ("permutation", "ttest"):  # a reporter's own tests: its error says
         hint = " (query sets to report on are --queries; plm tune's --test names held-out sets)"
         raise PlmUserError(f"--test {test!r}: the significance test is permutation or ttest{hint}")
     check_metric(first, registry, metric)  # before any work

@@ -39,7 +39,8 @@ from pydantic import ValidationError
 
 from plm_core.config import JobConfig, format_validation, parse_override
 from plm_core.errors import ConfigError, PlmUserError
-from plm_core.interfaces import Loader, QueryGenerator
+from plm_core.evaluation import QueryGenerator
+from plm_core.interfaces import Loader
 from plm_core.records import Document, SyntheticQuery
 from plm_core.registry import Registry
 from plm_core.synthetic import leaks, normalized, rewrite

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import inspect
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -137,6 +138,21 @@ def _run_example(base: str, stage: Any, tmp_path: Path) -> None:
                 return len(batch)
 
         assert list(stage.process([[1, 2], [3]], Local(), None, True)) == [2, 1]
+    elif base == "Evaluator":
+
+        class Qset:  # a plm_eval QuerySet: its name, queries and qrels
+            name, queries, qrels = "t", {"q1": "a", "q2": "b"}, {"q1": {"d1": 1}, "q2": {"d9": 1}}
+
+        class Job:  # what an evaluator searches: d1 first whatever the query
+            def search(self, query: plm.Query) -> tuple[plm.Ranking, dict[str, float]]:
+                return plm.Ranking(plm.ExpandedQuery.of(query), (plm.Hit("d1#0", "d1", 1.0, 1),)), {}
+
+        report = stage.evaluate(Job(), Qset())
+        assert report["metrics"] == {"Hit@1": 0.5} and stage.metric_names() == ["Hit@1"]
+    elif base == "Reporter":
+        runs = [("a", {"sets": [{"set": "t", "metrics": {"m": 1.0}}]}), ("b", {"sets": [{"set": "t", "metrics": {}}]})]
+        comparison = stage.compare(runs)
+        assert json.loads(stage.write(comparison, tmp_path / "out")["means"].read_text()) == comparison
     else:
         raise AssertionError(f"no run for the {base} example")
 

@@ -25,8 +25,9 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 from pydantic import Field
 
-from plm_core.component import BaseComponent, ComponentConfig
+from plm_core.component import ComponentConfig
 from plm_core.errors import MissingDependencyError, PlmUserError
+from plm_core.evaluation import Reporter
 from plm_core.hookspecs import hookimpl
 from plm_eval.evaluators.significance import CONFIDENCE, adjust_p_values, bootstrap_cis, paired_p_value
 
@@ -55,12 +56,11 @@ def per_query_values(set_result: Mapping[str, Any]) -> dict[str, dict[str, float
     return out
 
 
-class ComparisonReporter(BaseComponent[object, object]):
+class ComparisonReporter(Reporter):
     """Compares evaluation runs of several configs: deltas, p-values (raw and corrected), bootstrap
     intervals and report files."""
 
     name = "comparison_report"
-    family = "evaluators"
 
     class Config(ComponentConfig):
         test: Literal["permutation", "ttest"] = "permutation"

@@ -20,8 +20,9 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
-from plm_core.component import BaseComponent, ComponentConfig
+from plm_core.component import ComponentConfig
 from plm_core.errors import MissingDependencyError
+from plm_core.evaluation import Evaluator
 from plm_core.hookspecs import hookimpl
 from plm_core.records import Query
 from plm_eval.dataset import QuerySet
@@ -65,11 +66,10 @@ def ir_scores(
     return out
 
 
-class IRMetricsEvaluator(BaseComponent[object, object]):
+class IRMetricsEvaluator(Evaluator):
     """Runs a query set through a job and scores it in both views."""
 
     name = "ir_metrics"
-    family = "evaluators"
 
     class Config(ComponentConfig):
         chunk_k: int = Field(5, ge=1)

@@ -249,4 +249,4 @@ def test_report_marks_only_the_differences_that_survive(tmp_path: Path) -> None:
 def test_registered_as_reporter() -> None:
     from plm_core.registry import default_registry
 
-    assert default_registry().get("comparison_report", "evaluators").cls is ComparisonReporter
+    assert default_registry().get("comparison_report", "reporters").cls is ComparisonReporter
