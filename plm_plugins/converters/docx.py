@@ -4,8 +4,8 @@ Paragraphs styled `Title` or `Heading 1`-`Heading 6` (by style id) become `#` he
 `- ` items, a table one line per row with its cells between ` | `. `title`, `author` and
 `date` come from the file's core properties. A `.docx` is a zip: before anything is parsed,
 its entries must hold at most `max_unzipped_mb` together (a zip bomb is one line, never a
-full disk or memory), and a file that is not a zip (a damaged file, or an old `.doc`) is one
-line too.
+full disk or memory), and a file that is not a zip (a damaged file, an old `.doc`, a Word file
+saved with a password: both OLE files) is one line too, saying which.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 
 _HEADING = re.compile(r"^(?:heading\s*([1-6])|title)$", re.IGNORECASE)  # a style id: `Heading1`, `Title`
 _W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
+_OLE = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"  # an OLE compound file: an old .doc, or an encrypted .docx
 
 
 class DocxConverter(Converter):
@@ -47,6 +48,10 @@ class DocxConverter(Converter):
             with zipfile.ZipFile(io.BytesIO(data)) as zf:
                 unzipped = sum(info.file_size for info in zf.infolist())
         except zipfile.BadZipFile:
+            if data.startswith(_OLE) and "EncryptedPackage".encode("utf-16-le") in data:
+                raise PlmUserError("encrypted (saved with a password); save a copy without one") from None
+            if data.startswith(_OLE):
+                raise PlmUserError("an old Word .doc file (OLE), not a .docx; re-save it as .docx") from None
             raise PlmUserError(
                 "not a Word .docx file (not a zip: damaged, or an old .doc); re-save it as .docx"
             ) from None
@@ -58,6 +63,9 @@ class DocxConverter(Converter):
         try:
             document = docx.Document(io.BytesIO(data))
         except Exception as err:  # python-docx raises KeyError, ValueError, lxml errors...
+            if "is not a Word file, content type is" in str(err):  # an Excel or PowerPoint file renamed
+                kind = str(err).rsplit("content type is", 1)[1].strip(" '")
+                raise PlmUserError(f"not a Word document: its content type is {kind}") from None
             raise PlmUserError(f"not a readable Word file ({type(err).__name__}: {err}); it may be damaged") from None
         from docx.table import Table
         from docx.text.paragraph import Paragraph

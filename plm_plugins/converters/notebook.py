@@ -4,6 +4,7 @@ and rarely what a search is for). Read with the standard library's JSON parser."
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any
 
 from plm import Converted, Converter, PlmUserError, hookimpl
@@ -13,6 +14,14 @@ from plm_plugins.loaders.files import BadInput, parse_json
 
 if TYPE_CHECKING:
     from plm import Registry
+
+_LANGUAGE = re.compile(r"[\w+#.-]{1,40}")  # a language name as a code fence's info string may hold it
+
+
+def _name(value: Any) -> str:
+    """A name from the notebook's metadata (a title, an author) as one line; "" for anything
+    but a string."""
+    return " ".join(value.replace("\x00", " ").split()) if isinstance(value, str) else ""
 
 
 def _source(cell: dict[str, Any], key: str) -> str:
@@ -38,13 +47,17 @@ class NotebookConverter(Converter):
             raise PlmUserError(f"not a notebook (its JSON is a {type(nb).__name__}, not an object); {fix}")
         cells = nb.get("cells")
         if cells is None and isinstance(nb.get("worksheets"), list):  # nbformat 3
-            cells = [c for ws in nb["worksheets"] if isinstance(ws, dict) for c in ws.get("cells", [])]
+            sheets = [ws.get("cells") for ws in nb["worksheets"] if isinstance(ws, dict)]
+            cells = [c for sheet in sheets if isinstance(sheet, list) for c in sheet]
         if not isinstance(cells, list):
             raise PlmUserError(f"not a notebook (no list of `cells`); {fix}")
         meta: dict[str, Any] = nb["metadata"] if isinstance(nb.get("metadata"), dict) else {}
         info: dict[str, Any] = meta["language_info"] if isinstance(meta.get("language_info"), dict) else {}
         kernel: dict[str, Any] = meta["kernelspec"] if isinstance(meta.get("kernelspec"), dict) else {}
-        language = str(info.get("name") or kernel.get("language") or "")
+        # Only a name: the language is written after a code fence's backticks, where "py```\n# X"
+        # would close the fence and make a heading (and the title) of the next line.
+        named = _LANGUAGE.match(_name(info.get("name")) or _name(kernel.get("language")))
+        language = named.group() if named else ""
         parts: list[str] = []
         for cell in cells:
             if not isinstance(cell, dict):
@@ -62,10 +75,10 @@ class NotebookConverter(Converter):
                 parts.append(f"{'#' * level} {text}" if isinstance(level, int) and 1 <= level <= 6 else text)
         text = "\n\n".join(p for p in parts if p)
         metadata: dict[str, Any] = {"language": language} if language else {}
-        title = meta.get("title") if isinstance(meta.get("title"), str) else ""
+        title = _name(meta.get("title"))
         authors = meta.get("authors")
-        if isinstance(authors, list) and authors and isinstance(authors[0], dict) and authors[0].get("name"):
-            metadata["author"] = str(authors[0]["name"])
+        if isinstance(authors, list) and authors and isinstance(authors[0], dict) and _name(authors[0].get("name")):
+            metadata["author"] = _name(authors[0]["name"])[:500]
         return Converted(text, title or first_heading(text), metadata)
 
 

@@ -7,11 +7,14 @@ line ends one when it is short and ends a sentence. `title`, `author` and `date`
 the document's information; a missing or generic title falls back to the first line.
 
 A PDF with no text layer (a scan) fails, saying so: OCR is not built in. So does an
-encrypted one, and one with more than `max_pages` pages.
+encrypted one, one with more than `max_pages` pages, and one with a page PDFium cannot load.
+The document information is hostile text: a value that cannot be decoded is left out, control
+characters (a NUL, a newline) become spaces, and a date that is no date is cut to what is one.
 """
 
 from __future__ import annotations
 
+import datetime
 import re
 from typing import TYPE_CHECKING, Any
 
@@ -26,14 +29,28 @@ if TYPE_CHECKING:
 _PDF_DATE = re.compile(r"D?:?(\d{4})(\d{2})?(\d{2})?")
 _GENERIC_TITLE = re.compile(r"^(untitled|microsoft word - .*|document\d*|slide \d+|\s*)$", re.IGNORECASE)
 _SENTENCE_END = (".", "!", "?", ":", '."', ".)")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
 def pdf_date(value: str) -> str:
-    """A PDF date (`D:20240501120000+02'00'`) as ISO (`2024-05-01`), or ""."""
+    """A PDF date (`D:20240501120000+02'00'`) as ISO (`2024-05-01`), or "": as much of it as
+    is a date (`D:20241340` is `2024`, `D:20240231` `2024-02`, `D:00000000` "")."""
     m = _PDF_DATE.match(value.strip())
-    if m is None:
+    if m is None or int(m.group(1)) == 0:
         return ""
-    return "-".join(part for part in m.groups() if part)
+    year, month, day = m.groups()
+    if month is None or not 1 <= int(month) <= 12:
+        return year
+    try:
+        return datetime.date(int(year), int(month), int(day)).isoformat() if day else f"{year}-{month}"
+    except ValueError:
+        return f"{year}-{month}"
+
+
+def one_line(value: str) -> str:
+    """A document information or outline value as one line: control characters (a NUL, a
+    newline) are spaces, runs of spaces one."""
+    return " ".join(_CONTROL.sub(" ", value).split())
 
 
 def paragraphs(page: str) -> str:
@@ -82,8 +99,10 @@ class PdfConverter(Converter):
         except pdfium.PdfiumError as err:
             reason = str(err)
             if "password" in reason.lower():
+                fix = "set the right one" if self.config.password else "set the pdf converter's `password`"
+                what = "the pdf converter's `password` does not open it" if self.config.password else ""
                 raise PlmUserError(
-                    "encrypted (it needs a password); set the pdf converter's `password`, or save an unencrypted copy"
+                    f"encrypted ({what or 'it needs a password'}); {fix}, or save an unencrypted copy"
                 ) from None
             raise PlmUserError(f"not a readable PDF ({reason}); it may be damaged") from None
         try:
@@ -104,7 +123,7 @@ class PdfConverter(Converter):
                 if count >= 10 * n:  # a hostile outline: far more entries than pages
                     break
                 dest = item.get_dest()
-                index, title = (dest.get_index() if dest is not None else None), " ".join(item.get_title().split())
+                index, title = (dest.get_index() if dest is not None else None), _value(item.get_title)
                 if index is None or not 0 <= index < n or not title:
                     continue
                 headings.setdefault(index, []).append(f"{'#' * (item.level + 1)} {title[:1000]}")
@@ -112,7 +131,10 @@ class PdfConverter(Converter):
             headings = {}
         bodies: list[str] = []
         for i in range(n):
-            page = pdf[i]
+            try:
+                page = pdf[i]
+            except Exception as err:  # PdfiumError: a page tree that loops, a page that is no page
+                raise PlmUserError(f"page {i + 1} of {n} cannot be read ({err}); the PDF may be damaged") from None
             textpage = page.get_textpage()
             try:
                 bodies.append(paragraphs(textpage.get_text_bounded()))
@@ -126,7 +148,7 @@ class PdfConverter(Converter):
             )
         pages = ["\n\n".join([*headings.get(i, []), body]).strip() for i, body in enumerate(bodies)]
         text = "\n\n\f".join(pages)
-        info = {key: pdf.get_metadata_value(key) for key in ("Title", "Author", "CreationDate", "ModDate")}
+        info = {key: _value(pdf.get_metadata_value, key) for key in ("Title", "Author", "CreationDate", "ModDate")}
         metadata: dict[str, Any] = {"pages": n}
         if info.get("Author"):
             metadata["author"] = info["Author"][:500]
@@ -138,6 +160,15 @@ class PdfConverter(Converter):
             first = next((line for line in text.split("\n") if line.strip()), "")
             title = first.lstrip("#\f ").strip() if len(first) <= 200 else ""
         return Converted(text, title[:1000], metadata)
+
+
+def _value(read: Any, *args: Any) -> str:
+    """A string the PDF holds (`read(*args)`) as `one_line`, "" when it cannot be decoded (a
+    title of invalid UTF-16 made the whole file fail)."""
+    try:
+        return one_line(str(read(*args)))
+    except Exception:  # UnicodeDecodeError, PdfiumError
+        return ""
 
 
 @hookimpl

@@ -1,8 +1,10 @@
-"""Plain text (`.txt`): the file as it is, UTF-8 (a BOM is dropped); its title is the file's
-name. Also what the other converters share: reading UTF-8, importing their library, its version."""
+"""Plain text (`.txt`): the file as it is, UTF-8 (a BOM is dropped; UTF-16 with its BOM, as
+Windows writes it, is read too); its title is the file's name. Also what the other converters
+share: reading UTF-8, importing their library, its version."""
 
 from __future__ import annotations
 
+import codecs
 import re
 from typing import TYPE_CHECKING, Any
 
@@ -45,11 +47,27 @@ def fenced(code: str, language: str = "") -> str:
 
 
 def text_of(data: bytes) -> str:
-    """`data` as UTF-8 text (BadInput's reason as a PlmUserError, which a converter raises)."""
+    """`data` as UTF-8 text, or UTF-16 after its BOM (BadInput's reason as a PlmUserError,
+    which a converter raises)."""
     try:
+        if (sixteen := _utf16(data)) is not None:
+            data = sixteen
         return decode_text(data, "move it out of the folder").removeprefix("\ufeff")
     except BadInput as err:
         raise PlmUserError(str(err)) from None
+
+
+def _utf16(data: bytes) -> bytes | None:
+    """`data` as UTF-8 when it is UTF-16 with its BOM (Notepad's "Unicode", PowerShell's `>`):
+    the BOM, then text holding an ASCII character (a space, a newline), as any such file does;
+    bytes that only start with FF FE are left to fail as UTF-8."""
+    if not data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        return None
+    try:
+        text = data.decode("utf-16")
+    except UnicodeDecodeError:
+        return None
+    return text.encode("utf-8") if any(" " <= ch < "\x7f" or ch in "\t\n\r" for ch in text[:4096]) else None
 
 
 class TextConverter(Converter):
