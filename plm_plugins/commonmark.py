@@ -38,13 +38,15 @@ _ATTRIBUTES = re.compile(rf"[ \t]*\{{:?[ \t]*{_ATTR}(?:[ \t]+{_ATTR})*[ \t]*\}}[
 _ANCHOR = re.compile(r"(?:^|\s)#([\w:-]+)")
 _ADMONITION = re.compile(r"( *)(?:!!!|\?\?\?\+?)[ \t]*([\w-]*)(?:[ \t]+(?:\"([^\"]*)\"|'([^']*)'))?[ \t]*$")
 _TAB = re.compile(r"( *)===[ \t]+(?:\"([^\"]*)\"|'([^']*)')[ \t]*$")
-_SHORTCODE = re.compile(r"\{\{[<%].*?[%>]\}\}")
+# Bounded: a shortcode or a wikilink is short, and an opener left unclosed must not send
+# each later one to the end of the line (10 KB of `[[` took 7 s, 40 KB two minutes).
+_SHORTCODE = re.compile(r"\{\{[<%].{0,2000}?[%>]\}\}")
 _TEXT_PARAM = re.compile(r"\btext=\"([^\"]*)\"")
 _QUOTED = re.compile(r"\"([^\"]*)\"")
 _MDX = re.compile(
     r"(?:import\s+(?:[\w*{}\s,]+\s+from\s+)?[\"'][^\"']+[\"'];?|export\s+(?:default|const|let|function)\b.*)\s*$"
 )
-_WIKILINK = re.compile(r"(!?)\[\[([^\]|#\n]*)(#[^\]|\n]*)?(?:\|([^\]\n]*))?\]\]")
+_WIKILINK = re.compile(r"(!?)\[\[([^\]|#\n]{0,500})(#[^\]|\n]{0,500})?(?:\|([^\]\n]{0,500}))?\]\]")
 
 
 class Heading(NamedTuple):

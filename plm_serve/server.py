@@ -418,6 +418,7 @@ def create_app(
             shown["file"] = f"/files/{quote(doc_id, safe='/')}" + (f"#page={shown['page']}" if shown["page"] else "")
         return shown
 
+    @app.head("/files/{doc_id:path}", include_in_schema=False)  # as GET, without the body (curl -I)
     @app.get("/files/{doc_id:path}", responses=ERRORS)
     def get_file(doc_id: str) -> Any:
         """The original file of a document read from a folder (a PDF, a Word file), as it is on

@@ -233,12 +233,8 @@ def test_a_range_of_an_unknown_unit_is_ignored(server: Any) -> None:
     assert status == 200 and body == (server.root / "docs" / "paper.pdf").read_bytes()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="RFC 9110 9.3.2: HEAD answers as GET without the body (curl -I, link checkers); "
-    "GET /files/{id} in plm_serve/server.py is registered for GET only: 405",
-)
 def test_head_answers_as_get_without_a_body(server: Any) -> None:
+    """RFC 9110 9.3.2: HEAD answers as GET without the body (curl -I, link checkers); it was 405."""
     status, headers, body = request(server, "HEAD", "/files/paper.pdf")
     assert (status, headers["Content-Type"], body) == (200, "application/pdf", b"")
     assert int(headers["Content-Length"]) == pdf_size(server)
