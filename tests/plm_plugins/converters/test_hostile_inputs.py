@@ -22,7 +22,6 @@ import pytest
 from documents import pdf_bytes
 from hostile import (
     HELVETICA,
-    Hang,
     assert_one_line,
     assert_storable,
     lying_sizes,
