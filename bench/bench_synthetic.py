@@ -187,6 +187,13 @@ def main() -> None:
     ap.add_argument("--corpus", help="what the loaders read inside the dataset (default: the configs')")
     ap.add_argument("--synthetic", type=int, default=400, help="how many synthetic queries")
     ap.add_argument("--generators", default=",".join(synthetic.DEFAULT_GENERATORS))
+    ap.add_argument(
+        "--generator-option",
+        action="append",
+        default=[],
+        metavar="NAME.KEY=VALUE",
+        help="a setting of one of --generators, as plm eval takes it (repeat it)",
+    )
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--only", help="a,b: run these recipes of the menu only (and the reference)")
     ap.add_argument("--reference", default="recommended", help="the recipe the choice is compared with")
@@ -217,7 +224,10 @@ def main() -> None:
     source = resolve_corpus(cfg, ds, args.corpus)
     t0 = time.perf_counter()
     names = [g.strip() for g in args.generators.split(",") if g.strip()]
-    folder, summary = synthetic.build(cfg, source, args.out, args.synthetic, names, registry, settings, args.seed)
+    options = synthetic.generator_options(args.generator_option, names)
+    folder, summary = synthetic.build(
+        cfg, source, args.out, args.synthetic, names, registry, settings, args.seed, options
+    )
     made_s = time.perf_counter() - t0
     print(f"synthetic set: {summary['queries']} queries {summary['by_generator']} in {made_s:.1f} s -> {folder}")
     kinds: dict[str, str] = {}

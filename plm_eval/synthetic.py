@@ -20,7 +20,7 @@ The default generators need structure (titles or headings, sentence marks, links
 with none (abstracts without titles, tickets, transcripts) they make no query, and the
 default falls back to `spans` (a run of words taken out of each document), which needs
 none; synthetic.json says so (`fallback`). Generators named with `--generators` never fall
-back: their empty result is an error that names `spans` and `keyphrases`.
+back: their empty result is an error that names `spans`.
 """
 
 from __future__ import annotations
@@ -111,9 +111,8 @@ def make_set(
     if not any(pools.values()):
         raise PlmUserError(
             f"the generators {', '.join(pools)} made no query from these {len(documents)} documents "
-            "(no headings, sentences or links long enough): --generators spans (runs of words taken out of "
-            "each document) or keyphrases (each document's rarest words) need no structure; a document "
-            "shorter than about 50 words gives neither"
+            "(no headings, sentences or links long enough): --generators spans needs no structure (a run "
+            "of words taken out of each document; one of fewer than 56 words gives none)"
         )
     chosen: list[SyntheticQuery] = []
     targets: set[str] = set()
@@ -272,7 +271,7 @@ def build(
         "config": str(config.path),
         "generators": list(names),
         "generator_options": {name: dict(given) for name, given in (options or {}).items()},
-        "generator_config": generator_config(generators),
+        "generator_config": generator_config([*generators, *(fallback if synthetic.fallback else [])]),
         "seed": seed,
         "asked": n,
     }

@@ -1,8 +1,13 @@
 """A document's most distinctive words, by TF-IDF over the documents given, as a keyword
 query for it: what a reader who remembers a few terms of a document types. It needs no
 structure (no title, heading, sentence mark or link). Nothing is removed from the document,
-so the words are there to be matched: it asks whether a recipe finds a document by its own
-rarest terms, which favours word-matching recipes more than `spans` does."""
+so the words are there to be matched: a known-item lookup by the document's own rarest
+terms, which word-matching recipes answer almost perfectly.
+
+Not for choosing a recipe alone: on SciFact (BENCHMARKS.md 22) its queries scored every
+recipe 0.90 to 0.997 and ranked BM25 first, choosing a recipe 0.05 (original text) to 0.14
+(without titles and punctuation) nDCG@10 below the judged best; `spans` chose the best.
+It is never a default and never the fallback."""
 
 from __future__ import annotations
 
@@ -27,7 +32,9 @@ class KeyphraseQueries(QueryGenerator):
     a hash of the document id), those with the highest TF-IDF over the documents given, in
     that order; stop words, numbers, single characters and words in fewer than `min_df`
     documents (typos, identifiers that name one document outright) are never chosen. A
-    document with fewer than `min_doc_words` words gives none."""
+    document with fewer than `min_doc_words` words gives none. A lookup test, not a way to
+    choose a recipe: on SciFact it ranked BM25 first and chose 0.05 to 0.14 nDCG@10 below the
+    judged best (BENCHMARKS.md 22); use `spans` on text without structure."""
 
     name = "keyphrases"
 

@@ -26,21 +26,23 @@ _WORD = re.compile(r"\w+")
 class SpanQueries(QueryGenerator):
     """One run of `min_words` to `max_words` consecutive words per document (its length and
     where it starts picked by a hash of the document id, so the same corpus gives the same
-    queries), from a document that keeps at least `min_rest_words` words without it, with at
-    least `min_content_words` words that are not stop words or numbers. A run stays inside one
+    queries; shorter where the document could not keep `min_rest_words` words without it),
+    with at least `min_content_words` words that are not stop words or numbers. A run stays inside one
     paragraph and skips a title line, Markdown headings and code; text with no structure at all
     is one paragraph."""
 
     name = "spans"
 
     class Config(ComponentConfig):
-        min_words: int = Field(8, ge=2, le=100)
-        """The shortest run: fewer words say too little to find their document by."""
-        max_words: int = Field(16, ge=2, le=100)
+        min_words: int = Field(16, ge=2, le=100)
+        """The shortest run. Runs of 8 to 16 words ordered recipes worse on SciFact than 16 to
+        32 (Kendall tau 0.64 against 0.80 on train, BENCHMARKS.md 22): a short run out of
+        the middle of a sentence says too little for a dense model to find its document by."""
+        max_words: int = Field(32, ge=2, le=100)
         """The longest run (a run is a query, not a passage)."""
         min_rest_words: int = Field(40, ge=0)
-        """What must remain of the document, without the run, to be found by; a shorter
-        document gives no query."""
+        """What must remain of the document without its runs, to be found by: a document of
+        fewer than `min_words` + `min_rest_words` words gives no query."""
         min_content_words: int = Field(3, ge=1)
         """Words of the run that are not stop words, numbers or single characters."""
         per_document: int = Field(1, ge=1, le=20)
@@ -68,8 +70,9 @@ class SpanQueries(QueryGenerator):
         for doc in documents:
             total = len(words(doc.text))
             digest = int(hashlib.sha256(doc.id.encode()).hexdigest()[:12], 16)
-            length = c.min_words + digest % (c.max_words - c.min_words + 1)
-            if total - length < c.min_rest_words:
+            # A document too short for the drawn length gets a shorter run, down to min_words.
+            length = min(c.min_words + digest % (c.max_words - c.min_words + 1), total - c.min_rest_words)
+            if length < c.min_words:
                 continue
             starts = self._starts(doc, length)
             if not starts:
@@ -77,7 +80,7 @@ class SpanQueries(QueryGenerator):
             taken: list[tuple[int, int]] = []  # (start, end) offsets in the document's text
             first = (digest // (c.max_words + 1)) % len(starts)
             step = max(1, len(starts) // c.per_document)
-            for k in range(c.per_document):
+            for k in range(min(c.per_document, (total - c.min_rest_words) // length)):
                 # Spread over the document: the k-th run starts a step further, or at the next
                 # place after it where a run has enough content words and overlaps none taken.
                 for i in range(len(starts)):

@@ -66,10 +66,26 @@ def test_the_other_generators_make_nothing_from_this_corpus() -> None:
 def test_spans_are_runs_of_words_picked_by_the_document_id() -> None:
     made = [(q.doc_id, q.text) for q in SpanQueries().generate(DOCS)]
     assert made == [
-        ("printer", "shows a paper jam light even when the tray is"),
-        ("vpn", "to the office vpn from home the client says the certificate"),
-        ("invoice", "the annual plan discount still applies after the correction because the renewal date is"),
-        ("meeting", "of the planning call we agreed to move the database migration"),
+        (
+            "printer",
+            "comes back within minutes and nobody on the floor can print invoices or shipping labels so the "
+            "warehouse team is waiting for a technician who can open the rear",
+        ),
+        (
+            "vpn",
+            "and asks for a new token but the token page rejects my password although it works for email and "
+            "the calendar i tried the wired network and a phone",
+        ),
+        (
+            "invoice",
+            "they want the duplicate returned to the original card rather than as account credit and they ask "
+            "whether the annual plan discount still applies after the",
+        ),
+        (
+            "meeting",
+            "the database migration to the weekend after the release freeze because the reporting jobs run "
+            "every night during the week",
+        ),
     ]
     # One document's run depends on that document alone: not on its neighbours or their order.
     alone = SpanQueries().generate([DOCS[2]])
@@ -102,6 +118,10 @@ def test_spans_keep_punctuation_out_of_the_query_and_in_the_cut() -> None:
 
 def test_documents_too_short_to_keep_enough_words_give_no_span() -> None:
     assert "short" not in {q.doc_id for q in SpanQueries().generate(DOCS)}
+    # A run shrinks to what the document can spare, never below min_words: 56 = 16 + 40 words.
+    for n, expected in ((56, [16]), (60, [20]), (55, [])):
+        doc = plm.Document(id="tight", text=" ".join(f"word{i}" for i in range(n)))
+        assert [len(q.text.split()) for q in SpanQueries().generate([doc])] == expected, n
     ten = {"min_words": 10, "max_words": 10, "min_rest_words": 40}
     body = " ".join(f"word{i}" for i in range(50))
     assert len(SpanQueries(**ten).generate([plm.Document(id="d", text=body)])) == 1  # 50 = 10 + 40
@@ -121,10 +141,13 @@ def test_a_span_is_never_only_stop_words_or_numbers() -> None:
     assert len(SpanQueries(min_rest_words=0, stopwords=[]).generate([only_filler])) == 1
 
 
-def test_several_spans_per_document_do_not_overlap() -> None:
-    queries = SpanQueries(per_document=3).generate(DOCS[:1])
+def test_several_spans_per_document_do_not_overlap_and_leave_enough() -> None:
+    text = " ".join(TICKETS[k] for k in ("printer", "vpn", "invoice", "meeting"))
+    queries = SpanQueries(per_document=3).generate([plm.Document(id="all", text=text)])
     assert len(queries) == 3
-    text = TICKETS["printer"]
+    # The rest must keep min_rest_words without all of them: a 69-word ticket spares one run.
+    assert len(SpanQueries(per_document=3, min_words=8, max_words=8).generate(DOCS[:1])) == 3
+    assert len(SpanQueries(per_document=3).generate(DOCS[:1])) == 1
     places = sorted((text.index(q.remove[0]), text.index(q.remove[0]) + len(q.remove[0])) for q in queries)
     assert all(end <= nxt for (_, end), (nxt, _) in zip(places, places[1:], strict=False))
 
