@@ -36,7 +36,7 @@ class SpanQueries(QueryGenerator):
     class Config(ComponentConfig):
         min_words: int = Field(16, ge=2, le=100)
         """The shortest run. Runs of 8 to 16 words ordered recipes worse on SciFact than 16 to
-        32 (Kendall tau 0.64 against 0.82 on train, BENCHMARKS.md 33): a short run out of
+        32 (Kendall tau 0.64 against 0.82 on train, BENCHMARKS.md 22): a short run out of
         the middle of a sentence says too little for a dense model to find its document by."""
         max_words: int = Field(32, ge=2, le=100)
         """The longest run (a run is a query, not a passage)."""
