@@ -103,6 +103,11 @@ def pdf_bytes(
         if value:
             info_fields += b" /%s %s" % (key.encode(), _string(value))
     info = add(b"<<%s >>" % info_fields)
+    return raw_pdf(objects, root=catalog, info=info)
+
+
+def raw_pdf(objects: Sequence[bytes], root: int = 1, info: int | None = None) -> bytes:
+    """A PDF of these objects (object n is `objects[n - 1]`), with a correct xref table."""
     out = io.BytesIO()
     out.write(b"%PDF-1.4\n%\xe2\xe3\xcf\xd3\n")
     offsets = []
@@ -113,8 +118,8 @@ def pdf_bytes(
     out.write(b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1))
     for offset in offsets:
         out.write(b"%010d 00000 n \n" % offset)
-    out.write(b"trailer\n<< /Size %d /Root %d 0 R /Info %d 0 R >>\n" % (len(objects) + 1, catalog, info))
-    out.write(b"startxref\n%d\n%%%%EOF\n" % xref)
+    trailer = b"/Size %d /Root %d 0 R" % (len(objects) + 1, root) + (b" /Info %d 0 R" % info if info else b"")
+    out.write(b"trailer\n<< %s >>\nstartxref\n%d\n%%%%EOF\n" % (trailer, xref))
     return out.getvalue()
 
 

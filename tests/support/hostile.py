@@ -6,13 +6,14 @@ one-line error or a result a store can hold."""
 
 from __future__ import annotations
 
-import io
 import signal
 import struct
 import zlib
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
+
+from documents import raw_pdf  # noqa: F401 - used here and by the probes, which import it from here
 
 
 class Hang(BaseException):  # noqa: N818 (a BaseException, so a converter's `except Exception` cannot swallow it)
@@ -51,23 +52,6 @@ def assert_storable(text: str, what: str = "text") -> None:
 # --------------------------------------------------------------------------- PDF
 def stream(data: bytes, extra: bytes = b"") -> bytes:
     return b"<< /Length %d%s >>\nstream\n" % (len(data), extra) + data + b"\nendstream"
-
-
-def raw_pdf(objects: Sequence[bytes], root: int = 1, info: int | None = None) -> bytes:
-    """A PDF of these objects (object n is `objects[n - 1]`), with a correct xref table."""
-    out = io.BytesIO()
-    out.write(b"%PDF-1.4\n%\xe2\xe3\xcf\xd3\n")
-    offsets = []
-    for n, body in enumerate(objects, 1):
-        offsets.append(out.tell())
-        out.write(b"%d 0 obj\n" % n + body + b"\nendobj\n")
-    xref = out.tell()
-    out.write(b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1))
-    for offset in offsets:
-        out.write(b"%010d 00000 n \n" % offset)
-    trailer = b"/Size %d /Root %d 0 R" % (len(objects) + 1, root) + (b" /Info %d 0 R" % info if info else b"")
-    out.write(b"trailer\n<< %s >>\nstartxref\n%d\n%%%%EOF\n" % (trailer, xref))
-    return out.getvalue()
 
 
 HELVETICA = b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>"
