@@ -129,7 +129,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         tmp = Path(folder)
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "PLM_DATA_DIR": str(tmp / "data"), "PLM_PROGRESS": "0"}
-        cli = [sys.executable, "-m", "plm_core.cli"]
+        cli = [sys.executable, "-m", "plm_index.cli"]
         paths = configs(tmp)
         for path in paths.values():  # build the indexes (and the ONNX export) once
             subprocess.run([*cli, "ingest", str(DOCS), "-c", str(path)], env=env, check=True, capture_output=True)

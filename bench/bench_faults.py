@@ -142,7 +142,7 @@ class Replica:
         """Start and wait for /health; returns the seconds it took."""
         import httpx
 
-        cmd = [sys.executable, "-m", "plm_core.cli", "serve", "--config", str(self.config)]
+        cmd = [sys.executable, "-m", "plm_index.cli", "serve", "--config", str(self.config)]
         cmd += ["--port", str(self.port), "--create"]
         t0 = time.monotonic()
         with self.log.open("a") as log:

@@ -175,7 +175,7 @@ def ingest_json(argv: list[str], env: dict[str, str]) -> tuple[float, dict[str, 
     """`plm ingest ... --json` (argv from "plm") as its own process: wall seconds, its report,
     and whether it imported torch."""
     code = (
-        f"import sys; sys.argv = {argv!r}\nfrom plm_core.cli import main\ntry:\n    main()\n"
+        f"import sys; sys.argv = {argv!r}\nfrom plm_index.cli import main\ntry:\n    main()\n"
         "except SystemExit as e:\n    assert not e.code, e.code\nprint('torch' in sys.modules, file=sys.stderr)"
     )
     t0 = time.perf_counter()
@@ -368,7 +368,7 @@ def main() -> None:
         build_config.write_text(config_text(args.recipe, toy=True), encoding="utf-8")
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PLM_PROGRESS": "0", "PLM_DATA_DIR": str(work / "data")}
     env.pop("PLM_API_KEY", None)
-    plm = [sys.executable, "-m", "plm_core.cli"]
+    plm = [sys.executable, "-m", "plm_index.cli"]
     load_before = os.getloadavg()[0]
 
     t0 = time.perf_counter()

@@ -85,7 +85,7 @@ def main() -> None:
     source = root / "papers.json"
     source.write_text(json.dumps(papers))
     index = root / "index"
-    plm = [sys.executable, "-m", "plm_core.cli"]
+    plm = [sys.executable, "-m", "plm_index.cli"]
     res = subprocess.run(
         [*plm, "ingest", str(source), "--config", str(CONFIG), "--index", str(index), "--json"],
         env=env,

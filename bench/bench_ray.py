@@ -24,7 +24,7 @@ from pathlib import Path
 def ingest(corpus: Path, config: Path, executor: str, workers: int, work: Path) -> dict:
     index = work / f"index-{executor}"
     shutil.rmtree(index, ignore_errors=True)
-    cmd = [sys.executable, "-m", "plm_core.cli", "ingest", str(corpus), "--config", str(config)]
+    cmd = [sys.executable, "-m", "plm_index.cli", "ingest", str(corpus), "--config", str(config)]
     cmd += ["--index", str(index), "--json", "--executor", executor]
     if executor == "ray":
         cmd += ["--set", f"executor.workers={workers}"]

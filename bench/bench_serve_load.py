@@ -113,7 +113,7 @@ def run(clients: int, seconds: float, syncs: int, root: Path, env: dict[str, str
     import httpx
 
     corpus, index = root / "corpus", root / f"index-{clients}"
-    plm = [sys.executable, "-m", "plm_core.cli"]
+    plm = [sys.executable, "-m", "plm_index.cli"]
     ingest = [*plm, "ingest", str(corpus), "--config", str(CONFIG), "--index", str(index)]
     # Every version once into a scratch index first: the syncs under load then take their
     # vectors from the content cache, so several land within the run (the server is measured).

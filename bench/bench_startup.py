@@ -33,7 +33,7 @@ TARGETS_S = {"plm --version": 0.5, "cold hybrid plm query": 1.5, "plm serve read
 def plm_command() -> list[str]:
     """The `plm` console script beside this Python (what a user runs), else `python -m`."""
     script = Path(sys.executable).parent / "plm"
-    return [str(script)] if script.is_file() else [sys.executable, "-m", "plm_core.cli"]
+    return [str(script)] if script.is_file() else [sys.executable, "-m", "plm_index.cli"]
 
 
 def timed(cmd: list[str], env: dict[str, str]) -> float:
@@ -45,7 +45,7 @@ def timed(cmd: list[str], env: dict[str, str]) -> float:
 
 
 def imports_torch(env: dict[str, str]) -> bool:
-    cmd = [sys.executable, "-X", "importtime", "-m", "plm_core.cli", "query", QUERY, "-c", str(CONFIG), "-k", "5"]
+    cmd = [sys.executable, "-X", "importtime", "-m", "plm_index.cli", "query", QUERY, "-c", str(CONFIG), "-k", "5"]
     res = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
     return any(line.rstrip().endswith("| torch") for line in res.stderr.splitlines())
 

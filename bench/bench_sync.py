@@ -32,7 +32,7 @@ REMOVED = "tasks_access-application-cluster_web-ui-dashboard.md"
 
 
 def ingest(corpus: Path, index: Path, env: dict[str, str], *extra: str) -> dict[str, Any]:
-    cmd = [sys.executable, "-m", "plm_core.cli", "ingest", str(corpus), "--config", str(CONFIG)]
+    cmd = [sys.executable, "-m", "plm_index.cli", "ingest", str(corpus), "--config", str(CONFIG)]
     cmd += ["--index", str(index), "--json", *extra]
     t0 = time.perf_counter()
     res = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)

@@ -92,7 +92,7 @@ def main() -> None:
     shutil.rmtree(index, ignore_errors=True)
     shutil.copytree(CORPUS, docs)
     env = {**os.environ, "PLM_DATA_DIR": str(work / "data")}
-    cmd = [sys.executable, "-m", "plm_core.cli", "watch", str(docs), "--config", str(args.config)]
+    cmd = [sys.executable, "-m", "plm_index.cli", "watch", str(docs), "--config", str(args.config)]
     cmd += ["--index", str(index), "--debounce-ms", str(args.debounce_ms)]
     load_before = os.getloadavg()[0]
     t0 = time.perf_counter()

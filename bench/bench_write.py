@@ -142,7 +142,7 @@ def main() -> None:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PLM_PROGRESS": "0", "PLM_DATA_DIR": str(work / "data")}
     env["PYTHONSAFEPATH"] = "1"
     env.pop("PLM_API_KEY", None)
-    plm = [sys.executable, "-m", "plm_core.cli"]
+    plm = [sys.executable, "-m", "plm_index.cli"]
     serve_cfg, index = work / "serve.toml", work / "index"
     serve_cfg.write_text(config_text(args.recipe, MINILM), encoding="utf-8")
     result: dict[str, Any] = {

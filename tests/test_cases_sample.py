@@ -38,7 +38,7 @@ def plm_validate(cases: Path, index_dir: Path) -> subprocess.CompletedProcess[st
         [
             sys.executable,
             "-m",
-            "plm_core.cli",
+            "plm_index.cli",
             "validate",
             "--config",
             str(POC),

@@ -21,7 +21,7 @@ example = pytest.importorskip(
 
 def test_plm_plugins_lists_the_example_plugin() -> None:
     res = subprocess.run(
-        [sys.executable, "-m", "plm_core.cli", "plugins", "--json"],
+        [sys.executable, "-m", "plm_index.cli", "plugins", "--json"],
         capture_output=True,
         text=True,
         cwd=REPO,

@@ -74,7 +74,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 def plm(installed: dict[str, Any], *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "plm_core.cli", *args],
+        [sys.executable, "-m", "plm_index.cli", *args],
         capture_output=True,
         text=True,
         env=installed["env"],

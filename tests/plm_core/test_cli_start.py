@@ -51,7 +51,7 @@ def plm(*args: str, cwd: Path = REPO, site: Path | None = None, **env: str) -> s
     paths = [str(site)] if site else []
     paths += [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     full = {**os.environ, "PLM_PROGRESS": "0", "PYTHONPATH": os.pathsep.join(paths), **env}
-    cmd = [sys.executable, "-m", "plm_core.cli", *args]
+    cmd = [sys.executable, "-m", "plm_index.cli", *args]
     return subprocess.run(cmd, capture_output=True, text=True, env=full, cwd=cwd, timeout=120)
 
 

@@ -59,7 +59,7 @@ TOPICS = [
 def plm(*args: str, env: dict[str, str] | None = None, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
     full_env = {**os.environ, "PLM_PROGRESS": "0", "HF_HUB_OFFLINE": "1", **(env or {})}
     return subprocess.run(
-        [sys.executable, "-m", "plm_core.cli", *args],
+        [sys.executable, "-m", "plm_index.cli", *args],
         capture_output=True,
         text=True,
         env=full_env,

@@ -16,7 +16,7 @@ def _loaded_after(code: str) -> list[str]:
 
 
 def test_core_imports_no_ml_library() -> None:
-    assert _loaded_after("import plm_core, plm_core.cli, plm_index.job, plm_core.config") == []
+    assert _loaded_after("import plm_core, plm_index.cli, plm_index.job, plm_core.config") == []
 
 
 def test_loading_every_plugin_imports_no_heavy_model_library() -> None:

@@ -137,7 +137,7 @@ def env(tmp_path_factory: pytest.TempPathFactory, tiny_model: str) -> Iterator[d
 def plm(*args: str, data: Path, **kw: Any) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PLM_PROGRESS": "0", "HF_HUB_OFFLINE": "1", "PLM_DATA_DIR": str(data), "COLUMNS": "200"}
     return subprocess.run(
-        [sys.executable, "-m", "plm_core.cli", *args], capture_output=True, text=True, env=env, timeout=300, **kw
+        [sys.executable, "-m", "plm_index.cli", *args], capture_output=True, text=True, env=env, timeout=300, **kw
     )
 
 
@@ -218,7 +218,7 @@ def test_a_killed_run_resumes_from_its_checkpoint(env: dict[str, Any]) -> None:
     args += ["--learning-rate", "1e-3", "--checkpoint-steps", "3"]
     env_vars = {**os.environ, "PLM_PROGRESS": "0", "HF_HUB_OFFLINE": "1", "PLM_DATA_DIR": str(env["data"])}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "plm_core.cli", *args], env=env_vars, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        [sys.executable, "-m", "plm_index.cli", *args], env=env_vars, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
     )
     state = out / adaptation.CHECKPOINT / "state.json"
     deadline = time.monotonic() + 240

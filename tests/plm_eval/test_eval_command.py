@@ -25,7 +25,7 @@ def plm(*args: str, data_dir: Path) -> subprocess.CompletedProcess[str]:
     # Not a terminal, 80 columns: the tables must come out whole all the same.
     env = {**os.environ, "PLM_PROGRESS": "0", "HF_HUB_OFFLINE": "1", "PLM_DATA_DIR": str(data_dir), "COLUMNS": "80"}
     return subprocess.run(
-        [sys.executable, "-m", "plm_core.cli", *args], capture_output=True, text=True, env=env, cwd=REPO, timeout=180
+        [sys.executable, "-m", "plm_index.cli", *args], capture_output=True, text=True, env=env, cwd=REPO, timeout=180
     )
 
 
@@ -334,7 +334,7 @@ def test_without_matplotlib_the_report_is_written_and_the_chart_said_missing(tmp
     (stub / "__init__.py").write_text("raise ImportError('matplotlib is not installed (a test stub)')\n")
     env = {**os.environ, "PLM_PROGRESS": "0", "HF_HUB_OFFLINE": "1", "PLM_DATA_DIR": str(tmp_path / "data"),
            "PYTHONPATH": str(tmp_path / "stub")}  # fmt: skip
-    cmd = [sys.executable, "-m", "plm_core.cli", "eval", "--config", str(EXPERIMENTS / "bm25_whitespace.toml"),
+    cmd = [sys.executable, "-m", "plm_index.cli", "eval", "--config", str(EXPERIMENTS / "bm25_whitespace.toml"),
            "--dataset", str(SAMPLE), "--queries", "test", "--out", str(tmp_path / "out")]  # fmt: skip
     res = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=REPO, timeout=180)
     assert res.returncode == 0, res.stderr[-2000:]

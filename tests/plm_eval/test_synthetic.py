@@ -97,7 +97,7 @@ def test_the_command_says_the_judgments_are_synthetic(tmp_path: Path) -> None:
     env = {**os.environ, "PLM_PROGRESS": "0", "HF_HUB_OFFLINE": "1", "PLM_DATA_DIR": str(tmp_path / "data")}
     out = tmp_path / "report"
     res = subprocess.run(
-        [sys.executable, "-m", "plm_core.cli", "eval", "-c", str(EXPERIMENTS / "bm25_stemmed.toml"),
+        [sys.executable, "-m", "plm_index.cli", "eval", "-c", str(EXPERIMENTS / "bm25_stemmed.toml"),
          "-c", str(EXPERIMENTS / "bm25_whitespace.toml"), "--synthetic", "12", "--no-chart",
          "--resamples", "200", "--bootstrap", "200", "--out", str(out)],
         capture_output=True, text=True, env=env, cwd=REPO, timeout=180,
@@ -110,7 +110,7 @@ def test_the_command_says_the_judgments_are_synthetic(tmp_path: Path) -> None:
     assert json.loads((out / "summary.json").read_text())["judgments"]["queries"] == 12
     assert (out / "synthetic" / "qrels" / "synthetic.tsv").is_file()
     bad = subprocess.run(
-        [sys.executable, "-m", "plm_core.cli", "eval", "-c", str(EXPERIMENTS / "bm25_stemmed.toml"),
+        [sys.executable, "-m", "plm_index.cli", "eval", "-c", str(EXPERIMENTS / "bm25_stemmed.toml"),
          "--synthetic", "5", "--queries", "test", "--out", str(tmp_path / "r2")],
         capture_output=True, text=True, env=env, cwd=REPO, timeout=180,
     )  # fmt: skip
@@ -125,7 +125,7 @@ def test_tune_on_synthetic_queries_writes_a_config_for_the_real_corpus(tmp_path:
     env = {**os.environ, "PLM_PROGRESS": "0", "HF_HUB_OFFLINE": "1", "PLM_DATA_DIR": str(tmp_path / "data")}
     tuned = tmp_path / "tune" / "t.toml"
     res = subprocess.run(
-        [sys.executable, "-m", "plm_core.cli", "tune", "-c", str(EXPERIMENTS / "bm25_stemmed.toml"),
+        [sys.executable, "-m", "plm_index.cli", "tune", "-c", str(EXPERIMENTS / "bm25_stemmed.toml"),
          "-p", "query.retrieve.retrievers.bm25.k1=0.9,1.5", "--synthetic", "12", "--out", str(tuned)],
         capture_output=True, text=True, env=env, cwd=REPO, timeout=180,
     )  # fmt: skip

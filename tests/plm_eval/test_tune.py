@@ -28,7 +28,7 @@ TOKENIZER = "query.retrieve.retrievers.bm25.tokenizer"
 def plm(*args: str, data_dir: Path, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PLM_PROGRESS": "0", "HF_HUB_OFFLINE": "1", "PLM_DATA_DIR": str(data_dir), "COLUMNS": "200"}
     return subprocess.run(
-        [sys.executable, "-m", "plm_core.cli", *args], capture_output=True, text=True, env=env, cwd=cwd, timeout=300
+        [sys.executable, "-m", "plm_index.cli", *args], capture_output=True, text=True, env=env, cwd=cwd, timeout=300
     )
 
 

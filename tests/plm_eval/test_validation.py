@@ -264,7 +264,7 @@ def test_cli_rejects_a_malformed_cases_file_before_loading_anything(tmp_path: Pa
         [
             sys.executable,
             "-m",
-            "plm_core.cli",
+            "plm_index.cli",
             "validate",
             "-c",
             str(REPO / "configs" / "poc_parity.toml"),
@@ -404,7 +404,7 @@ def test_cli_reports_a_hostile_cases_file_as_one_error(tmp_path: Path, content: 
     path = tmp_path / "cases.yaml"
     path.write_bytes(content)
     res = subprocess.run(
-        [sys.executable, "-m", "plm_core.cli", "validate", "-c", str(REPO / "configs" / "poc_parity.toml")]
+        [sys.executable, "-m", "plm_index.cli", "validate", "-c", str(REPO / "configs" / "poc_parity.toml")]
         + ["--cases", str(path)],
         capture_output=True,
         text=True,

@@ -108,7 +108,7 @@ def setup(
 
 
 def ingest_cmd(setup: dict, corpus: Path, index: Path) -> list[str]:
-    cli = [sys.executable, "-m", "plm_core.cli", "ingest", str(corpus), "--config", str(setup["config"])]
+    cli = [sys.executable, "-m", "plm_index.cli", "ingest", str(corpus), "--config", str(setup["config"])]
     return [*cli, "--index", str(index), "--json"]
 
 

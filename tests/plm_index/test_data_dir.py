@@ -34,7 +34,7 @@ use = "bm25s"
 def plm(*args: str, cwd: Path, data_dir: str | None = None) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != "PLM_DATA_DIR"}
     env |= {"PLM_PROGRESS": "0", "PLM_CACHE": "0", **({"PLM_DATA_DIR": data_dir} if data_dir else {})}
-    cmd = [sys.executable, "-m", "plm_core.cli", *args]
+    cmd = [sys.executable, "-m", "plm_index.cli", *args]
     return subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=cwd, timeout=120)
 
 

@@ -41,7 +41,7 @@ TOPICS = ["backup restore schedule", "token rotation policy", "pod scheduling on
 def plm(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     full = {**os.environ, "PLM_PROGRESS": "0", "HF_HUB_OFFLINE": "1", **(env or {})}
     return subprocess.run(
-        [sys.executable, "-m", "plm_core.cli", *args], capture_output=True, text=True, env=full, cwd=REPO, timeout=180
+        [sys.executable, "-m", "plm_index.cli", *args], capture_output=True, text=True, env=full, cwd=REPO, timeout=180
     )
 
 

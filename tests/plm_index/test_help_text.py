@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import typer
 
-from plm_core.cli import loaded_app
+from plm_index.cli import loaded_app
 from plm_index.cli_kit import plain_help
 
 
@@ -37,7 +37,7 @@ def test_every_command_takes_h_and_prints_plain_metavars(path: tuple[str, ...], 
 
 
 def test_bracketed_words_survive_in_the_real_cli() -> None:
-    res = subprocess.run([sys.executable, "-m", "plm_core.cli", "ingest", "-h"], capture_output=True, text=True)
+    res = subprocess.run([sys.executable, "-m", "plm_index.cli", "ingest", "-h"], capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
     assert "Usage: plm ingest [OPTIONS] PATHS..." in res.stdout
     assert "Files or folders for the [index] loader." in res.stdout

@@ -134,7 +134,7 @@ def test_cli_query_and_stats_read_the_persisted_index(report: dict, index_dir: P
     def plm(*args: str) -> subprocess.CompletedProcess[str]:
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "PLM_PROGRESS": "0"}
         return subprocess.run(
-            [sys.executable, "-m", "plm_core.cli", *args, "--config", str(POC), "--index", str(index_dir)],
+            [sys.executable, "-m", "plm_index.cli", *args, "--config", str(POC), "--index", str(index_dir)],
             capture_output=True,
             text=True,
             env=env,

@@ -153,7 +153,7 @@ def test_a_third_party_config_without_descriptions_still_renders() -> None:
 def test_plugins_piped_never_truncates_names() -> None:
     env = {**os.environ, "COLUMNS": "40"}
     res = subprocess.run(
-        [sys.executable, "-m", "plm_core.cli", "plugins"],
+        [sys.executable, "-m", "plm_index.cli", "plugins"],
         capture_output=True,
         text=True,
         env=env,

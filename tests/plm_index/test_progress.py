@@ -90,7 +90,7 @@ def test_no_bar_on_stdout_when_it_is_piped(tmp_path: Path) -> None:
     (docs / "a.md").write_text("# A\n\nText about pagers.\n")
     (tmp_path / "job.toml").write_text(CONFIG)
     env = {**os.environ, "PLM_DATA_DIR": str(tmp_path / "data"), "PLM_PROGRESS": "1", "PLM_CACHE": "0"}
-    cmd = [sys.executable, "-m", "plm_core.cli", "ingest", "docs", "--config", "job.toml", "--json"]
+    cmd = [sys.executable, "-m", "plm_index.cli", "ingest", "docs", "--config", "job.toml", "--json"]
     res = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
     assert res.returncode == 0, res.stderr
     assert json.loads(res.stdout)["documents"] == 1  # the JSON alone: no bar before it

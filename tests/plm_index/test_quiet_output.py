@@ -30,7 +30,7 @@ use = "bm25s"
 
 def plm(*args: str, cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
     full = {**os.environ, "PLM_DATA_DIR": str(cwd / "data"), "PLM_PROGRESS": "0", "PLM_CACHE": "0", **env}
-    cmd = [sys.executable, "-m", "plm_core.cli", *args]
+    cmd = [sys.executable, "-m", "plm_index.cli", *args]
     return subprocess.run(cmd, capture_output=True, text=True, env=full, cwd=cwd, timeout=180)
 
 

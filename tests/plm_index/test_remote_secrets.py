@@ -59,7 +59,7 @@ def server() -> Iterator[str]:
 )
 def test_an_error_that_quotes_the_key_never_prints_it(server: str, args: tuple[str, ...]) -> None:
     env = {**os.environ, "PLM_API_KEY": KEY, "PLM_PROGRESS": "0"}
-    cmd = [sys.executable, "-m", "plm_core.cli", *args, "--server", server]
+    cmd = [sys.executable, "-m", "plm_index.cli", *args, "--server", server]
     res = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=REPO, timeout=60)
     assert res.returncode != 0
     assert KEY not in res.stdout + res.stderr, res.stderr

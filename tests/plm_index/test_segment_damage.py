@@ -44,7 +44,7 @@ SECOND = {"gamma": "Gamma mirrors replicate the archive weekly.", "beta": "Beta 
 def plm(*args: str, data: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PLM_PROGRESS": "0", "HF_HUB_OFFLINE": "1", "PLM_DATA_DIR": str(data), "COLUMNS": "400"}
     env.pop("PLM_SERVER", None)
-    cmd = [sys.executable, "-m", "plm_core.cli", *args]
+    cmd = [sys.executable, "-m", "plm_index.cli", *args]
     return subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=REPO, timeout=180, input="")
 
 

@@ -170,7 +170,7 @@ def plm(*args: str, data_dir: Path, columns: str | None = "1000") -> subprocess.
     if columns is not None:
         env["COLUMNS"] = columns
     return subprocess.run(
-        [sys.executable, "-m", "plm_core.cli", *args],
+        [sys.executable, "-m", "plm_index.cli", *args],
         capture_output=True,
         text=True,
         env=env,

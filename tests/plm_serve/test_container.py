@@ -149,7 +149,7 @@ def test_the_command_is_plm_serve_with_options_the_cli_accepts() -> None:
 def test_the_served_config_is_in_the_repo_and_passes_config_check(served_config: Path) -> None:
     assert served_config.is_file(), served_config
     res = subprocess.run(
-        [sys.executable, "-m", "plm_core.cli", "config", "check", str(served_config)],
+        [sys.executable, "-m", "plm_index.cli", "config", "check", str(served_config)],
         capture_output=True,
         text=True,
         timeout=120,
@@ -212,7 +212,7 @@ def test_dockerignore_keeps_what_the_build_needs() -> None:
         p.strip() for p in (REPO / ".dockerignore").read_text().splitlines() if p.strip() and not p.startswith("#")
     ]
     assert {".git", ".venv", "tests"} <= set(patterns)
-    needed = ["pyproject.toml", "README.md", "configs/poc_parity.toml", "plm_core/cli.py", "plm_serve/server.py"]
+    needed = ["pyproject.toml", "README.md", "configs/poc_parity.toml", "plm_index/cli.py", "plm_serve/server.py"]
     needed += ["plm_plugins/expanders/poc_dictionary.toml", "examples/sample_corpus/docs"]
     for path in needed:
         assert (REPO / path).exists(), path

@@ -179,7 +179,7 @@ def test_status_reports_the_index(job: Job) -> None:
 def plm_command() -> list[str]:
     """The installed `plm` script next to this interpreter, else the module."""
     script = Path(sys.executable).with_name("plm")
-    return [str(script)] if script.is_file() else [sys.executable, "-m", "plm_core.cli"]
+    return [str(script)] if script.is_file() else [sys.executable, "-m", "plm_index.cli"]
 
 
 def test_plm_mcp_over_stdio(built: tuple[Path, Path, Path], tmp_path: Path) -> None:

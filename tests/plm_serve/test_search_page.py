@@ -92,7 +92,7 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-CLI = [sys.executable, "-m", "plm_core.cli"]
+CLI = [sys.executable, "-m", "plm_index.cli"]
 
 
 @pytest.fixture(scope="module")

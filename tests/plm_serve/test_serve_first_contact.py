@@ -56,7 +56,7 @@ def env_for(root: Path) -> dict[str, str]:
 
 
 def plm(*args: str, root: Path, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    cmd = [sys.executable, "-m", "plm_core.cli", *args]
+    cmd = [sys.executable, "-m", "plm_index.cli", *args]
     return subprocess.run(cmd, capture_output=True, text=True, env=env_for(root), timeout=timeout, cwd=root)
 
 
@@ -86,7 +86,7 @@ def test_a_client_started_with_the_server_waits_for_it(root: Path) -> None:
     assert plm("ingest", str(root / "docs"), "--config", str(root / "job.toml"), root=root).returncode == 0
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    cmd = [sys.executable, "-m", "plm_core.cli", "serve", "--config", str(root / "job.toml"), "--port", str(port)]
+    cmd = [sys.executable, "-m", "plm_index.cli", "serve", "--config", str(root / "job.toml"), "--port", str(port)]
     log = (root / "serve.log").open("w")
     server = subprocess.Popen(cmd, env=env_for(root), stdout=log, stderr=subprocess.STDOUT, cwd=root)
     try:
@@ -114,7 +114,7 @@ def test_status_reports_a_plm_watch_process_syncing_the_same_index(root: Path) -
     env = env_for(root)
     config = str(root / "job.toml")
     watch_log = (root / "watch.log").open("w")
-    cmd = [sys.executable, "-m", "plm_core.cli"]
+    cmd = [sys.executable, "-m", "plm_index.cli"]
     watcher = subprocess.Popen([*cmd, "watch", "docs", "--config", config], env=env, stdout=watch_log, cwd=root)
     server = None
     try:

@@ -55,7 +55,7 @@ def free_port() -> int:
 
 
 def plm(*args: str, env: dict[str, str], timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    cmd = [sys.executable, "-m", "plm_core.cli", *args]
+    cmd = [sys.executable, "-m", "plm_index.cli", *args]
     return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout, cwd=REPO)
 
 
@@ -69,7 +69,7 @@ class Server:
         self.log = root / f"serve-{self.port}.log"
 
     def start(self) -> Server:
-        cmd = [sys.executable, "-m", "plm_core.cli", "serve", "--config", str(self.config), "--port", str(self.port)]
+        cmd = [sys.executable, "-m", "plm_index.cli", "serve", "--config", str(self.config), "--port", str(self.port)]
         cmd += list(self.args)
         self.proc = subprocess.Popen(cmd, env=self.env, stdout=self.log.open("w"), stderr=subprocess.STDOUT, cwd=REPO)
         deadline = time.monotonic() + 90

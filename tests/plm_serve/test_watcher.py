@@ -426,7 +426,7 @@ def test_plm_watch_syncs_edits_and_exits_cleanly_on_sigterm(tmp_path: Path, docs
     args = ["watch", str(docs), "--config", str(tmp_path / "job.toml"), "--index", str(tmp_path / "index")]
     with log.open("w") as fh:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "plm_core.cli", *args, "--debounce-ms", "100"],
+            [sys.executable, "-m", "plm_index.cli", *args, "--debounce-ms", "100"],
             stdout=fh,
             stderr=subprocess.STDOUT,
             env=env,

@@ -190,7 +190,7 @@ def _ingested_onnx_job(tiny_model: str, tmp_path: Path) -> tuple[Path, dict[str,
         '[query.retrieve.fuser]\nuse = "rrf"\n'
     )
     env = {**os.environ, "PLM_DATA_DIR": str(tmp_path / "data"), "PLM_PROGRESS": "0", "HF_HUB_OFFLINE": "1"}
-    cli = [sys.executable, "-m", "plm_core.cli"]
+    cli = [sys.executable, "-m", "plm_index.cli"]
     res = subprocess.run([*cli, "ingest", str(docs), "-c", str(config)], capture_output=True, text=True, env=env)
     assert res.returncode == 0, res.stderr
     return config, env
@@ -221,7 +221,7 @@ def test_a_one_file_ingest_imports_no_torch(tiny_model: str, tmp_path: Path) -> 
     new = tmp_path / "docs" / "new.md"
     new.write_text("# New\n\ngold cat runs\n")
     probe = (
-        "import sys\nfrom plm_core import cli\n"
+        "import sys\nfrom plm_index import cli\n"
         f"sys.argv = ['plm', 'ingest', {str(new)!r}, '-c', {str(config)!r}]\n"
         "try:\n    cli.main()\nexcept SystemExit as e:\n    assert not e.code, e.code\n"
         "print('torch' in sys.modules, 'sentence_transformers' in sys.modules, file=sys.stderr)"

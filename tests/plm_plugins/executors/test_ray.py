@@ -194,7 +194,7 @@ def test_the_driver_killed_mid_ingest_leaves_a_consistent_store(
         "PLM_CACHE": "0",
         "PLM_DATA_DIR": str(tmp_path / "data"),
     }
-    cli = [sys.executable, "-m", "plm_core.cli", "ingest", str(SAMPLE_DOCS), "--config", str(config)]
+    cli = [sys.executable, "-m", "plm_index.cli", "ingest", str(SAMPLE_DOCS), "--config", str(config)]
     cmd = [*cli, "--index", str(index), "--executor", "ray", "--address", ray_address]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 180
@@ -219,7 +219,7 @@ def test_the_driver_killed_mid_ingest_leaves_a_consistent_store(
 def test_address_needs_the_ray_executor(tmp_path: Path, minilm_path: str) -> None:
     config = tmp_path / "job.toml"
     config.write_text(LIGHT.format(model=minilm_path, extra=""))
-    cli = [sys.executable, "-m", "plm_core.cli", "ingest", str(SAMPLE_DOCS), "--config", str(config)]
+    cli = [sys.executable, "-m", "plm_index.cli", "ingest", str(SAMPLE_DOCS), "--config", str(config)]
     res = subprocess.run([*cli, "--address", "auto"], capture_output=True, text=True, timeout=120)
     assert res.returncode == 2
     assert "--address needs --executor ray" in res.stderr
@@ -249,7 +249,7 @@ def test_an_address_where_no_cluster_answers_fails_fast(tmp_path: Path, address:
         '[job]\nname = "ray-nowhere"\n[index.load]\nuse = "markdown_dir"\n[index.chunk]\n'
         'use = "markdown_semantic"\n[query.retrieve]\nuse = "bm25s"\n'
     )
-    cli = [sys.executable, "-m", "plm_core.cli", "ingest", str(SAMPLE_DOCS), "--config", str(config)]
+    cli = [sys.executable, "-m", "plm_index.cli", "ingest", str(SAMPLE_DOCS), "--config", str(config)]
     env = {**os.environ, "PLM_DATA_DIR": str(tmp_path / "data"), "PLM_PROGRESS": "0"}
     env.pop("RAY_ADDRESS", None)
     start = time.monotonic()
@@ -299,7 +299,7 @@ def test_the_local_cluster_of_an_ingest_listens_on_127_0_0_1_only(tmp_path: Path
     pytest.importorskip("ray", reason="Ray is not installed (pip install 'plm[ray]')")
     psutil = pytest.importorskip("psutil")
     (tmp_path / "job.toml").write_text(BM25_ONLY)
-    cli = [sys.executable, "-m", "plm_core.cli", "ingest", str(SAMPLE_DOCS), "--config", str(tmp_path / "job.toml")]
+    cli = [sys.executable, "-m", "plm_index.cli", "ingest", str(SAMPLE_DOCS), "--config", str(tmp_path / "job.toml")]
     env = {**os.environ, "PLM_DATA_DIR": str(tmp_path / "data"), "PLM_PROGRESS": "0"}
     for name in ("RAY_ADDRESS", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"):  # plm must pin it itself
         env.pop(name, None)

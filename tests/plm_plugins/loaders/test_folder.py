@@ -201,7 +201,7 @@ def test_the_cli_says_what_it_skipped(folder: Path, tmp_path: Path) -> None:
     config = tmp_path / "mixed.toml"
     config.write_text(CONFIG.format(load=""))
     env = {**os.environ, "PLM_PROGRESS": "0", "PLM_DATA_DIR": str(tmp_path / "data")}
-    run = [sys.executable, "-m", "plm_core.cli", "ingest", str(folder), "--config", str(config)]
+    run = [sys.executable, "-m", "plm_index.cli", "ingest", str(folder), "--config", str(config)]
     res = subprocess.run(run, capture_output=True, text=True, env=env, timeout=120)
     assert res.returncode == 0, res.stderr
     assert "added 8, updated 0" in res.stdout and "skipped 2 .png, 1 .svg: no converter" in res.stdout

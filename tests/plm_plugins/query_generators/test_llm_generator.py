@@ -245,7 +245,7 @@ def test_the_kit_accepts_it(api: FakeChatAPI) -> None:
 
 @pytest.fixture()
 def plm_cli(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Any:
-    from plm_core import cli
+    from plm_index import cli
     from plm_core.registry import build_registry
     from plm_eval import eval_command
 

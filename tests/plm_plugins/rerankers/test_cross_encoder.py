@@ -308,7 +308,7 @@ def test_an_absent_model_fails_fast_offline_saying_how_to_get_it(tmp_path: Path)
 
 
 def test_config_check_loads_no_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from plm_core.cli import loaded_app
+    from plm_index.cli import loaded_app
 
     app = loaded_app()
 

@@ -293,7 +293,7 @@ def test_cli_query_filter_returns_only_matching_hits(job: Any) -> None:
         args += ["--config", str(job.config.path), "--index", str(job.index_dir)]
         for f in filters:
             args += ["--filter", f]
-        cmd = [sys.executable, "-m", "plm_core.cli", *args]
+        cmd = [sys.executable, "-m", "plm_index.cli", *args]
         return subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=REPO, timeout=120)
 
     res = plm("team=storage")

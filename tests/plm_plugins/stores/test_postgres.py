@@ -210,7 +210,7 @@ def test_plm_pg_start_status_stop(tmp_path: Path) -> None:
     pytest.importorskip("pgserver")
     data = Path(os.environ.get("TMPDIR", "/tmp")) / f"plm-pg-cli-{os.getpid()}"
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
-    plm = [sys.executable, "-m", "plm_core.cli"]
+    plm = [sys.executable, "-m", "plm_index.cli"]
 
     def run(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([*plm, "pg", *args, "--data", str(data)], capture_output=True, text=True, env=env)

@@ -39,7 +39,7 @@ method = "lucene"
 
 def plm(*args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PLM_PROGRESS": "0"}
-    cmd = [sys.executable, "-m", "plm_core.cli", *args]
+    cmd = [sys.executable, "-m", "plm_index.cli", *args]
     return subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=REPO, timeout=120)
 
 
