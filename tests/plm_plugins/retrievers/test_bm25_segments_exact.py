@@ -25,7 +25,8 @@ from plm_index import ranking, segments
 from plm_index.corpus import CorpusSnapshot
 
 pytestmark = needs("bm25s", extra="bm25")
-from plm_plugins.retrievers.bm25s import _IDF, BM25Retriever, Impacts  # noqa: E402
+from plm_plugins.retrievers.bm25_impacts import _IDF, Impacts  # noqa: E402
+from plm_plugins.retrievers.bm25s import BM25Retriever  # noqa: E402
 
 VOCAB = [f"w{i}" for i in range(300)]
 WEIGHTS = [1 / (i + 1) for i in range(len(VOCAB))]  # Zipf: a few words in most chunks
@@ -156,11 +157,11 @@ def test_segments_deletions_and_merges_score_as_the_whole_build(
     FULL_SORT_UP_TO rows, a million-chunk index), by the rows' order keys, not by a full
     sort. A query's summed rows are found by scanning every row in one run, by sorting its
     parts' rows in the other (`SORTED_BELOW`, as for a few words at a million)."""
-    from plm_plugins.retrievers import bm25s
+    from plm_plugins.retrievers import bm25_impacts
     from plm_plugins.stores.sqlite import SQLiteStore
 
     monkeypatch.setattr(ranking, "FULL_SORT_UP_TO", full_sort_up_to)
-    monkeypatch.setattr(bm25s, "SORTED_BELOW", sorted_below)
+    monkeypatch.setattr(bm25_impacts, "SORTED_BELOW", sorted_below)
     monkeypatch.setattr(segments.merge, "MERGE_FACTOR", 3)
     monkeypatch.setattr(segments.merge, "FLOOR_ROWS", 4)
     monkeypatch.setattr(Impacts, "MAX_IMPACTS", 400)  # words' impacts evicted and scored again, often
@@ -230,7 +231,7 @@ def test_a_querys_rows_summed_by_sorting_are_those_a_scan_finds(monkeypatch: pyt
     left out either way, and the shared buffer zeroed again after both."""
     from types import SimpleNamespace
 
-    from plm_plugins.retrievers import bm25s
+    from plm_plugins.retrievers import bm25_impacts
 
     rng = np.random.default_rng(3)
     state = SimpleNamespace(total=5_000)
@@ -241,9 +242,9 @@ def test_a_querys_rows_summed_by_sorting_are_those_a_scan_finds(monkeypatch: pyt
             at, part = np.append(at, [at[0], at[0]]), np.append(part, [1.0, -1.0])  # a row whose parts cancel
         got = {}
         for way, below in (("sort", float("inf")), ("scan", 0.0)):
-            monkeypatch.setattr(bm25s, "SORTED_BELOW", below)
-            got[way] = bm25s._sum_by_row(state, at.astype(np.intp), part)  # type: ignore[arg-type]
-            assert all(not buffer[: state.total].any() for buffer in bm25s._BUFFERS)
+            monkeypatch.setattr(bm25_impacts, "SORTED_BELOW", below)
+            got[way] = bm25_impacts._sum_by_row(state, at.astype(np.intp), part)  # type: ignore[arg-type]
+            assert all(not buffer[: state.total].any() for buffer in bm25_impacts._BUFFERS)
         sums = np.zeros(state.total)
         np.add.at(sums, at, part)
         want = np.flatnonzero(sums != 0)

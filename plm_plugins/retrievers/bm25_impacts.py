@@ -1,0 +1,262 @@
+"""BM25's query-time arithmetic over a version's segments: each query word's impacts (its
+live rows and their score parts) under the corpus-wide IDF and average length, kept per
+version (`Impacts`), bm25s's formulas (`_IDF`, `_NORM`, `_TFC`), rank_bm25's Okapi IDF, and
+the per-row sums of a query's parts (`_sum_by_row`)."""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections import OrderedDict
+from typing import TYPE_CHECKING, Any
+
+from plm_plugins.retrievers.bm25_postings import Postings, weighted
+
+if TYPE_CHECKING:
+    from plm import State
+
+
+class Impacts:
+    """A version's word impacts (`BM25Retriever._impacts`), kept with its state as its queries
+    meet the words, most recently used first, up to MAX_IMPACTS postings: a word is scored
+    once per version, as Lucene and PISA keep impacts per segment, not once per query. Its
+    arrays are read-only, shared by every query."""
+
+    MAX_IMPACTS = 1 << 22  # postings (16 bytes each: 64 MiB)
+    MAX_WORDS = 1 << 16  # words, those in no live row included
+
+    def __init__(self) -> None:
+        self._words: OrderedDict[str, Any] = OrderedDict()
+        self._size = 0
+        self._lock = threading.Lock()
+
+    def get(self, terms: list[str]) -> dict[str, Any]:
+        with self._lock:
+            out = {}
+            for term in terms:
+                if term in self._words:
+                    self._words.move_to_end(term)
+                    out[term] = self._words[term]
+            return out
+
+    def add(self, words: dict[str, Any]) -> dict[str, Any]:
+        with self._lock:
+            for term, hit in words.items():
+                if hit is not None:
+                    hit[0].flags.writeable = hit[1].flags.writeable = False
+                    self._size += len(hit[0]) - (len(old[0]) if (old := self._words.get(term)) else 0)
+                self._words[term] = hit
+                self._words.move_to_end(term)
+            while (self._size > self.MAX_IMPACTS or len(self._words) > self.MAX_WORDS) and len(self._words) > 1:
+                _, hit = self._words.popitem(last=False)
+                self._size -= len(hit[0]) if hit is not None else 0
+            return words
+
+
+def _segment_arrays(state: State) -> list[tuple[Any, ...]]:
+    """Per segment what a query reads, looked up once per state (a query word visits every
+    segment: attribute lookups there cost as much as the arithmetic)."""
+    out = []
+    for i, seg in enumerate(state.segments):
+        p: Postings = seg.data
+        out.append((p.vocab, p.indptr, p.rows, p.tf, int(state.offsets[i]), state.dead(i)))
+    return out
+
+
+def _postings(segments: list[tuple[Any, ...]], term: str) -> tuple[Any, Any] | None:
+    """A word's live postings in every segment: global rows (ascending) and term
+    frequencies; None when no live row holds it."""
+    import numpy as np
+
+    rows, tfs = [], []
+    for vocab, indptr, posting_rows, posting_tf, offset, dead in segments:
+        tid = vocab.get(term)
+        if tid is None:
+            continue
+        lo, hi = indptr[tid], indptr[tid + 1]
+        found, tf = posting_rows[lo:hi], posting_tf[lo:hi]
+        if dead is not None:
+            alive = ~dead[found]
+            found, tf = found[alive], tf[alive]
+        if len(found):
+            rows.append(found + offset if offset else found)
+            tfs.append(tf)
+    if len(rows) < 2:
+        return (rows[0], tfs[0]) if rows else None
+    return np.concatenate(rows), np.concatenate(tfs)
+
+
+def _norms(state: State, rows: list[Any], at: Any, formula: str, avgdl: float, k1: float, b: float) -> Any:
+    """The length part (`_NORM`) of the rows `at` (the words' `rows`, each ascending, joined),
+    element for element what every row's holds. A version's first words compute it for their
+    rows alone (a write's new version at a million: no pass over every row before its first
+    answer); once that has covered as many rows as the version has, every row's is computed
+    and kept, and read from then on."""
+    import numpy as np
+
+    kept = state.cached(f"bm25_norms {formula} {k1!r} {b!r}", lambda: {"rows": 0, "norms": None})
+    if kept["norms"] is None:
+        kept["rows"] += len(at)
+        if kept["rows"] <= state.total:
+            return _NORM[formula](np.concatenate([_lengths_of(state, r) for r in rows]), avgdl, k1, b)
+        kept["norms"] = _NORM[formula](_lengths(state), avgdl, k1, b)
+    return kept["norms"][at]
+
+
+def _lengths(state: State) -> Any:
+    """Each row's length as the scoring reads it (segments concatenated), float64: each
+    segment's made once, so a new version (a write) only joins them."""
+    import numpy as np
+
+    return np.concatenate([np.zeros(0)] + [seg.data.float_lengths() for seg in state.segments])
+
+
+def _lengths_of(state: State, rows: Any) -> Any:
+    """`_lengths(state)[rows]` without joining every segment's: each segment's part of the
+    rows read where it lies."""
+    import numpy as np
+
+    out = np.empty(len(rows), dtype=np.float64)
+    for i, at, local in state.by_segment(rows):
+        out[at] = state.segments[i].data.float_lengths()[local]
+    return out
+
+
+def _sum_by_row(state: State, at: Any, part: Any) -> tuple[Any, Any]:
+    """The rows in `at` whose parts do not sum to 0 (ascending) and their sums, each row's
+    parts added in the order given (np.add.at adds one at a time, in order), into a zeroed
+    buffer of at least the state's size, zeroed again where used and kept for the next query
+    (one per query running at once), of this version or the next: no array of the corpus's
+    size is made per query, nor per write (a new buffer's pages fault in as it is first
+    written: 5 ms at a million). A row left out scores 0, as a row no query word reaches."""
+    import numpy as np
+
+    try:
+        buffer = _BUFFERS.pop()  # list.pop and append are atomic: a buffer is one query's at a time
+    except IndexError:
+        buffer = np.zeros(0, dtype=np.float64)
+    if len(buffer) < state.total:
+        buffer = np.zeros(state.total + state.total // 8 + 1024, dtype=np.float64)  # room for writes
+    sums = buffer[: state.total]
+    np.add.at(sums, at, part)
+    if len(at) < state.total * SORTED_BELOW:
+        # Few parts for the rows: their rows sorted (0.9 ms for 93k parts) rather than every
+        # row scanned (2.4 ms at a million rows, most of it branching over the scattered rows).
+        rows = np.sort(at)
+        rows = rows[np.concatenate(([True], rows[1:] != rows[:-1]))] if len(rows) else rows
+        values = sums[rows]
+        sums[rows] = 0.0
+        kept = values != 0
+        rows, values = rows[kept], values[kept]
+    else:
+        rows = np.flatnonzero(sums != 0)
+        values = sums[rows]
+        sums[rows] = 0.0  # (a -0.0 left behind adds as 0.0 does)
+    if len(_BUFFERS) < _KEEP_BUFFERS:
+        _BUFFERS.append(buffer)  # not reached (the buffer dropped) if anything above raised
+    return rows, values
+
+
+# `_sum_by_row` finds the rows by sorting the parts when they are fewer than this many per row.
+SORTED_BELOW = 0.125
+
+# Zeroed score buffers for `_sum_by_row`, shared by every BM25 index of the process.
+_BUFFERS: list[Any] = []
+_KEEP_BUFFERS = 8
+
+
+def _live_tokens(state: State, weight: float = 1.0) -> float:
+    """Tokens in the live rows (for the average length), kept with the state; with a heading
+    weight, the weighted total of the integer totals (the same whatever the segments)."""
+
+    def count() -> float:
+        total = heading = 0
+        for seg, dead in zip(state.segments, state.deleted, strict=True):
+            data: Postings = seg.data
+            total += data.tokens - (int(data.dl[dead].sum()) if len(dead) else 0)
+            if data.hl is not None:
+                heading += data.heading_tokens - (int(data.hl[dead].sum()) if len(dead) else 0)
+        return total if weight == 1.0 else weighted(float(total), float(heading), weight)
+
+    return state.cached("bm25_tokens", count)
+
+
+def _okapi_idf(state: State, epsilon: float) -> Any:
+    """rank_bm25.BM25Okapi's IDF over the live rows: log((N - df + 0.5) / (df + 0.5)), and
+    for negative ones epsilon x the mean IDF. The mean is summed one word at a time in the
+    order rank_bm25 first met the words (chunks in the store's index order, each chunk's
+    words in order of appearance): another order can round the floor one ulp apart, and
+    with it every stop word's score (a sync's new segment, or an edited chunk, holds words
+    out of that order)."""
+    import numpy as np
+
+    def floor_of() -> float:
+        df: dict[str, int] = {}
+        firsts: dict[str, tuple[int, int]] = {}  # word -> (order key, position) where first met
+        for i, seg in enumerate(state.segments):
+            postings: Postings = seg.data
+            counts = np.diff(np.asarray(postings.indptr))
+            term = np.repeat(np.arange(len(counts)), counts)
+            rows, first = np.asarray(postings.rows), np.asarray(postings.first)
+            dead = state.dead(i)
+            if dead is not None:
+                alive = ~dead[rows]
+                term, rows, first = term[alive], rows[alive], first[alive]
+            if not len(term):
+                continue
+            order = np.asarray(seg.order)[rows]
+            at = np.lexsort((first, order, term))  # by word, then where in the corpus
+            starts = at[np.r_[True, term[at][1:] != term[at][:-1]]]  # each word's first posting
+            n_of = np.bincount(term, minlength=len(counts))
+            words = list(postings.vocab)
+            for t, key, pos in zip(term[starts].tolist(), order[starts].tolist(), first[starts].tolist(), strict=True):
+                word = words[t]
+                df[word] = df.get(word, 0) + int(n_of[t])
+                if word not in firsts or (key, pos) < firsts[word]:
+                    firsts[word] = (key, pos)
+        n_docs = state.n_live
+        idf_sum = 0.0
+        for word in sorted(df, key=firsts.__getitem__):  # sequential: Python 3.12+ sum() compensates rounding
+            f = df[word]
+            idf_sum += math.log(n_docs - f + 0.5) - math.log(f + 0.5)
+        return epsilon * (idf_sum / len(df)) if df else 0.0
+
+    floor = state.cached(f"okapi_floor{epsilon}", floor_of)
+
+    def idf(df: int, n_docs: int) -> float:
+        value = math.log(n_docs - df + 0.5) - math.log(df + 0.5)
+        return floor if value < 0 else value
+
+    return idf
+
+
+def _idf_robertson(df: int, n: int) -> float:
+    inner = (n - df + 0.5) / (df + 0.5)
+    return math.log(max(inner, 1))
+
+
+# bm25s's formulas (bm25s.scoring), the same expressions in the same order: the same floats.
+_IDF: dict[str, Any] = {
+    "robertson": _idf_robertson,
+    "lucene": lambda df, n: math.log(1 + (n - df + 0.5) / (df + 0.5)),
+    "atire": lambda df, n: math.log(n / df),
+    "bm25l": lambda df, n: math.log((n + 1) / (df + 0.5)),
+    "bm25+": lambda df, n: math.log((n + 1) / df),
+}
+# bm25s's term-frequency parts, split where bm25s's expression has a part that depends on the
+# row's length alone (`_NORM`, computed once per row and version): the same expressions, in
+# the same order, so the same floats.
+_NORM: dict[str, Any] = {
+    "robertson": lambda dl, avg, k1, b: k1 * ((1 - b) + b * dl / avg),
+    "lucene": lambda dl, avg, k1, b: k1 * ((1 - b) + b * dl / avg),
+    "atire": lambda dl, avg, k1, b: k1 * (1 - b + b * dl / avg),
+    "bm25l": lambda dl, avg, k1, b: 1 - b + b * dl / avg,
+    "bm25+": lambda dl, avg, k1, b: k1 * (1 - b + b * dl / avg),
+}
+_TFC: dict[str, Any] = {
+    "robertson": lambda tf, norm, k1, delta: tf / (norm + tf),
+    "lucene": lambda tf, norm, k1, delta: tf / (norm + tf),
+    "atire": lambda tf, norm, k1, delta: (tf * (k1 + 1)) / (tf + norm),
+    "bm25l": lambda tf, norm, k1, delta: ((k1 + 1) * (tf / norm + delta)) / (k1 + tf / norm + delta),
+    "bm25+": lambda tf, norm, k1, delta: ((k1 + 1) * tf) / (norm + tf) + delta,
+}
