@@ -23,9 +23,19 @@ from plm_core.errors import PluginError
 BUILTIN_DIST = "plm"
 ENTRY_POINT_GROUP = "plm"
 AUTOLOAD_ENV = "PLM_DISABLE_PLUGIN_AUTOLOAD"
+DIRECT = ("<direct>", "", "<direct>")  # (package, version, entry point) of a class added by hand
 
-# Third-party plugins that failed, "plugin 'x' from package 'y': error", each said once per process.
-FAILED_PLUGINS: list[str] = []
+
+@dataclass(frozen=True)
+class Failure:
+    """A third-party plugin left out, said once a process: `what` names it ("plugin 'x' from
+    package 'y': error"), `plugin` is its entry point's name (None: not one plugin's)."""
+
+    what: str
+    plugin: str | None = None
+
+
+FAILED_PLUGINS: list[Failure] = []  # each said once per process
 _CLASHES_SAID: set[str] = set()
 
 
@@ -45,7 +55,11 @@ class Registry:
     def __init__(self) -> None:
         self._items: dict[tuple[str, str], Registration] = {}
         self._clashes: dict[tuple[str, str], str] = {}  # (family, name) two packages registered: the error
-        self._current: tuple[str, str, str] = ("<direct>", "", "<direct>")
+        self._current: tuple[str, str, str] = DIRECT
+
+    def attribute_to(self, origin: tuple[str, str, str]) -> None:
+        """What `add` registers from now on comes from (package, version, entry point)."""
+        self._current = origin
 
     def add(self, cls: type, name: str | None = None, family: str | None = None) -> None:
         """Register `cls` as `name` (default: cls.name) in its family, which is its base
@@ -120,7 +134,7 @@ class Registry:
                 return self._unclashed(anywhere[0], where)
         loc = f"{where}: " if where else ""
         if not found:  # a plugin of that very name failed to load: that is the reason, not a typo
-            failed = [entry for entry in FAILED_PLUGINS if entry.startswith(f"plugin {name!r} ")]
+            failed = [f.what for f in FAILED_PLUGINS if f.plugin == name]
             if failed:
                 raise PluginError(f"{loc}{name!r} is not available: {failed[0]}")
         if len(found) > 1:
@@ -133,7 +147,7 @@ class Registry:
         close = difflib.get_close_matches(name, known, n=1)
         hint = f" Did you mean {close[0]!r}?" if close else ""
         fam = f"{family} " if family else ""
-        broken = f" Not loaded: {'; '.join(FAILED_PLUGINS)}." if FAILED_PLUGINS else ""
+        broken = f" Not loaded: {'; '.join(f.what for f in FAILED_PLUGINS)}." if FAILED_PLUGINS else ""
         raise PluginError(f"{loc}unknown {fam}component {name!r}.{hint} Known: {', '.join(known)}.{broken}")
 
     def _unclashed(self, found: Registration, where: str) -> Registration:
@@ -163,7 +177,7 @@ def _entry_points() -> list[tuple[md.EntryPoint, str, str]]:
         for ep in every.select(group=group):
             entry = f"entry point {ep.name!r} of package {package(ep)[0]!r} is in the group {group!r}"
             warn_once(
-                entry,
+                Failure(entry),
                 ", which plm does not read: put it under [project.entry-points.plm] "
                 "(one group for every family; the family is the class's base) and reinstall the package",
             )
@@ -195,7 +209,7 @@ def plugin_manager(
                 raise PluginError(
                     f"plugin {ep.name!r} from package {dist_name!r} failed to load: {exc}{shadow}"
                 ) from exc
-            skip_broken_plugin(f"plugin {ep.name!r} ({ep.value}) from package {dist_name!r}", exc, shadow)
+            skip_broken_plugin(f"plugin {ep.name!r} ({ep.value}) from package {dist_name!r}", exc, shadow, ep.name)
             continue
         origin[id(module)] = (dist_name, dist_version, ep.name)
     for plugin in extra_plugins:
@@ -234,23 +248,23 @@ def shadowed_package_note(name: str = "plm") -> str:
     )
 
 
-def skip_broken_plugin(what: str, exc: BaseException, note: str = "") -> None:
+def skip_broken_plugin(what: str, exc: BaseException, note: str = "", plugin: str | None = None) -> None:
     """Say once on stderr that a third-party plugin is left out, why, and how to run without
     any: one broken package must not stop every command (`--help` and `--version` included)."""
     warn_once(
-        f"{what}: {type(exc).__name__}: {exc}{note}",
+        Failure(f"{what}: {type(exc).__name__}: {exc}{note}", plugin),
         "; skipped (its stages and commands are missing). Fix or uninstall that package, "
         f"or set {AUTOLOAD_ENV}=1 to load plm's built-in plugins only.",
     )
 
 
-def warn_once(entry: str, rest: str) -> None:
-    """`warning: <entry><rest>` on stderr, once a process; `entry` joins FAILED_PLUGINS, which
-    an unknown stage's error lists as not loaded."""
-    if entry in FAILED_PLUGINS:
+def warn_once(failure: Failure, rest: str) -> None:
+    """`warning: <what><rest>` on stderr, once a process; the failure joins FAILED_PLUGINS,
+    which an unknown stage's error lists as not loaded."""
+    if failure in FAILED_PLUGINS:
         return
-    FAILED_PLUGINS.append(entry)
-    print(f"warning: {entry}{rest}", file=sys.stderr)
+    FAILED_PLUGINS.append(failure)
+    print(f"warning: {failure.what}{rest}", file=sys.stderr)
 
 
 def _call_each(
@@ -273,7 +287,7 @@ def _call_each(
             if package in (BUILTIN_DIST, "<direct>"):
                 raise
             undo()
-            skip_broken_plugin(f"plugin {plugin!r} from package {package!r} ({hook})", exc)
+            skip_broken_plugin(f"plugin {plugin!r} from package {package!r} ({hook})", exc, plugin=plugin)
 
 
 def build_registry(extra_plugins: Sequence[Any] = (), autoload: bool | None = None) -> Registry:
@@ -282,11 +296,11 @@ def build_registry(extra_plugins: Sequence[Any] = (), autoload: bool | None = No
     registry = Registry()
 
     def attribute(impl: Any) -> Callable[[], None]:  # what registry.add records as the package
-        registry._current = origin.get(id(impl.plugin), ("?", "", impl.plugin_name))
+        registry.attribute_to(origin.get(id(impl.plugin), ("?", "", impl.plugin_name)))
         return registry.undo_to()
 
     _call_each(pm, "plm_register_components", origin, attribute, registry=registry)
-    registry._current = ("<direct>", "", "<direct>")
+    registry.attribute_to(DIRECT)
     registry.say_clashes()
     note_silent_plugins(pm, origin)
     return registry
@@ -311,7 +325,9 @@ def note_silent_plugins(pm: pluggy.PluginManager, origin: dict[int, tuple[str, s
         if bare:  # the function is there, without the decorator pluggy looks for
             found = f"; it has `def {bare[0]}` without `@plm.hookimpl` above it"
         entry = f"plugin {plugin!r} from package {package!r} registers nothing"
-        warn_once(entry, f": its module has no `@plm.hookimpl def plm_register_components(registry)`{found}")
+        warn_once(
+            Failure(entry, plugin), f": its module has no `@plm.hookimpl def plm_register_components(registry)`{found}"
+        )
 
 
 def register_commands(app: Any) -> None:
