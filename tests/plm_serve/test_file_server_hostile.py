@@ -226,7 +226,7 @@ def test_several_ranges_come_back_as_parts_and_no_more(server: Any) -> None:
 @pytest.mark.xfail(
     strict=True,
     reason="RFC 9110 14.2: a Range of a unit the server does not know MUST be ignored (200, the whole "
-    "file); Starlette's FileResponse answers 400 in text/plain; the route is in plm_serve/server.py",
+    "file); Starlette's FileResponse answers 400 in text/plain; the route is in plm_serve/routes/documents.py",
 )
 def test_a_range_of_an_unknown_unit_is_ignored(server: Any) -> None:
     status, _, body = request(server, "GET", "/files/paper.pdf", {"Range": "items=0-1"})

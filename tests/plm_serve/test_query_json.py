@@ -62,16 +62,16 @@ def test_the_body_is_the_query_payload(client: Any) -> None:
 
 
 def test_a_score_that_is_not_finite_is_written_as_null(client: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    from plm_serve import server
+    from plm_serve.routes import query
 
-    real = server.query_payload
+    real = query.query_payload
 
     def broken_score(*args: Any) -> dict[str, Any]:  # what a plugin that divides by zero leaves
         payload = real(*args)
         payload["hits"][0]["score"] = math.nan
         return payload
 
-    monkeypatch.setattr(server, "query_payload", broken_score)
+    monkeypatch.setattr(query, "query_payload", broken_score)
     got = client.get("/query", params={"q": "alpha backups"})
     assert got.status_code == 200
     assert json.loads(got.text)["hits"][0]["score"] is None
