@@ -22,7 +22,7 @@ from typing import Any
 
 from mkdocs.structure.files import File, Files
 
-from plm_core.config import JobSection
+from plm_core.config import job_section
 from plm_core.registry import Registration, build_registry
 from plm_core.settings import Settings
 from plm_index.plugin_info import class_summary, describe_fields, markdown_key_table, render_markdown
@@ -107,7 +107,7 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Files) -> str
         return markdown.replace("{{ readme_recipe_table }}", readme_recipe_table())
     if page.file.src_uri != "settings.md":
         return markdown
-    job_keys = markdown_key_table(describe_fields(JobSection))
+    job_keys = markdown_key_table(describe_fields(job_section(build_registry(autoload=False))))
     env_keys = markdown_key_table(
         describe_fields(Settings), key_text=lambda name: f"PLM_{name.upper()}", key_header="variable"
     )

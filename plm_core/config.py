@@ -11,6 +11,7 @@ A table with a `use` key inside a stage's parameters is a nested component (e.g.
 from __future__ import annotations
 
 import difflib
+import functools
 import logging
 import re
 import sys
@@ -34,7 +35,8 @@ log = logging.getLogger(__name__)
 
 
 class JobSection(BaseModel):
-    """The `[job]` table: what the job is called and what `plm run`/`plm eval` evaluate it on."""
+    """The `[job]` table: what the job is called. Installed packages add keys
+    (`Registry.add_job_settings`: plm_eval's dataset, query sets and evaluator)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -42,19 +44,18 @@ class JobSection(BaseModel):
     """Names the index folder PLM_DATA_DIR/<name>: letters, digits, '.', '_' and '-' only."""
     description: str = ""
     """One line saying what the recipe is (for people)."""
-    dataset: str | None = None
-    """A BEIR-layout folder (corpus, queries, qrels) to evaluate on, relative to the config; `--dataset` overrides."""
-    corpus: list[str] = ["corpus.jsonl"]
-    """What the loader reads inside the dataset: the first of these that exists."""
-    queries: list[str] = Field(["test"], min_length=1)
-    """The dataset's query sets to evaluate (`--queries` overrides)."""
-    report_dir: str = "reports"
-    """Where `plm run` writes its reports, relative to the working directory."""
-    evaluator: str | dict[str, Any] = "ir_metrics"
-    """The evaluator `plm run` and `plm eval` score query sets with: a registered name, or a
-    table with its settings, `{ use = "ir_metrics", measures = ["nDCG@10", "AP"], one_ranking = true }`."""
-    reporter: str = "comparison_report"
-    """What `plm eval` compares configs with (a registered name)."""
+
+
+def job_section(registry: Registry) -> type[JobSection]:
+    """The `[job]` model with every key the registry's packages add."""
+    return _with(registry.job_settings())
+
+
+@functools.cache
+def _with(models: tuple[type, ...]) -> type[JobSection]:
+    if not models:
+        return JobSection
+    return type("JobSection", (*models, JobSection), {"__doc__": JobSection.__doc__, "__module__": __name__})
 
 
 @dataclass(frozen=True)
@@ -296,10 +297,11 @@ def load_job(path: str | Path, registry: Registry, overrides: Sequence[str] = ()
         raise ConfigError(f"{path}: unknown table(s) {sorted(unknown)}; allowed: {sorted(KNOWN_TABLES)}")
     if not isinstance(raw.get("job", {}), dict):
         raise ConfigError(f"{path}: [job] must be a table, got {raw['job']!r}")
+    section = job_section(registry)
     try:
-        job = JobSection(**raw.get("job", {}))
+        job = section(**raw.get("job", {}))
     except ValidationError as err:
-        raise ConfigError(format_validation(err, f"{path} [job]", JobSection)) from None
+        raise ConfigError(format_validation(err, f"{path} [job]", section)) from None
     try:
         store = build_spec(raw["store"], "store", registry, path, Store)
         embedder = build_spec(raw["embedder"], "embedder", registry, path, Embedder) if "embedder" in raw else None

@@ -56,6 +56,7 @@ class Registry:
         self._items: dict[tuple[str, str], Registration] = {}
         self._clashes: dict[tuple[str, str], str] = {}  # (family, name) two packages registered: the error
         self._current: tuple[str, str, str] = DIRECT
+        self._job_settings: list[type] = []  # pydantic models of keys packages add to [job]
 
     def attribute_to(self, origin: tuple[str, str, str]) -> None:
         """What `add` registers from now on comes from (package, version, entry point)."""
@@ -89,6 +90,15 @@ class Registry:
             return
         self._items[key] = Registration(name, family, cls, package, version, plugin)
 
+    def add_job_settings(self, model: type) -> None:
+        """Let the `[job]` table hold `model`'s fields (a pydantic model: plm_eval's dataset,
+        query sets and evaluator); a key no installed package declares stays an error."""
+        if model not in self._job_settings:
+            self._job_settings.append(model)
+
+    def job_settings(self) -> tuple[type, ...]:
+        return tuple(self._job_settings)
+
     def say_clashes(self) -> None:
         """Warn of each name two packages registered (once a process): only now, since a
         plugin whose hook raised after it is left out, clash and all."""
@@ -100,10 +110,10 @@ class Registry:
     def undo_to(self) -> Callable[[], None]:
         """A function that puts the registry back as it is now: a plugin whose hook raises
         after adding some of its stages is left out whole, as its warning says."""
-        items, clashes = dict(self._items), dict(self._clashes)
+        items, clashes, settings = dict(self._items), dict(self._clashes), list(self._job_settings)
 
         def undo() -> None:
-            self._items, self._clashes = items, clashes
+            self._items, self._clashes, self._job_settings = items, clashes, settings
 
         return undo
 

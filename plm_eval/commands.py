@@ -1,10 +1,19 @@
-"""Registers plm_eval's commands with the `plm` CLI (entry point `plm_eval`)."""
+"""Registers plm_eval's commands with the `plm` CLI and its `[job]` keys with the registry
+(entry point `plm_eval`)."""
 
 from __future__ import annotations
 
 import typer
 
 from plm_core.hookspecs import hookimpl
+from plm_core.registry import Registry
+
+
+@hookimpl
+def plm_register_components(registry: Registry) -> None:
+    from plm_eval.settings import EvalSettings
+
+    registry.add_job_settings(EvalSettings)
 
 
 @hookimpl

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from plm_core.config import JobConfig
 from plm_core.errors import PlmUserError
+from plm_eval.settings import eval_settings
 
 
 @dataclass(frozen=True)
@@ -124,8 +125,8 @@ def resolve_dataset(config: JobConfig, dataset: str | Path | None) -> Path | Non
     """The dataset folder: the CLI's --dataset, else [job].dataset relative to the config."""
     if dataset is not None:
         path = Path(dataset)
-    elif config.job.dataset:
-        path = (config.path.parent / config.job.dataset).resolve()
+    elif eval_settings(config).dataset:
+        path = (config.path.parent / eval_settings(config).dataset).resolve()
     else:
         return None
     if not path.is_dir():
@@ -135,7 +136,7 @@ def resolve_dataset(config: JobConfig, dataset: str | Path | None) -> Path | Non
 
 def resolve_corpus(config: JobConfig, dataset: Path, corpus: str | None = None) -> Path:
     """What the loader reads inside a dataset: --corpus, else the first of [job].corpus that exists."""
-    candidates = [corpus] if corpus else list(config.job.corpus)
+    candidates = [corpus] if corpus else list(eval_settings(config).corpus)
     for cand in candidates:
         # Read as written, the path stays inside the dataset: a config cannot reach other files.
         # (A symlink in the dataset folder is its owner's choice and is followed.)

@@ -32,6 +32,7 @@ from plm_core.settings import Settings, load_settings
 from plm_eval.dataset import resolve_dataset
 from plm_eval.evaluators.report_writers import rankings_differ
 from plm_eval.outputs import check_output_folder
+from plm_eval.settings import eval_settings
 from plm_eval.synthetic import DEFAULT_GENERATORS, LOADER_OVERRIDE, SET_NAME, GeneratorOptions, options_line
 from plm_index.cli_kit import print_table, setup_logging
 from plm_index.job import Job, index_dir_for, settings_for
@@ -95,7 +96,7 @@ def run_configs(
     if len({ds.resolve() for ds in datasets if ds is not None}) > 1:
         raise PlmUserError("the configs name different datasets ([job].dataset); pass --dataset DIR to compare them")
     ds = datasets[0]
-    sets = query_sets or list(configs[0].job.queries)
+    sets = query_sets or list(eval_settings(configs[0]).queries)
     runs = []
     # The resolved dataset, as `plm run` uses it: with --dataset left out, the raw None would
     # name the job's default index, the one `plm ingest` fills with the user's documents.
@@ -286,7 +287,7 @@ def eval_command(
     from plm_eval.runner import check_metric
 
     first = load_job(config[0], registry, set_ or [])
-    name = first.job.reporter  # the reporter is config, as all names are
+    name = eval_settings(first).reporter  # the reporter is config, as all names are
     takes = registry.get(name, "reporters", where=f"{first.path} [job] reporter").cls.Config.model_fields  # type: ignore[attr-defined]
     if "test" in takes and test not in ("permutation", "ttest"):  # a reporter's own tests: its error says
         hint = " (query sets to report on are --queries; plm tune's --test names held-out sets)"

@@ -12,6 +12,7 @@ from rich.table import Table
 from plm_core.config import load_job
 from plm_core.registry import default_registry
 from plm_eval.dataset import resolve_dataset
+from plm_eval.settings import eval_settings
 from plm_index.cli_kit import ConfigOpt, DatasetOpt, IndexOpt, SetOpt, err, open_job, out, print_table, print_timings
 from plm_index.sync import summary_line
 
@@ -56,5 +57,7 @@ def run(
         out.print(f"{s['set']}: ms per query by stage: {per}{warm}", highlight=False)
     if report is None:
         stamp = time.strftime("%Y%m%d-%H%M%S")
-        report = Path(job.config.job.report_dir) / f"{result['job']}-{Path(result['dataset']).name}-{stamp}.json"
+        report = (
+            Path(eval_settings(job.config).report_dir) / f"{result['job']}-{Path(result['dataset']).name}-{stamp}.json"
+        )
     out.print(f"report: {write_report(result, report)}", highlight=False)

@@ -15,6 +15,7 @@ from plm_core.config import JobConfig, format_validation
 from plm_core.errors import ConfigError, PlmUserError
 from plm_core.registry import Registry
 from plm_eval.dataset import load_query_set, resolve_corpus, resolve_dataset
+from plm_eval.settings import eval_settings
 from plm_index.job import Job
 
 
@@ -29,7 +30,7 @@ def run_job(
     if ds is None:
         raise PlmUserError(f"{job.config.path}: no dataset: set [job].dataset or pass --dataset DIR")
     source = resolve_corpus(job.config, ds, corpus)
-    sets = query_sets or job.config.job.queries
+    sets = query_sets or eval_settings(job.config).queries
     qsets = [load_query_set(ds, name) for name in sets]  # a bad set fails before the ingest
     t0 = time.perf_counter()
     ingest = job.ingest([source], force=force)
@@ -56,7 +57,7 @@ def run_job(
 
 def evaluator_for(config: JobConfig, registry: Registry) -> Any:
     """The config's `[job] evaluator` (a name, or a table of its settings), built."""
-    given = config.job.evaluator
+    given = eval_settings(config).evaluator
     table = dict(given) if isinstance(given, dict) else {"use": given}
     if "use" not in table:
         raise ConfigError(

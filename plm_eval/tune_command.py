@@ -42,6 +42,7 @@ from plm_eval.eval_command import (
     synthetic_note,
 )
 from plm_eval.outputs import check_output_file
+from plm_eval.settings import eval_settings
 from plm_eval.synthetic import DEFAULT_GENERATORS, LOADER_OVERRIDE, SET_NAME, GeneratorOptions
 from plm_index.cli_kit import print_table, setup_logging
 from plm_index.job import Job, settings_for
@@ -251,7 +252,7 @@ def tune_command(
         "judgments": judgments,
     }
     if test_sets:
-        name = base_cfg.job.reporter
+        name = eval_settings(base_cfg).reporter
         reporter = _reporter(registry, name, chart=False)
         # The trials' index folders and model serve the test runs too: nothing is re-ingested.
         runs = [evaluate(base_cfg, test_sets), evaluate(load_job(target, registry), test_sets)]
