@@ -200,7 +200,7 @@ def relabel(index: Path, config: Path) -> dict[str, Any]:
     from plm_core.records import Document
     from plm_index.job import Job
     from plm_index.sync import doc_fingerprint
-    from plm_plugins.stores.sqlite import _packed
+    from plm_plugins.stores.sqlite_columns import packed as _packed
 
     t0 = time.perf_counter()
     job = Job.from_config(config, index_dir=index)

@@ -12,29 +12,24 @@ The change feed: every chunk gets a sequence number (`seq`) from a counter in `m
 transaction removes go to `removed` with the position that transaction reached. A derived
 index that recorded a position reads only what changed since (`rows_since`,
 `removed_since`, `vectors_since`).
+
+This module is what the store keeps and reads; its other rooms: `sqlite_file` (the file
+opened, its tables made or migrated), `sqlite_columns` (values as stored: JSON text,
+compressed texts, packed fingerprints), `sqlite_errors` (errors as one line) and
+`sql_store` (what it shares with Postgres).
 """
 
 from __future__ import annotations
 
-import functools
-import inspect
 import json
-import os
-import re
 import sqlite3
 import uuid
-import zlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from pydantic import Field
-
-try:
-    from isal.isal_zlib import compress as _isal_compress
-except ImportError:  # a platform without the isal wheel: the standard library's zlib
-    _isal_compress = None  # type: ignore[assignment]
 
 from plm import (
     Chunk,
@@ -47,176 +42,34 @@ from plm import (
     compile_filters,
     hookimpl,
 )
-from plm_plugins.stores.rows import C_CHUNK_COLS, CHUNK_COLS, chunk_from_row, chunk_row
+from plm_plugins.stores.rows import C_CHUNK_COLS, CHUNK_COLS, chunk_row
+from plm_plugins.stores.sql_store import (
+    ORDER,
+    ORDER_KEY,
+    VERSION_KEYS,
+    corpus_version,
+    half_re_embedded,
+    store_stats,
+    vector_matrix,
+    vector_problems,
+)
+from plm_plugins.stores.sqlite_columns import (
+    chunk_of_row,
+    compressed,
+    document_text,
+    fingerprint_text,
+    json_text,
+    packed,
+)
+from plm_plugins.stores.sqlite_errors import disk_full, explain, guarded
+from plm_plugins.stores.sqlite_file import connect
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS documents (
-    row INTEGER PRIMARY KEY, id TEXT UNIQUE NOT NULL, title TEXT, path TEXT,
-    text TEXT NOT NULL, metadata TEXT NOT NULL, fingerprint TEXT);
-CREATE TABLE IF NOT EXISTS chunks (
-    row INTEGER PRIMARY KEY, id TEXT UNIQUE NOT NULL, stable_id TEXT, doc_id TEXT NOT NULL
-        REFERENCES documents(id) ON DELETE CASCADE,
-    text TEXT NOT NULL, enriched TEXT, heading_path TEXT NOT NULL, start_char INTEGER,
-    end_char INTEGER, keywords TEXT NOT NULL, entities TEXT NOT NULL, metadata TEXT NOT NULL, seq INTEGER);
-CREATE INDEX IF NOT EXISTS chunks_doc ON chunks(doc_id);
-CREATE INDEX IF NOT EXISTS documents_path ON documents(path);
-CREATE TABLE IF NOT EXISTS vectors (
-    chunk_id TEXT PRIMARY KEY REFERENCES chunks(id) ON DELETE CASCADE,
-    model TEXT NOT NULL, dim INTEGER NOT NULL, vector BLOB NOT NULL);
-CREATE TABLE IF NOT EXISTS removed (seq INTEGER PRIMARY KEY, at INTEGER NOT NULL);
-CREATE INDEX IF NOT EXISTS removed_at ON removed(at);
-"""
-
-SHA256_HEX = re.compile("[0-9a-f]{64}")
-# Index order: documents where they were first stored (an update keeps its place), then
-# chunks in document order. Every reader of "all chunks" uses it, so rows line up.
+# Index order (`sql_store.ORDER`): every reader of "all chunks" uses it, so rows line up.
 CHUNKS_JOIN = "chunks c JOIN documents d ON d.id = c.doc_id"
-ORDER = "ORDER BY d.row, c.row"
 ORDERED = f"{CHUNKS_JOIN} {ORDER}"
-# A chunk's place in index order as one int64 (sorting by it is ORDER BY d.row, c.row).
-ORDER_KEY = "d.row * 4294967296 + c.row"
 
 
-def _json(value: list[Any] | dict[str, Any]) -> str:
-    """A column's JSON text; empty lists and tables (most keyword, entity and heading
-    columns) without the encoder's per-call cost."""
-    if not value:
-        return "[]" if isinstance(value, list) else "{}"
-    return _encode(value)
-
-
-_encode = json.JSONEncoder(default=str).encode  # json.dumps(value, default=str), its encoder made once
-
-
-def _compressed(text: str) -> bytes:
-    """zlib's format at level 1, read back with `zlib.decompress`. Made by ISA-L (the `isal`
-    wheel) where it is installed: 8 us for an 800-byte document against the standard
-    library's 23-28 us, the same size (20-24 s of a million-document ingest). Otherwise the
-    standard library, with memLevel 4: it compresses these texts as well as the default 8,
-    and its smaller state is allocated without a system call per document."""
-    data = text.encode("utf-8", "surrogatepass")
-    if _isal_compress is not None:
-        return _isal_compress(data, 1)
-    packer = zlib.compressobj(1, zlib.DEFLATED, 15, 4)
-    return packer.compress(data) + packer.flush()
-
-
-def _packed(fingerprint: str) -> str | bytes:
-    """A sha256 hex fingerprint as its 32 bytes (half the size: 32 MB per million
-    documents); anything else as given. `doc_fingerprints` reads both back as text."""
-    return bytes.fromhex(fingerprint) if SHA256_HEX.fullmatch(fingerprint) else fingerprint
-
-
-def _chunk_from_row(r: sqlite3.Row) -> Chunk:
-    return chunk_from_row(r, json.loads)
-
-
-def _ready(db: sqlite3.Connection) -> bool:
-    """The schema is complete and current."""
-    tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-    if not {"meta", "documents", "chunks", "vectors", "removed"} <= tables:
-        return False
-    columns = {r[1] for r in db.execute("PRAGMA table_info(documents)")}
-    keys = db.execute("SELECT count(*) FROM meta WHERE key IN ('store_uid', 'feed_position')").fetchone()[0]
-    # Documents found by path (a sync's prune, a watcher's batch): indexed since path ids.
-    by_path = db.execute("SELECT 1 FROM sqlite_master WHERE type='index' AND name='documents_path'").fetchone()
-    return "fingerprint" in columns and keys == 2 and by_path is not None
-
-
-def _explain(path: Path, err: sqlite3.Error, busy_ms: int) -> str:
-    """One line for a SQLite error: what it means here and what to do."""
-    text = str(err)
-    if "locked" in text or "busy" in text:
-        return (
-            f"the store {path} is locked by another writer (a `plm ingest` or `plm index rebuild` on the same "
-            f"index) for longer than busy_timeout_ms = {busy_ms}: wait for it to finish, or raise [store] "
-            "busy_timeout_ms"
-        )
-    if "not a database" in text or "malformed" in text or "corrupt" in text:
-        return (
-            f"the store {path} is damaged ({text}): restore it from a backup, or delete the index folder and "
-            "run `plm ingest` again"
-        )
-    if _disk_full(err):
-        return (
-            f"the disk holding the store {path} is full ({text}): the write in progress was not stored (what "
-            "earlier batches stored stays); free space and run again"
-        )
-    if "readonly" in text or "read-only" in text:
-        return f"the store {path} is read-only ({text}): writing needs a writable index folder"
-    return f"cannot use store {path}: {text}"
-
-
-def _disk_full(err: sqlite3.Error) -> bool:
-    return getattr(err, "sqlite_errorname", "") == "SQLITE_FULL" or "database or disk is full" in str(err)
-
-
-def _prepare(db: sqlite3.Connection) -> None:
-    """Create or migrate the schema, writing only when something is missing: opening an
-    up-to-date store never takes the write lock (readers do not wait behind an ingest)."""
-    if _ready(db):
-        return
-    db.execute("BEGIN IMMEDIATE")  # two processes opening an old store: one migrates
-    try:
-        for statement in SCHEMA.split(";"):
-            if statement.strip():
-                db.execute(statement)
-        if "fingerprint" not in {r[1] for r in db.execute("PRAGMA table_info(documents)")}:
-            db.execute("ALTER TABLE documents ADD COLUMN fingerprint TEXT")  # stores from before sync
-        if db.execute("SELECT 1 FROM meta WHERE key='feed_position'").fetchone() is None:
-            _start_feed(db)
-        db.execute("CREATE UNIQUE INDEX IF NOT EXISTS chunks_seq ON chunks(seq)")
-        # Part of every version token, so a store deleted and re-created never matches
-        # a BM25 index built for the old one.
-        db.execute("INSERT OR IGNORE INTO meta(key, value) VALUES('store_uid', ?)", (uuid.uuid4().hex,))
-    except BaseException:
-        db.execute("ROLLBACK")
-        raise
-    db.execute("COMMIT")
-
-
-def _start_feed(db: sqlite3.Connection) -> None:
-    """Number the stored chunks 1..n in index order (none in a new store) and start the feed
-    at n: a store from before the change feed keeps its data, and no removal before n is known."""
-    if "seq" not in {r[1] for r in db.execute("PRAGMA table_info(chunks)")}:
-        db.execute("ALTER TABLE chunks ADD COLUMN seq INTEGER")
-    rows = db.execute(
-        "SELECT c.row FROM chunks c LEFT JOIN documents d ON d.id = c.doc_id ORDER BY d.row IS NULL, d.row, c.row"
-    ).fetchall()
-    db.executemany("UPDATE chunks SET seq = ? WHERE row = ?", ((n, r[0]) for n, r in enumerate(rows, 1)))
-    for key in ("feed_position", "feed_start"):
-        db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES(?, ?)", (key, str(len(rows))))
-
-
-def _guarded(method: Callable[..., Any]) -> Callable[..., Any]:
-    """SQLite errors from a public store method become one StoreError line saying what to do
-    (a damaged file, a lock held too long), not a sqlite3 traceback."""
-
-    @functools.wraps(method)
-    def call(self: SQLiteStore, *args: Any, **kwargs: Any) -> Any:
-        try:
-            return method(self, *args, **kwargs)
-        except (sqlite3.IntegrityError, sqlite3.ProgrammingError, sqlite3.InterfaceError):
-            raise  # a caller's bug (e.g. duplicate chunk ids) keeps its traceback
-        except sqlite3.DatabaseError as err:
-            raise StoreError(_explain(self.path, err, self.config.busy_timeout_ms)) from None
-
-    return call
-
-
-def _guard_public_methods(cls: type) -> type:
-    for name, value in list(vars(cls).items()):
-        if (
-            inspect.isfunction(value)
-            and not name.startswith("_")
-            and name not in ("open", "snapshot", "integrity_problems")
-        ):
-            setattr(cls, name, _guarded(value))
-    return cls
-
-
-@_guard_public_methods
+@guarded
 class SQLiteStore(Store):
     """One `plm.sqlite` file per index folder."""
 
@@ -233,6 +86,8 @@ class SQLiteStore(Store):
     config: Config
 
     _db: sqlite3.Connection | None = None
+    _count: int | None = None  # in a write transaction: the chunk count, once a write moved the feed
+    _count_at = 0  # the feed position that count holds at
 
     @property
     def db(self) -> sqlite3.Connection:
@@ -243,42 +98,8 @@ class SQLiteStore(Store):
     def open(self, location: str | Path, create: bool = True) -> None:
         """Open `<location>/<filename>`. A folder that cannot be written (a read-only
         mount) is opened immutable: queries work, writes fail with a clear error."""
-        folder = Path(location)
-        self.path = folder / self.config.filename
-        if folder.exists() and not folder.is_dir():
-            raise StoreError(f"index location {folder} is a file, not a folder: pass a folder with --index")
-        if not self.path.exists():
-            if not create:
-                where = folder.absolute()
-                raise StoreError(f"no index at {where}: run `plm ingest` (or `plm run`) with this config first")
-            try:
-                folder.mkdir(parents=True, exist_ok=True)
-            except OSError as err:
-                raise StoreError(f"cannot create the index folder {folder}: {err.strerror or err}") from None
-        writable = os.access(folder, os.W_OK) and (not self.path.exists() or os.access(self.path, os.W_OK))
-        try:
-            if writable:
-                db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-            else:  # WAL readers need to write -shm; on a read-only mount nothing can change the file
-                db = sqlite3.connect(
-                    f"{self.path.resolve().as_uri()}?immutable=1",
-                    uri=True,
-                    isolation_level=None,
-                    check_same_thread=False,
-                )
-            db.execute(f"PRAGMA busy_timeout={self.config.busy_timeout_ms}")
-            if writable:
-                db.execute("PRAGMA journal_mode=WAL")
-            db.execute("PRAGMA foreign_keys=ON")
-            if writable:
-                _prepare(db)
-            elif not _ready(db):
-                raise StoreError(
-                    f"the store {self.path} is read-only and was made by an older plm: upgrade it where it is writable"
-                )
-        except sqlite3.DatabaseError as err:
-            raise StoreError(_explain(self.path, err, self.config.busy_timeout_ms)) from None
-        self._db, self.read_only = db, not writable
+        self.path = Path(location) / self.config.filename
+        self._db, self.read_only = connect(self.path, self.config.busy_timeout_ms, create)
 
     def close(self) -> None:
         if self._db is not None:
@@ -327,12 +148,7 @@ class SQLiteStore(Store):
 
     def version(self) -> CorpusVersion:
         """Changes with every change to documents, chunks or vectors."""
-        rows = dict(
-            self.db.execute("SELECT key, value FROM meta WHERE key IN ('store_uid', 'version_nonce', 'corpus_version')")
-        )
-        return CorpusVersion(
-            str(rows.get("store_uid", "")), int(rows.get("corpus_version") or 0), str(rows.get("version_nonce", ""))
-        )
+        return corpus_version(dict(self.db.execute(f"SELECT key, value FROM meta WHERE key IN {VERSION_KEYS}")))
 
     @contextmanager
     def snapshot(self) -> Iterator[None]:
@@ -343,14 +159,14 @@ class SQLiteStore(Store):
         try:
             self.db.execute("BEGIN")
         except sqlite3.DatabaseError as err:
-            raise StoreError(_explain(self.path, err, self.config.busy_timeout_ms)) from None
+            raise StoreError(explain(self.path, err, self.config.busy_timeout_ms)) from None
         try:
             yield
         finally:
             try:
                 self.db.execute("COMMIT")
             except sqlite3.DatabaseError as err:
-                raise StoreError(_explain(self.path, err, self.config.busy_timeout_ms)) from None
+                raise StoreError(explain(self.path, err, self.config.busy_timeout_ms)) from None
 
     @contextmanager
     def _tx(self) -> Iterator[None]:
@@ -359,7 +175,7 @@ class SQLiteStore(Store):
         try:
             self.db.execute("BEGIN IMMEDIATE")
         except sqlite3.OperationalError as err:
-            raise StoreError(_explain(self.path, err, self.config.busy_timeout_ms)) from None
+            raise StoreError(explain(self.path, err, self.config.busy_timeout_ms)) from None
         self._count, self._count_at = None, 0
         try:
             yield
@@ -371,8 +187,8 @@ class SQLiteStore(Store):
             # error): a second ROLLBACK would hide the cause behind "no transaction is active".
             if self.db.in_transaction:
                 self.db.execute("ROLLBACK")
-            if isinstance(err, sqlite3.OperationalError) and _disk_full(err):
-                raise StoreError(_explain(self.path, err, self.config.busy_timeout_ms)) from None
+            if isinstance(err, sqlite3.OperationalError) and disk_full(err):
+                raise StoreError(explain(self.path, err, self.config.busy_timeout_ms)) from None
             raise
 
     def clear(self) -> None:
@@ -398,15 +214,14 @@ class SQLiteStore(Store):
             rows: Any = self.db.execute("SELECT id, fingerprint FROM documents ORDER BY row")
         else:
             rows = self._documents_where("id, fingerprint", "id", ids)
-        return {r[0]: r[1].hex() if isinstance(r[1], bytes) else r[1] or "" for r in rows}
+        return {r[0]: fingerprint_text(r[1]) for r in rows}
 
     def get_document(self, doc_id: str) -> Document | None:
         sql = "SELECT id, title, path, text, metadata FROM documents WHERE id = ?"
         row = self.db.execute(sql, (doc_id,)).fetchone()
         if row is None:
             return None
-        # Stored zlib-compressed (`_compressed`); a store written before that holds plain text.
-        text = zlib.decompress(row[3]).decode("utf-8", "surrogatepass") if isinstance(row[3], bytes) else row[3]
+        text = document_text(row[3])
         return Document(id=row[0], text=text, title=row[1] or "", path=row[2] or "", metadata=json.loads(row[4]))
 
     def doc_paths(self, paths: Sequence[str] | None = None) -> dict[str, str]:
@@ -434,13 +249,13 @@ class SQLiteStore(Store):
                 d.id,
                 d.title,
                 d.path,
-                _compressed(d.text),
-                _json(dict(d.metadata)),
-                _packed(fp),
+                compressed(d.text),
+                json_text(dict(d.metadata)),
+                packed(fp),
             )
             for d, fp in zip(documents, fingerprints or [""] * len(documents), strict=True)
         ]
-        chunk_rows = [chunk_row(c, _json) for c in chunks]
+        chunk_rows = [chunk_row(c, json_text) for c in chunks]
         if not documents:
             return  # nothing changes, so the corpus version must not either
         vector_rows = self._vector_rows([c.id for c in chunks], matrix, model) if matrix is not None else None
@@ -485,14 +300,8 @@ class SQLiteStore(Store):
             self._count = (self._count or 0) - gone
 
     def _vector_rows(self, chunk_ids: Sequence[str], matrix: Any, model: str | None) -> tuple[list[Any], str, int]:
-        import numpy as np
-
-        mat = np.ascontiguousarray(matrix, dtype=np.float32)
-        if mat.ndim != 2 or mat.shape[0] != len(chunk_ids):
-            raise ValueError(f"vectors shape {mat.shape} does not match {len(chunk_ids)} chunk ids")
-        if not model:
-            raise ValueError("vectors need the name of the model that made them")
-        dim = int(mat.shape[1])
+        mat = vector_matrix(matrix, len(chunk_ids), model)
+        dim, model = int(mat.shape[1]), str(model)
         return [(cid, model, dim, mat[i].tobytes()) for i, cid in enumerate(chunk_ids)], model, dim
 
     def _insert_vectors(self, rows: list[Any], model: str, dim: int) -> None:
@@ -544,7 +353,7 @@ class SQLiteStore(Store):
             yield from self.db.execute(f"SELECT {columns} FROM chunks WHERE id IN ({','.join('?' * len(part))})", part)
 
     def chunks(self) -> list[Chunk]:
-        return [_chunk_from_row(r) for r in self.db.execute(f"SELECT {C_CHUNK_COLS} FROM {ORDERED}")]
+        return [chunk_of_row(r) for r in self.db.execute(f"SELECT {C_CHUNK_COLS} FROM {ORDERED}")]
 
     def chunk_ids(self) -> list[str]:
         return [r[0] for r in self.db.execute(f"SELECT c.id FROM {ORDERED}")]
@@ -570,7 +379,7 @@ class SQLiteStore(Store):
             f"SELECT {C_CHUNK_COLS} FROM {CHUNKS_JOIN} LEFT JOIN vectors v ON v.chunk_id = c.id "
             f"WHERE v.chunk_id IS NULL OR v.model != ? OR length(v.vector) != 4 * v.dim {ORDER}"
         )
-        return [_chunk_from_row(r) for r in self.db.execute(sql, (model,))]
+        return [chunk_of_row(r) for r in self.db.execute(sql, (model,))]
 
     def chunk_metadata(self) -> list[dict[str, Any]]:
         """Each chunk's metadata, in index order (what metadata filters test); kept per
@@ -598,15 +407,13 @@ class SQLiteStore(Store):
         q = lambda sql: int(self.db.execute(sql).fetchone()[0])  # noqa: E731
         if n := q("SELECT count(*) FROM chunks c LEFT JOIN documents d ON d.id = c.doc_id WHERE d.id IS NULL"):
             problems.append(StoreProblem(StoreProblem.ORPHAN_CHUNKS, n, f"{n} chunks belong to no document"))
-        if (vectors := self.vector_count()) and (
-            n := q("SELECT count(*) FROM chunks c LEFT JOIN vectors v ON v.chunk_id = c.id WHERE v.chunk_id IS NULL")
-        ):
-            problems.append(
-                StoreProblem(StoreProblem.MISSING_VECTORS, n, f"{n} chunks have no vector (and {vectors} do)")
-            )
-        if (n := q("SELECT count(DISTINCT model) FROM vectors")) > 1:
-            problems.append(StoreProblem(StoreProblem.MIXED_MODELS, n, f"vectors from {n} different models"))
-        return problems
+        return problems + vector_problems(
+            self.vector_count(),
+            lambda: q(
+                "SELECT count(*) FROM chunks c LEFT JOIN vectors v ON v.chunk_id = c.id WHERE v.chunk_id IS NULL"
+            ),
+            q("SELECT count(DISTINCT model) FROM vectors"),
+        )
 
     def integrity_problems(self) -> list[str]:
         """What SQLite's own `PRAGMA quick_check` finds (pages damaged on disk)."""
@@ -620,21 +427,23 @@ class SQLiteStore(Store):
         return int(self.db.execute("SELECT count(*) FROM vectors").fetchone()[0])
 
     def get_chunks(self, chunk_ids: Sequence[str]) -> dict[str, Chunk]:
-        return {r[0]: _chunk_from_row(r) for r in self._by_ids(CHUNK_COLS, chunk_ids)}
+        return {r[0]: chunk_of_row(r) for r in self._by_ids(CHUNK_COLS, chunk_ids)}
 
     def vectors(self) -> tuple[list[str], Any, str | None]:
-        import numpy as np
-
         rows = self.db.execute(
             f"SELECT c.id, v.dim, v.vector FROM {CHUNKS_JOIN} JOIN vectors v ON v.chunk_id = c.id {ORDER}"
         ).fetchall()
         if not rows:
             return [], None, None
-        dim = int(rows[0][1])
-        if any(len(r[2]) != 4 * dim for r in rows):
+        return [r[0] for r in rows], self._matrix(int(rows[0][1]), [r[2] for r in rows]), self.get_meta("model")
+
+    def _matrix(self, dim: int, blobs: Sequence[bytes]) -> Any:
+        """Stored vectors (float32 bytes, `dim` each) as one matrix; StoreError when one is damaged."""
+        import numpy as np
+
+        if any(len(b) != 4 * dim for b in blobs):
             raise StoreError(f"{self.path}: a stored vector has the wrong size; run `plm index rebuild`")
-        matrix = np.frombuffer(b"".join(r[2] for r in rows), dtype=np.float32).reshape(len(rows), dim)
-        return [r[0] for r in rows], matrix, self.get_meta("model")
+        return np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(blobs), dim)
 
     # ------------------------------------------------------------------ change feed
     def feed_position(self) -> int:
@@ -664,8 +473,6 @@ class SQLiteStore(Store):
     def vectors_since(self, position: int) -> tuple[list[int], Any, str | None]:
         """(seqs, float32 matrix, model) of the chunks with seq > position that have vectors;
         StoreError when one of them comes from another model than the store's."""
-        import numpy as np
-
         rows = self.db.execute(
             f"SELECT c.seq, v.dim, v.vector, m.value, v.model FROM {CHUNKS_JOIN} JOIN vectors v "
             "ON v.chunk_id = c.id LEFT JOIN meta m ON m.key = 'model' WHERE c.seq > ? ORDER BY c.seq",
@@ -674,28 +481,13 @@ class SQLiteStore(Store):
         if not rows:
             return [], None, None
         if other := {r[4] for r in rows} - {rows[0][3]}:
-            raise StoreError(
-                f"{self.path}: vectors from {sorted(other)} beside the store's {rows[0][3]!r} (half re-embedded): "
-                "run `plm ingest` on the same sources to finish, or `plm index rebuild`"
-            )
-        dim = int(rows[0][1])
-        if any(len(r[2]) != 4 * dim for r in rows):
-            raise StoreError(f"{self.path}: a stored vector has the wrong size; run `plm index rebuild`")
-        matrix = np.frombuffer(b"".join(r[2] for r in rows), dtype=np.float32).reshape(len(rows), dim)
-        return [r[0] for r in rows], matrix, rows[0][3]
+            raise StoreError(f"{self.path}: {half_re_embedded(other, rows[0][3])}")
+        return [r[0] for r in rows], self._matrix(int(rows[0][1]), [r[2] for r in rows]), rows[0][3]
 
     def stats(self) -> dict[str, Any]:
         count = lambda table: int(self.db.execute(f"SELECT count(*) FROM {table}").fetchone()[0])  # noqa: E731
         size = sum(p.stat().st_size for p in self.path.parent.glob(self.config.filename + "*"))
-        return {
-            "documents": count("documents"),
-            "chunks": count("chunks"),
-            "vectors": count("vectors"),
-            "model": self.get_meta("model"),
-            "dimension": int(self.get_meta("dimension") or 0),
-            "corpus_version": int(self.get_meta("corpus_version") or 0),
-            "bytes": size,
-        }
+        return store_stats(count("documents"), count("chunks"), count("vectors"), self.get_meta, size)
 
 
 @hookimpl

@@ -138,7 +138,7 @@ def test_sha256_fingerprints_are_stored_as_32_bytes_and_read_back_as_text(tmp_pa
 def test_document_texts_are_kept_compressed_and_whole(tmp_path, monkeypatch, compressor) -> None:
     import zlib
 
-    from plm_plugins.stores import sqlite as module
+    from plm_plugins.stores import sqlite_columns as module
 
     if compressor == "isal":
         import platform
