@@ -5,7 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
+from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pytest
 
 import plm
@@ -134,3 +137,88 @@ class ShallowDepth(Shout):
 def test_a_broken_ranking_stage_fails_naming_the_contract(broken: type[Shout], message: str) -> None:
     with pytest.raises(AssertionError, match="rerankers contract .docs/contracts/rerankers.md.: " + message):
         plm.testing.check_ranking_stage(broken(label="broken"))
+
+
+# ---------------------------------------------------------------------- a [query.retrieve] stage
+class Overlap(plm.Retriever, plm.SavedIndex):
+    """Scores a chunk by the query words it holds; kept in memory only."""
+
+    name = "kit_overlap_in_memory"
+
+    def index(self, snapshot: plm.Snapshot) -> None:
+        self.ids = list(snapshot.chunk_ids)
+        self.words = [set(t.lower().split()) for t in snapshot.index_texts]
+
+    def save(self, folder: Path) -> None:
+        raise NotImplementedError
+
+    def open_saved(self, folder: Path, snapshot: plm.Snapshot) -> None:
+        raise NotImplementedError
+
+    def search(self, query: plm.ExpandedQuery, n: int, allowed: Any = None) -> list[plm.ScoredChunk]:
+        wanted = set(query.text.lower().split())
+        scores = np.array([float(len(wanted & w)) for w in self.words])
+        return plm.top_n(scores, n, self.ids, self.label, allowed, drop_zero=True)
+
+
+class BestOfEach(plm.Retrieval):
+    """Each retriever's best hits in turn (the example on docs/contracts/retrieval.md)."""
+
+    name = "kit_best_of_each"
+    needs = ("corpus",)
+    parts = {"retrievers": plm.Retriever}
+    corpus: plm.Corpus
+    retrievers: dict[str, plm.Retriever]
+
+    class Config(plm.ComponentConfig):
+        retrievers: dict[str, dict] = {}
+
+    def run(self, data: plm.ExpandedQuery) -> plm.Ranking:
+        allowed, n_rows = self.corpus.allowed(data.filters)
+        rankings = {label: r.search(data, min(data.depth, n_rows), allowed) for label, r in self.retrievers.items()}
+        seen: dict[str, plm.ScoredChunk] = {}
+        for hits in zip(*rankings.values(), strict=False):
+            for hit in hits:
+                seen.setdefault(hit.chunk_id, replace(hit, rank=len(seen)))
+        found = sorted(seen.values(), key=lambda h: -h.score)[: data.depth]
+        return plm.Ranking(query=data, hits=self.corpus.hits(found, rankings))
+
+
+def _best_of_each(cls: type[BestOfEach] = BestOfEach) -> BestOfEach:
+    return cls(retrievers={"words": Overlap(), "again": Overlap()})
+
+
+def test_a_retrieval_stage_written_from_the_contract_passes() -> None:
+    plm.testing.check_retrieval(_best_of_each())
+
+
+class FiltersAfterTheCut(BestOfEach):
+    name = "kit_filters_after_cut"
+
+    def run(self, data: plm.ExpandedQuery) -> plm.Ranking:
+        out = super().run(replace(data, filters=None))
+        allowed, _ = self.corpus.allowed(data.filters)
+        ids = self.corpus.chunks if hasattr(self.corpus, "chunks") else []
+        keep = {c.id for c, ok in zip(ids, allowed, strict=True) if ok} if allowed is not None else None
+        hits = [h for h in out.hits if keep is None or h.chunk_id in keep]
+        return replace(out, query=data, hits=tuple(replace(h, rank=i + 1) for i, h in enumerate(hits)))
+
+
+class IgnoresDepth(BestOfEach):
+    name = "kit_ignores_depth"
+
+    def run(self, data: plm.ExpandedQuery) -> plm.Ranking:
+        return super().run(replace(data, k=100, depth=100))
+
+
+@pytest.mark.parametrize(
+    ("broken", "message"),
+    [
+        (FiltersAfterTheCut, r"filters act before the cut"),
+        (IgnoresDepth, r"at most query.depth hits"),
+    ],
+)
+def test_a_broken_retrieval_stage_fails_naming_the_contract(broken: type[BestOfEach], message: str) -> None:
+    with pytest.raises(AssertionError, match=message) as err:
+        plm.testing.check_retrieval(_best_of_each(broken))
+    assert str(err.value).startswith("retrieval contract (docs/contracts/retrieval.md)")

@@ -163,3 +163,83 @@ class Strings(Paragraphs):
 def test_a_broken_chunker_fails_naming_the_contract(broken: type[Paragraphs], message: str) -> None:
     with pytest.raises(AssertionError, match="chunkers contract .docs/contracts/chunkers.md.: " + message):
         plm.testing.check_chunker(broken())
+
+
+# ---------------------------------------------------------------------- a chunk transform
+class CapitalWords(plm.ChunkTransform):
+    name = "kit_capital_words"
+    cache_fields = ("keywords",)
+
+    def run(self, data: list[plm.Chunk]) -> list[plm.Chunk]:
+        return [replace(c, keywords=tuple(w for w in c.text.split() if w.istitle())) for c in data]
+
+
+class TitleInEnriched(plm.ChunkTransform):
+    """Not cached: may read more than the text (here the chunk's title)."""
+
+    name = "kit_title_in_enriched"
+
+    def run(self, data: list[plm.Chunk]) -> list[plm.Chunk]:
+        return [replace(c, enriched=f"{c.metadata.get('title', '')}\n{c.text}") for c in data]
+
+
+def test_a_chunk_transform_written_from_the_contract_passes() -> None:
+    plm.testing.check_chunk_transform(CapitalWords())
+    plm.testing.check_chunk_transform(TitleInEnriched())
+
+
+class DropsEmpty(CapitalWords):
+    name = "kit_drops_empty"
+
+    def run(self, data: list[plm.Chunk]) -> list[plm.Chunk]:
+        return [c for c in super().run(data) if not c.text.startswith("#")]  # headings dropped
+
+
+class CachedButReadsTheTitle(CapitalWords):
+    name = "kit_cached_title"
+
+    def run(self, data: list[plm.Chunk]) -> list[plm.Chunk]:
+        return [replace(c, keywords=(str(c.metadata.get("title")),)) for c in data]
+
+
+class CachedButSetsAnotherField(CapitalWords):
+    name = "kit_cached_other_field"
+
+    def run(self, data: list[plm.Chunk]) -> list[plm.Chunk]:
+        return [replace(c, enriched=c.text.upper()) for c in super().run(data)]
+
+
+class RanksWithinTheBatch(CapitalWords):
+    name = "kit_ranks_in_batch"
+
+    def run(self, data: list[plm.Chunk]) -> list[plm.Chunk]:
+        return [replace(c, keywords=(f"n{len(data)}",)) for c in data]
+
+
+class Reordered(TitleInEnriched):
+    name = "kit_reordered"
+
+    def run(self, data: list[plm.Chunk]) -> list[plm.Chunk]:
+        return list(reversed(super().run(data)))
+
+
+class BadCacheField(CapitalWords):
+    name = "kit_bad_cache_field"
+    cache_fields = ("keyword",)
+
+
+@pytest.mark.parametrize(
+    ("broken", "message"),
+    [
+        (DropsEmpty, r"one chunk out for each chunk in"),
+        (CachedButReadsTheTitle, r"a cached stage gives equal texts equal fields"),
+        (CachedButSetsAnotherField, r"a cached stage changes only its `cache_fields`"),
+        (RanksWithinTheBatch, r"a cached stage's fields do not depend on the other chunks of the batch"),
+        (Reordered, r"each chunk keeps its id and document, in the order given"),
+        (BadCacheField, r"`cache_fields` names fields of plm.Chunk"),
+    ],
+)
+def test_a_broken_chunk_transform_fails_naming_the_contract(broken: type[plm.ChunkTransform], message: str) -> None:
+    with pytest.raises(AssertionError, match=message) as err:
+        plm.testing.check_chunk_transform(broken())
+    assert str(err.value).startswith("enrichers contract (docs/contracts/enrichers.md)")
