@@ -15,7 +15,7 @@ import functools
 import logging
 import re
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -69,18 +69,6 @@ class StageSpec:
     config: Any  # the component's validated pydantic Config
     nested: dict[str, Any] = field(default_factory=dict)  # param -> StageSpec or {name: StageSpec}
 
-    def describe(self, indent: int = 0, resolved: Mapping[str, Any] | None = None) -> str:
-        """This table and its nested ones, a line each; `resolved`: label -> the settings a
-        built stage runs with, where they differ from its config (`resolved_config`)."""
-        pad = "  " * indent
-        params = (resolved or {}).get(self.label) or self.config.model_dump()
-        params = {k: v for k, v in params.items() if k not in self.nested}
-        lines = [f"{pad}{self.label.rsplit('.', 1)[-1]}: {self.use} ({self.family}) {params}"]
-        for value in self.nested.values():
-            for spec in value.values() if isinstance(value, dict) else [value]:
-                lines.append(spec.describe(indent + 1, resolved))
-        return "\n".join(lines)
-
 
 @dataclass(frozen=True)
 class JobConfig:
@@ -92,19 +80,6 @@ class JobConfig:
     index: list[StageSpec]
     query: list[StageSpec]
     executor: StageSpec | None = None  # where an ingest processes documents; None: in this process
-
-    def describe(self, resolved: Mapping[str, Any] | None = None) -> str:
-        out = [f"job {self.job.name!r} from {self.path}"]
-        if self.job.description:
-            out.append(f"  {self.job.description}")
-        out.append("store:\n" + self.store.describe(1, resolved))
-        if self.embedder:
-            out.append("embedder:\n" + self.embedder.describe(1, resolved))
-        if self.executor is not None and self.executor.use != "local":
-            out.append("executor:\n" + self.executor.describe(1, resolved))
-        out.append("index pipeline:\n" + "\n".join(s.describe(1, resolved) for s in self.index))
-        out.append("query pipeline:\n" + "\n".join(s.describe(1, resolved) for s in self.query))
-        return "\n".join(out)
 
 
 _INT = re.compile(r"^[-+]?\d+$")

@@ -205,20 +205,6 @@ class SourceScore(TypedDict):
     score: float
 
 
-def source_score(rank: int, score: float) -> SourceScore:
-    """A `Hit.sources` entry."""
-    return {"rank": int(rank), "score": float(score)}
-
-
-def below_title(heading_path: tuple[str, ...], title: Any) -> tuple[str, ...]:
-    """A hit's heading path without a first heading that repeats the document's title (a
-    Markdown file's `# Title` is both): the title is shown once, beside the path. The
-    stored chunk keeps its whole path (an enricher or a chunk id may depend on it)."""
-    if heading_path and isinstance(title, str) and " ".join(heading_path[0].split()) == " ".join(title.split()):
-        return heading_path[1:]
-    return heading_path
-
-
 @dataclass(frozen=True)
 class Hit:
     """One result with everything a caller needs to show or judge it. Ranks a user sees
@@ -243,7 +229,7 @@ class Hit:
             "title": str(self.metadata.get("title", "")),
             "score": self.score,
             "heading_path": list(self.heading_path),
-            "sources": {name: source_score(s["rank"], s["score"]) for name, s in self.sources.items()},
+            "sources": {name: {"rank": int(s["rank"]), "score": float(s["score"])} for name, s in self.sources.items()},
             "metadata": dict(self.metadata),
             "text": self.text,
         }

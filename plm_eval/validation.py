@@ -50,8 +50,9 @@ from typing import Annotated, Any, Literal, Protocol
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
 from plm_core.errors import PlmUserError
-from plm_core.records import Hit, below_title
+from plm_core.records import Hit
 from plm_index.filters import compile_filters, normalize_filters
+from plm_index.ranking import below_title
 
 DEFAULT_K = 5
 

@@ -1,18 +1,19 @@
 """The index commands (`ingest`, `query`, `delete`, `status`, `index`, `config`, `plugins`),
 added to the `plm` CLI through `plm_register_commands` as `plm_eval` and `plm_serve` add
-theirs, and the options and printers those packages share (`open_job`, `out`, ...)."""
+theirs; the options and printers those packages share (`open_job`, `out`) are `cli_kit`'s."""
 
 from __future__ import annotations
 
 import json
 import shlex
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
 
-from plm_core.config import load_job
+from plm_core.config import JobConfig, StageSpec, load_job
 from plm_core.errors import PlmUserError
 from plm_core.hookspecs import hookimpl
 from plm_core.registry import default_registry
@@ -73,6 +74,31 @@ def plugins_show(name: Annotated[str, typer.Argument(help="A registered name, e.
     print(render_show(default_registry().get(name)))
 
 
+def describe(job: JobConfig, resolved: Mapping[str, Any] | None = None) -> str:
+    """The config as `plm config check` prints it: each table a line, nested ones indented;
+    `resolved`: label -> the settings a built stage runs with, where they differ from its
+    config (`resolved_config`)."""
+
+    def stage(spec: StageSpec, indent: int) -> list[str]:
+        params = (resolved or {}).get(spec.label) or spec.config.model_dump()
+        params = {k: v for k, v in params.items() if k not in spec.nested}
+        lines = [f"{'  ' * indent}{spec.label.rsplit('.', 1)[-1]}: {spec.use} ({spec.family}) {params}"]
+        for value in spec.nested.values():
+            for part in value.values() if isinstance(value, dict) else [value]:
+                lines += stage(part, indent + 1)
+        return lines
+
+    out = [f"job {job.job.name!r} from {job.path}"] + ([f"  {job.job.description}"] if job.job.description else [])
+    out += ["store:", *stage(job.store, 1)]
+    if job.embedder:
+        out += ["embedder:", *stage(job.embedder, 1)]
+    if job.executor is not None and job.executor.use != "local":
+        out += ["executor:", *stage(job.executor, 1)]
+    for name, specs in (("index", job.index), ("query", job.query)):
+        out.append(f"{name} pipeline:\n" + "\n".join(line for s in specs for line in stage(s, 1)))
+    return "\n".join(out)
+
+
 @config_app.command("check")
 def config_check(file: Path, set_: SetOpt = None) -> None:
     """Validate a config and print the resolved pipelines; runs nothing."""
@@ -82,7 +108,7 @@ def config_check(file: Path, set_: SetOpt = None) -> None:
     # opening anything or loading a model.
     built = Job(job, Path("(not opened)"), Settings(cache=False), default_registry()).built
     resolved = {label: r for label, stage in built.items() if (r := stage.resolved_config()) is not None}
-    out.print(job.describe(resolved), highlight=False, markup=False)
+    out.print(describe(job, resolved), highlight=False, markup=False)
     out.print(f"[green]ok[/green]: {file} is valid")
 
 

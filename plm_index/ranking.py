@@ -8,8 +8,22 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from plm_core.records import Ranking, ScoredChunk, source_score
+from plm_core.records import Ranking, ScoredChunk, SourceScore
 from plm_index.columns import take_ids
+
+
+def source_score(rank: int, score: float) -> SourceScore:
+    """A `Hit.sources` entry."""
+    return {"rank": int(rank), "score": float(score)}
+
+
+def below_title(heading_path: tuple[str, ...], title: Any) -> tuple[str, ...]:
+    """A hit's heading path without a first heading that repeats the document's title (a
+    Markdown file's `# Title` is both): the title is shown once, beside the path. The
+    stored chunk keeps its whole path (an enricher or a chunk id may depend on it)."""
+    if heading_path and isinstance(title, str) and " ".join(heading_path[0].split()) == " ".join(title.split()):
+        return heading_path[1:]
+    return heading_path
 
 
 def top_n(

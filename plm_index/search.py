@@ -30,12 +30,11 @@ from plm_core.records import (
     Query,
     Ranking,
     ScoredChunk,
-    below_title,
-    source_score,
 )
 from plm_index.corpus import CorpusSnapshot
 from plm_index.documents import check_text
 from plm_index.filters import filter_key
+from plm_index.ranking import below_title, source_score
 from plm_index.segments import SegmentedIndex
 from plm_index.segments import damage as segment_damage
 

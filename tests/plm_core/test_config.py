@@ -38,7 +38,9 @@ def test_poc_parity_config_is_valid(registry) -> None:
     retrieve = job.query[-1]
     assert set(retrieve.nested["retrievers"]) == {"dense", "bm25"}
     assert retrieve.nested["fuser"].use == "rrf"
-    assert "hybrid" in job.describe()
+    from plm_index.commands import describe
+
+    assert "hybrid" in describe(job)
 
 
 def test_unknown_stage_name_gives_closest_match(registry, tmp_path) -> None:
