@@ -1,7 +1,7 @@
 """Sentence-transformers embedder with model preferences that work offline.
 
 `model` is one name or a preference list; the first candidate that loads wins, found by
-the shared model locator (`plm_plugins.models`: a local folder, the packaged
+the shared model locator (`plm.models`: a local folder, the packaged
 all-MiniLM-L6-v2, the Hugging Face cache, then the hub within a short time budget when
 online); so a missing model fails fast with what was tried.
 """
@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from plm import ComponentConfig, Embedder, MissingDependencyError, Settings, hookimpl, load_settings
-from plm_plugins import models
+from plm import models
 from plm_plugins.embedders import onnx_backend
 from plm_plugins.embedders.tokenizer_check import check_hf_tokenizer
 

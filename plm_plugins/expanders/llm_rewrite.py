@@ -1,6 +1,6 @@
 """Query rewriting by an LLM behind any OpenAI-compatible chat endpoint (OpenAI, vLLM,
 llama.cpp's server, Ollama's /v1, LiteLLM, ...), through the shared client in
-`plm_plugins/chat.py` (standard library HTTP only, no redirects, a time budget per call).
+`plm.chat` (standard library HTTP only, no redirects, a time budget per call).
 
 With `n = 0` the reply replaces the query text. With `n > 0` the reply is read as up to n
 alternative queries, one a line, which the hybrid stage retrieves for and fuses beside
@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import Field, field_validator
 
 from plm import ComponentConfig, ExpandedQuery, Query, QueryExpander, hookimpl, scrub
-from plm_plugins.chat import (
+from plm.chat import (
     THINKING,
     ChatClient,
     ChatConfig,

@@ -1,7 +1,7 @@
 """Questions an LLM writes for passages of the corpus, each a query for the document its
 passage came from (doc2query, InPars): what a user who does not know the document's words
 might ask. The model is asked through any OpenAI-compatible chat endpoint, with the client
-`llm_rewrite` uses (`plm_plugins/chat.py`).
+`llm_rewrite` uses (`plm.chat`).
 
 It sends passages of the corpus to that endpoint, so it is never used unless named: not in
 the default `--generators`; `plm eval --synthetic N --generators llm --generator-option
@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import Field, field_validator
 
 from plm import ComponentConfig, Document, PlmUserError, QueryGenerator, SyntheticQuery, hookimpl
-from plm_plugins.chat import (
+from plm.chat import (
     THINKING,
     ChatClient,
     ChatConfig,

@@ -23,7 +23,7 @@ What each hit carries afterwards (`Hit.sources` maps a name to `{"rank": 1-based
   keeps the first one's "fused" entry: the rank it received is in the first one's entry.
 - the retrievers' entries (`bm25`, `dense`, ...) are unchanged.
 
-The model is found through the shared model locator (`plm_plugins.models`) on first use, so
+The model is found through the shared model locator (`plm.models`) on first use, so
 `plm config check` loads nothing; offline, an absent model fails within seconds naming
 the model and how to get it.
 """
@@ -50,7 +50,7 @@ from plm import (
     load_settings,
     rescore,
 )
-from plm_plugins import models
+from plm import models
 
 if TYPE_CHECKING:
     from plm import Registry

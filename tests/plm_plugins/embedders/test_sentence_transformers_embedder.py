@@ -10,7 +10,7 @@ from pydantic import ValidationError
 
 from plm_core.errors import MissingDependencyError, ModelNotFoundError
 from plm_core.settings import Settings
-from plm_plugins import models
+from plm import models
 from plm_plugins.embedders import sentence_transformers as st_module
 from plm_plugins.embedders.sentence_transformers import SentenceTransformerEmbedder
 
