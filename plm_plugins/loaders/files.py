@@ -11,7 +11,7 @@ import os
 import stat
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from plm import Document, LoadFailure, PlmUserError, check_id, record_id
 
@@ -81,7 +81,8 @@ def read_file(path: Path, max_mb: float, skip: str) -> bytes:
             raise BadInput(f"broken symlink (its target {target} does not exist); fix or remove the link") from err
         raise BadInput(f"cannot be read ({err.strerror}); check the path and its permissions") from err
     if not stat.S_ISREG(info.st_mode):
-        # Opening a FIFO would block the ingest forever, so only regular files are read.
+        # Opening a FIFO would block the ingest forever, so only regular files are read
+        # (and `open_regular` checks again what it opened).
         raise BadInput(f"not a regular file (a {_kind(info.st_mode)}); {skip}")
     limit = int(max_mb * MB)
     if info.st_size > limit:
@@ -90,13 +91,26 @@ def read_file(path: Path, max_mb: float, skip: str) -> bytes:
             f"raise `max_file_mb` in the loader's config or {skip}"
         )
     try:
-        with path.open("rb") as fh:
+        with open_regular(path) as fh:
             data = fh.read(limit + 1)  # +1: a file that grew since stat() still fails
     except OSError as err:
         raise BadInput(f"cannot be read ({err.strerror}); check its permissions") from err
     if len(data) > limit:
         raise BadInput(f"too large (over the loader's max_file_mb = {max_mb:g}); raise `max_file_mb` or {skip}")
     return data
+
+
+def open_regular(path: str | Path) -> BinaryIO:
+    """`path` opened for reading without waiting. `read_file` checks with stat() that the file
+    is a regular one, then opens it, and a file swapped for a named pipe in between (an
+    editor's save, a hostile folder) would hold the ingest forever in open(), a FIFO waiting
+    for a writer. Opened non-blocking, what was opened is checked again: OSError when it is
+    not a regular file."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(0, "it was swapped for a named pipe or another special file while it was read")
+    return os.fdopen(fd, "rb")
 
 
 def decode_text(data: bytes, skip: str) -> str:

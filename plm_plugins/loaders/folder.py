@@ -14,7 +14,6 @@ without the extension, as `markdown_dir`'s; any other keeps it (`papers/attentio
 from __future__ import annotations
 
 import os
-import stat
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -157,7 +156,7 @@ class FolderLoader(MarkdownLoader):
         if converter is None:
             known = ", ".join(sorted(self._by_extension()))
             raise BadInput(f"no converter reads {path.suffix or 'files without an extension'} (installed: {known})")
-        data = read_file(_Unblocking(path), self.config.max_file_mb, _SKIP)
+        data = read_file(path, self.config.max_file_mb, _SKIP)
         try:
             converted = converter.convert(data, shown(path))
         except PlmUserError as err:
@@ -181,20 +180,6 @@ class FolderLoader(MarkdownLoader):
         return Document(
             id=doc_id, text=converted.text, title=converted.title or path.stem, path=where, metadata=metadata
         )
-
-
-class _Unblocking(Path if TYPE_CHECKING else type(Path())):  # type: ignore[misc]
-    """A path `read_file` opens without waiting: it checks with stat() that the file is a
-    regular one, then opens it, and a file swapped for a named pipe in between (an editor's
-    save, a hostile folder) would hold the ingest forever in open(), a FIFO waiting for a
-    writer. Opened non-blocking, what was opened is checked again."""
-
-    def open(self, mode: str = "rb", *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
-        fd = os.open(self, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            os.close(fd)
-            raise OSError(0, "it was swapped for a named pipe or another special file while it was read")
-        return os.fdopen(fd, "rb")
 
 
 def _third_party(cls: type) -> bool:

@@ -61,8 +61,8 @@ def test_a_file_swapped_for_a_named_pipe_after_its_check_is_a_failure_not_a_hang
 ) -> None:
     """Found: `read_file` checks with stat() that a file is regular, then opens it; a file
     replaced by a named pipe in between (the fault injected here, right after the stat) held
-    the ingest forever in open(). The folder loader now opens without blocking and checks
-    what it opened (plm_plugins/loaders/folder.py, `_Unblocking`)."""
+    the ingest forever in open(). Every loader now opens without blocking and checks what
+    it opened (plm_plugins/loaders/files.py, `open_regular`)."""
     root = good_folder(tmp_path / "docs")
     victim = root / "notes" / "zebra.txt"
     real_stat = pathlib.Path.stat

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import json
 import os
+import pathlib
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hostile import within
 
 from plm_core.errors import PlmUserError
 from plm_core.records import LoadFailure
@@ -253,6 +255,37 @@ def test_markdown_named_pipe_is_a_failure_and_never_opened(tmp_path: Path) -> No
     assert only(failures).error == "not a regular file (a named pipe); move it out of the folder"
 
 
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs named pipes (POSIX)")
+def test_markdown_file_swapped_for_a_named_pipe_after_its_check_is_a_failure_not_a_hang(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found: `read_file` checks with stat() that a file is regular, then opens it; a file
+    replaced by a named pipe in between (the fault injected here, right after the stat) held
+    `markdown_dir` forever in open(), as it held the folder loader before it. Both read
+    through the one non-blocking open in `plm_plugins/loaders/files.py` (`open_regular`)."""
+    write(tmp_path, "a.md", "# A\n\nThe heron.")
+    victim = write(tmp_path, "b.md", "# B\n\nThe zebra.")
+    real_stat = pathlib.Path.stat
+    swapped: list[Path] = []
+
+    def stat_then_swap(self: Path, *args: Any, **kwargs: Any) -> Any:
+        result = real_stat(self, *args, **kwargs)
+        if self == victim and not swapped:
+            swapped.append(self)
+            os.unlink(victim)
+            os.mkfifo(victim)
+        return result
+
+    monkeypatch.setattr(pathlib.Path, "stat", stat_then_swap)
+    with within(5):
+        docs, failures = MarkdownLoader().load(str(tmp_path))
+    assert swapped and [d.id for d in docs] == ["a"]
+    assert only(failures).error == (
+        "cannot be read (it was swapped for a named pipe or another special file while it was read); "
+        "check its permissions"
+    )
+
+
 def test_markdown_folder_matching_the_pattern_is_skipped(tmp_path: Path) -> None:
     # Folders are not files: `**/*` matches every folder, and reporting each would be noise.
     write(tmp_path, "ok.md", "# OK\n")
@@ -264,14 +297,14 @@ def test_markdown_read_error_is_a_failure(tmp_path: Path, monkeypatch: pytest.Mo
     # What a file without read permission gives a non-root user (root can read it anyway).
     write(tmp_path, "ok.md", "# OK\n")
     locked = write(tmp_path, "locked.md", "# Locked\n")
-    real_open = Path.open
+    real_open = os.open  # what the loader opens a file with (`files.open_regular`), where the kernel says no
 
-    def deny(self: Path, *args: Any, **kwargs: Any) -> Any:
-        if self == locked:
-            raise PermissionError(13, "Permission denied", str(self))
-        return real_open(self, *args, **kwargs)
+    def deny(path: Any, *args: Any, **kwargs: Any) -> Any:
+        if Path(path) == locked:
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_open(path, *args, **kwargs)
 
-    monkeypatch.setattr(Path, "open", deny)
+    monkeypatch.setattr(os, "open", deny)
     docs, failures = MarkdownLoader().load(str(tmp_path))
     assert [d.id for d in docs] == ["ok"]
     failure = only(failures)
