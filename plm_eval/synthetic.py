@@ -43,7 +43,7 @@ from plm_core.evaluation import QueryGenerator
 from plm_core.interfaces import Loader
 from plm_core.records import Document, SyntheticQuery
 from plm_core.registry import Registry
-from plm_core.synthetic import leaks, normalized, rewrite
+from plm.synthetic import leaks, normalized, rewrite
 
 SET_NAME = "synthetic"
 DEFAULT_GENERATORS = ("headings", "inverse_cloze", "links")

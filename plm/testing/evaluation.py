@@ -24,8 +24,8 @@ def check_query_generator(generator: QueryGenerator, documents: Sequence[Documen
     """The query generator contract: queries judged relevant to documents of the corpus, the
     same every time, every copied span (`SyntheticQuery.remove`) found verbatim in the
     document it names as its source, and no query found verbatim anywhere once the spans
-    and copies are cut (`plm_core.synthetic.rewrite`, what `plm eval --synthetic` indexes)."""
-    from plm_core.synthetic import leaks, rewrite
+    and copies are cut (`plm.synthetic.rewrite`, what `plm eval --synthetic` indexes)."""
+    from plm.synthetic import leaks, rewrite
 
     with checking("query_generators") as rules:
         docs = list(documents if documents is not None else MARKDOWN_DOCS)

@@ -9,7 +9,7 @@ import pytest
 
 import plm
 import plm.testing
-from plm_core.synthetic import cut, found_in, leaks, rewrite
+from plm.synthetic import cut, found_in, leaks, rewrite
 from plm_plugins.query_generators.headings import HeadingQueries
 from plm_plugins.query_generators.inverse_cloze import InverseClozeQueries
 from plm_plugins.query_generators.links import LinkQueries, link_keys

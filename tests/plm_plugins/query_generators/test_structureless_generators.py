@@ -9,7 +9,7 @@ from pydantic import ValidationError
 
 import plm
 import plm.testing
-from plm_core.synthetic import found_in, leaks, rewrite
+from plm.synthetic import found_in, leaks, rewrite
 from plm_plugins.query_generators.headings import HeadingQueries
 from plm_plugins.query_generators.inverse_cloze import InverseClozeQueries
 from plm_plugins.query_generators.keyphrases import KeyphraseQueries

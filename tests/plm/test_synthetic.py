@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from plm_core.records import Document, SyntheticQuery
-from plm_core.synthetic import leaks, normalized, rewrite
+from plm.synthetic import leaks, normalized, rewrite
 
 
 def test_a_query_copied_into_another_document_is_cut_there_too() -> None:

@@ -1,5 +1,5 @@
-"""The rules of a synthetic judged query (`plm.QueryGenerator`), kept in the kernel so the
-evaluation that uses them and the conformance kit that checks a generator agree: a query is
+"""The rules of a synthetic judged query (`plm.QueryGenerator`), on the face (`plm.synthetic`)
+so the evaluation that uses them, the conformance kit and a generator's author agree: a query is
 "found verbatim" in a text when its words occur there in order and adjacent, case and
 punctuation aside (what a tokenizer sees), and `rewrite` cuts every copied span and every
 such copy from a corpus, so that no query is found because it was copied from what is
@@ -11,7 +11,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import replace
 
-from plm_core.records import Document, SyntheticQuery
+from plm import Document, SyntheticQuery
 
 _WORD = re.compile(r"\w+")
 
