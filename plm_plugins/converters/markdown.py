@@ -17,7 +17,7 @@ from pydantic import Field
 from plm import ComponentConfig, Converted, Converter, hookimpl
 from plm_plugins.commonmark import clean, first_heading
 from plm_plugins.converters.text import text_of
-from plm_plugins.loaders.markdown_dir import front_matter_problem, parse_front_matter
+from plm_plugins.front_matter import front_matter_problem, parse_front_matter
 from plm_plugins.setext import setext_headings
 
 if TYPE_CHECKING:

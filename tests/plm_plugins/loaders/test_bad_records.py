@@ -15,9 +15,10 @@ from pydantic import ValidationError
 from plm_core.interfaces import Loader
 from plm_core.records import LoadFailure
 from plm_index.documents import searchable_text
+from plm_plugins.front_matter import parse_front_matter
 from plm_plugins.loaders.beir_corpus import BeirCorpusLoader
 from plm_plugins.loaders.json_records import JsonRecordsLoader
-from plm_plugins.loaders.markdown_dir import MarkdownLoader, parse_front_matter
+from plm_plugins.loaders.markdown_dir import MarkdownLoader
 
 
 def printable(failures: list[LoadFailure]) -> None:

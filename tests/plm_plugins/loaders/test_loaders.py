@@ -9,12 +9,13 @@ import pytest
 
 from plm_core.errors import PlmUserError
 from plm_core.registry import Registry
+from plm_plugins.front_matter import parse_front_matter
 from plm_plugins.loaders import beir_corpus as beir
 from plm_plugins.loaders import json_records
 from plm_plugins.loaders import markdown_dir as markdown
 from plm_plugins.loaders.beir_corpus import BeirCorpusLoader
 from plm_plugins.loaders.json_records import JsonRecordsLoader
-from plm_plugins.loaders.markdown_dir import MarkdownLoader, parse_front_matter, title_of
+from plm_plugins.loaders.markdown_dir import MarkdownLoader, title_of
 
 
 def write(folder: Path, name: str, text: str) -> Path:
