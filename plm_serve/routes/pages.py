@@ -12,7 +12,7 @@ from fastapi.responses import HTMLResponse
 
 from plm_serve.http_guard import page_csp
 
-PAGES = {"/": "search_page.html", "/doc": "document_page.html"}  # files beside plm_serve/server.py
+PAGES = {"/": "search_page.html", "/doc": "document_page.html"}  # files in plm_serve/, above this folder
 
 
 def page(name: str) -> Any:
