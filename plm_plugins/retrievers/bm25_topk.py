@@ -1,28 +1,29 @@
-"""BM25's exact top k without scoring every posting: block-max MaxScore over row blocks.
+"""BM25's exact top k without scoring every posting: MaxScore over the query's words.
 
-Each segment's rows are cut into blocks of `2 ** SHIFT` rows. For a word and a block, the
-segment's postings give the word's largest term frequency there and the shortest length of
-a row holding it (`_blocks_of`, kept with the segment: it never changes). Under a version's
-IDF and average length, bm25s's term-frequency part of that pair bounds the word's part in
-every row of the block: the part grows with the term frequency and falls with the length
-(method by method, `_TFC` of `_NORM`), and the bound is raised by `SLACK` so the rounding
-of the few operations between the two can never put a row's part above it. A block's bound
-for a query is its words' bounds added, a repeated word once per occurrence.
+Each segment keeps, per word, its postings' largest term frequency and the shortest length of
+a row holding it (`_stats_of`, kept with the segment: it never changes). Under a version's IDF
+and average length, bm25s's term-frequency part of that pair bounds the word's part in every
+row (the part grows with the term frequency and falls with the length, method by method:
+`_TFC` of `_NORM`), raised by `SLACK` so the rounding of the few operations between the two
+can never put a row's part above it: the word's bound.
 
-The blocks are visited best bound first, a round at a time: a round's rows are scored exactly
-as the exhaustive path scores them (the same expressions per posting, each row's parts added
-in query order by `_sum_by_row`: the same floats), the n-th best score among the rows scored
-so far (of those `allowed`, in the answer's dtype) becomes the threshold, and a block whose
-bound (in that dtype) is below it cannot hold a hit, nor a row tied with the n-th: the visit
-stops there. Every row that scores at least the final n-th best is then among those scored,
-so ranking them (`State.top_of`) gives exactly the hits, ties and their order included, that
-ranking every matching row gives; where that ranking declines (ties at a small corpus, fewer
-positive scores than asked with zeros kept), the stage falls back to the exhaustive path.
+A query first scores the rows of its word of largest bound: their n-th best score (of the
+rows `allowed`, in the answer's dtype) is a threshold no hit falls below. The words of smallest
+bounds whose bounds (each occurrence of a repeated word) add up to less than it cannot make a
+hit, nor a row tied with the n-th, on their own: the candidates are the rows of the other
+words (the essential ones), and only those are scored. A candidate's score reads each query
+word's part where it holds the word (found by binary search in that word's postings, the
+non-essential words' long lists never scored whole) and adds them in query order, a part per
+occurrence, with the exhaustive path's expressions (`BM25Retriever._impacts`, `_sum_by_row`):
+the same floats. Every row scoring at least the final n-th best is a candidate, so ranking them
+(`State.top_of`) gives exactly the hits, ties and their order included, of ranking every row
+with a query word; where that ranking declines (ties at a small corpus, fewer positive scores
+than asked with zeros kept), the stage falls back to the exhaustive path.
 
-bm25l and bm25+ (a part for rows without the word) and a negative IDF (rank_bm25_okapi's
-floor with a negative mean) are not bounded this way: `candidates` returns None and the stage
-scores every posting. Deleted rows count in the bounds (bounds stay bounds) and are left out
-when scored.
+bm25l and bm25+ (a part for rows without the word) and a negative IDF (rank_bm25_okapi's floor
+with a negative mean) are not bounded this way: `candidates` returns None and the stage scores
+every posting. Deleted rows count in the bounds (a bound stays a bound) and are never
+candidates.
 """
 
 from __future__ import annotations
@@ -32,47 +33,43 @@ import weakref
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from plm_plugins.retrievers.bm25_impacts import _IDF, _NORM, _TFC, _live_tokens, _okapi_idf, _sum_by_row
+from plm_plugins.retrievers.bm25_impacts import _IDF, _NORM, _TFC, _live_tokens, _okapi_idf
 from plm_plugins.retrievers.bm25_postings import Postings
 
 if TYPE_CHECKING:
     from plm import State
 
-SHIFT = 7  # blocks of 128 rows
 SLACK = 1 + 1e-9  # relative headroom of a bound over every part it bounds (rounding: ~1e-15)
-FIRST_BLOCKS = 8  # blocks scored in the first round; each later round takes up to 4x more
 UNBOUNDED = ("bm25l", "bm25+")
+# `top_k = "auto"` prunes when the query's words hold at least this many postings (fewer: the
+# exhaustive path's few NumPy calls over kept impacts cost less than the lookups; bench/bench_bm25_topk.py).
+AUTO_FROM = 50_000
 
-# Per segment's postings, each word's blocks (`_blocks_of`): weakly keyed, so a segment's go
-# with it; at most MAX_WORDS words per segment (the oldest dropped).
-_BLOCKS: weakref.WeakKeyDictionary[Postings, dict[str, Any]] = weakref.WeakKeyDictionary()
+# Per segment's postings, each word's (start, end, largest tf, shortest length): weakly keyed,
+# so a segment's go with it; at most MAX_WORDS words per segment (the oldest dropped).
+_STATS: weakref.WeakKeyDictionary[Postings, dict[str, Any]] = weakref.WeakKeyDictionary()
 _LOCK = threading.Lock()
-MAX_WORDS = 1 << 16
+MAX_WORDS = 1 << 18
 
 
-def _blocks_of(postings: Postings, word: str) -> tuple[Any, Any, Any, Any] | None:
-    """A word's blocks in one segment: the blocks (local block numbers, ascending), where
-    each block's postings start and end in the segment's arrays (one more than the blocks),
-    the largest term frequency and the shortest row length (float64) in each; None where the
-    segment lacks the word."""
+def _stats_of(postings: Postings, word: str) -> tuple[int, int, float, float] | None:
+    """A word's postings in one segment (start and end in its arrays), their largest term
+    frequency and the shortest length (as scored: float64) of a row holding it; None where
+    the segment lacks the word."""
     import numpy as np
 
     with _LOCK:
-        words = _BLOCKS.setdefault(postings, {})
+        words = _STATS.setdefault(postings, {})
     if word in words:
         return words[word]
     tid = postings.vocab.get(word)
     out = None
     if tid is not None:
         lo, hi = int(postings.indptr[tid]), int(postings.indptr[tid + 1])
-        rows = np.asarray(postings.rows[lo:hi])
-        if len(rows):
-            block = rows >> SHIFT
-            starts = np.flatnonzero(np.concatenate(([True], block[1:] != block[:-1])))
-            max_tf = np.maximum.reduceat(np.asarray(postings.tf[lo:hi]), starts).astype(np.float64)
-            min_len = np.minimum.reduceat(postings.float_lengths()[rows], starts)
-            bounds = np.append(starts, len(rows)).astype(np.int64) + lo
-            out = (block[starts].astype(np.int64), bounds, max_tf, min_len)
+        if hi > lo:
+            rows = np.asarray(postings.rows[lo:hi])
+            max_tf = float(np.asarray(postings.tf[lo:hi]).max())
+            out = (lo, hi, max_tf, float(postings.float_lengths()[rows].min()))
     with _LOCK:
         if len(words) >= MAX_WORDS:
             words.pop(next(iter(words)))
@@ -80,7 +77,17 @@ def _blocks_of(postings: Postings, word: str) -> tuple[Any, Any, Any, Any] | Non
     return out
 
 
-def _live_df(state: State, word: str, found: list[tuple[int, Any]]) -> int:
+def postings_of(state: State, tokens: Sequence[str]) -> int:
+    """How many postings (deleted rows' included) the query's words hold in the segments."""
+    total = 0
+    for word in dict.fromkeys(tokens):
+        for seg in state.segments:
+            if (stats := _stats_of(seg.data, word)) is not None:
+                total += stats[1] - stats[0]
+    return total
+
+
+def _live_df(state: State, word: str, found: list[tuple[int, tuple[int, int, float, float]]]) -> int:
     """The live rows holding the word (its document frequency), kept with the version."""
     import numpy as np
 
@@ -88,21 +95,11 @@ def _live_df(state: State, word: str, found: list[tuple[int, Any]]) -> int:
     if word in kept:
         return kept[word]
     df = 0
-    for i, blocks in found:
-        lo, hi = int(blocks[1][0]), int(blocks[1][-1])
+    for i, (lo, hi, _, _) in found:
         dead = state.dead(i)
         df += hi - lo if dead is None else hi - lo - int(np.count_nonzero(dead[state.segments[i].data.rows[lo:hi]]))
     kept[word] = df
     return df
-
-
-def _ranges(begin: Any, end: Any) -> Any:
-    """The indices begin[0]..end[0]-1, begin[1]..end[1]-1, ... in one array."""
-    import numpy as np
-
-    lengths = end - begin
-    total = int(lengths.sum())
-    return np.arange(total, dtype=np.int64) + np.repeat(begin - (np.cumsum(lengths) - lengths), lengths)
 
 
 def candidates(
@@ -135,85 +132,89 @@ def candidates(
     idf_of = _okapi_idf(state, epsilon) if method == "rank_bm25_okapi" else _IDF[method]
     formula = "atire" if method == "rank_bm25_okapi" else method
     tfc, norm = _TFC[formula], _NORM[formula]
-    words: dict[str, tuple[float, list[tuple[int, Any]]]] = {}
+    words: dict[str, tuple[float, list[tuple[int, tuple[int, int, float, float]]]]] = {}
+    bounds: dict[str, float] = {}
     for word in dict.fromkeys(tokens):
-        found = [(i, bl) for i, seg in enumerate(state.segments) if (bl := _blocks_of(seg.data, word)) is not None]
+        found = [(i, st) for i, seg in enumerate(state.segments) if (st := _stats_of(seg.data, word)) is not None]
         if not found or not (df := _live_df(state, word, found)):
             continue
         idf = idf_of(df, n_docs)
         if idf < 0:
             return None
         words[word] = (idf, found)
+        bounds[word] = max(idf * tfc(st[2], norm(st[3], avgdl, k1, b), k1, delta) for _, st in found) * SLACK
     query = [w for w in tokens if w in words]  # query order, a repeated word once per occurrence
     if not query:
         return empty
-    # Every (segment, query word, block) as one entry, by segment then query order: the parts
-    # of a row (in one segment) are then met in query order, as `_sum_by_row` must add them.
-    base = np.cumsum([0] + [(seg.n >> SHIFT) + 1 for seg in state.segments]).tolist()
-    pieces = sorted(
-        ((i, at, words[w][0], blocks) for at, w in enumerate(query) for i, blocks in words[w][1]),
-        key=lambda piece: (piece[0], piece[1]),
-    )
-    counts = [len(p[3][0]) for p in pieces]
-    seg_of = np.repeat(np.array([p[0] for p in pieces], dtype=np.int64), counts)
-    block = np.concatenate([p[3][0] + base[p[0]] for p in pieces])
-    begin = np.concatenate([p[3][1][:-1] for p in pieces])
-    end = np.concatenate([p[3][1][1:] for p in pieces])
-    idf = np.repeat(np.array([p[2] for p in pieces], dtype=np.float64), counts)
-    max_tf = np.concatenate([p[3][2] for p in pieces])
-    min_len = np.concatenate([p[3][3] for p in pieces])
-    bounds = idf * tfc(max_tf, norm(min_len, avgdl, k1, b), k1, delta) * SLACK
-    bound = np.bincount(block, weights=bounds, minlength=base[-1])
-    segs = sorted({p[0] for p in pieces})
-    cuts = np.searchsorted(seg_of, segs + [len(state.segments)]).tolist()  # each segment's entries
-    order = np.flatnonzero(bound > 0)
-    order = order[np.argsort(-bound[order], kind="stable")]
-    cut = bound[order].astype(dtype)  # what a score in the answer's dtype is compared with
-    selected = np.zeros(base[-1], dtype=bool)
-    rows_out, values_out, ranked = [], [], []
-    done, size, threshold = 0, FIRST_BLOCKS, None
-    while done < len(order):
-        stop = min(done + size, len(order))
-        if threshold is not None:
-            stop = done + int(np.searchsorted(-cut[done:stop], -threshold, side="right"))  # bound >= threshold
-            if stop == done:
-                break
-        take = order[done:stop]
-        done, size = stop, size * 4
-        selected[:] = False
-        selected[take] = True
-        at, part = [], []
-        for s, i in enumerate(segs):
-            lo, hi = cuts[s], cuts[s + 1]
-            e = np.flatnonzero(selected[block[lo:hi]]) + lo
-            if not len(e):
-                continue
-            data: Postings = state.segments[i].data
-            lengths = end[e] - begin[e]
-            index = _ranges(begin[e], end[e])
-            local = np.asarray(data.rows)[index].astype(np.intp)
-            tf = np.asarray(data.tf)[index]
-            idfs = np.repeat(idf[e], lengths)
+
+    def rows_of(word: str) -> Any:
+        """The word's live rows (global, ascending)."""
+        out = []
+        for i, (lo, hi, _, _) in words[word][1]:
+            local = np.asarray(state.segments[i].data.rows[lo:hi]).astype(np.intp)
             dead = state.dead(i)
             if dead is not None:
-                alive = ~dead[local]
-                local, tf, idfs = local[alive], tf[alive], idfs[alive]
-            # The exhaustive path's expressions per posting (`BM25Retriever._impacts`).
-            part.append(idfs * tfc(tf.astype(np.float64), norm(data.float_lengths()[local], avgdl, k1, b), k1, delta))
+                local = local[~dead[local]]
             offset = int(state.offsets[i])
-            at.append(local + offset if offset else local)
-        if not at:
-            continue
-        rows, values = _sum_by_row(state, np.concatenate(at), np.concatenate(part))
-        rows_out.append(rows)
-        values_out.append(values)
-        ranked.append(values if allowed_rows is None else values[allowed_rows[rows]])
-        scores = np.concatenate(ranked).astype(dtype)
-        if len(scores) >= n:
-            threshold = np.partition(scores, len(scores) - n)[len(scores) - n]
-            ranked = [scores[scores >= threshold]]  # only these can be the n-th from now on
-    if not rows_out:
-        return empty
-    rows, values = np.concatenate(rows_out), np.concatenate(values_out)
-    by = np.argsort(rows, kind="stable")
-    return rows[by], values[by]
+            out.append(local + offset if offset else local)
+        return out[0] if len(out) == 1 else np.concatenate(out)
+
+    def scores(rows: Any) -> Any:
+        """The exact scores of these rows (global, ascending, live): each query word's part
+        where a row holds it, added in query order, a part per occurrence."""
+        parts: dict[str, Any] = {}
+        cuts = np.searchsorted(rows, state.offsets).tolist()
+        for word in dict.fromkeys(query):
+            idf, found = words[word]
+            part = np.zeros(len(rows), dtype=np.float64)
+            for i, (lo, hi, _, _) in found:
+                a, z = cuts[i], cuts[i + 1]
+                if a == z:
+                    continue
+                data: Postings = state.segments[i].data
+                local = rows[a:z] - int(state.offsets[i])
+                at = np.searchsorted(data.rows[lo:hi], local) + lo
+                np.minimum(at, hi - 1, out=at)
+                hit = np.flatnonzero(data.rows[at] == local)
+                tf = np.asarray(data.tf)[at[hit]].astype(np.float64)
+                # The exhaustive path's expression per posting (`BM25Retriever._impacts`).
+                part[a + hit] = idf * tfc(tf, norm(data.float_lengths()[local[hit]], avgdl, k1, b), k1, delta)
+            parts[word] = part
+        total = parts[query[0]]
+        for word in query[1:]:
+            total = total + parts[word]  # 0.0 where a row lacks the word: x + 0.0 is x
+        return total
+
+    def nth(rows: Any, values: Any) -> Any:
+        """The n-th best score (in dtype) among these rows that are allowed; None if fewer."""
+        kept = values if allowed_rows is None else values[allowed_rows[rows]]
+        kept = kept[kept > 0].astype(dtype)
+        return np.partition(kept, len(kept) - n)[len(kept) - n] if len(kept) >= n else None
+
+    by_bound = sorted(dict.fromkeys(query), key=lambda w: -bounds[w])
+    first = rows_of(by_bound[0])
+    threshold = nth(first, scores(first))
+    essential = by_bound
+    if threshold is not None:
+        occurrences = {w: query.count(w) for w in by_bound}
+        below = 0.0  # the bound of a row holding only the words after the essential ones
+        for cut in range(len(by_bound), 0, -1):
+            word = by_bound[cut - 1]
+            below += bounds[word] * occurrences[word]
+            if not np.array(below, dtype=np.float64).astype(dtype) < threshold:
+                essential = by_bound[:cut]
+                break
+        # (the loop always breaks: the first word's rows score at least the threshold)
+    rows = _union([rows_of(w) for w in essential]) if len(essential) > 1 else rows_of(essential[0])
+    values = scores(rows)
+    keep = values != 0  # as `_sum_by_row` leaves out a row whose parts add up to 0
+    return rows[keep], values[keep]
+
+
+def _union(parts: list[Any]) -> Any:
+    """The distinct values of ascending arrays, ascending (a sort: np.unique hashes ints, slower)."""
+    import numpy as np
+
+    rows = np.concatenate(parts)
+    rows.sort()
+    return rows[np.concatenate(([True], rows[1:] != rows[:-1]))] if len(rows) else rows

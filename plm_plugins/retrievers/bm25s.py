@@ -63,6 +63,7 @@ from plm_plugins.retrievers.bm25_impacts import (
     _sum_by_row,
 )
 from plm_plugins.retrievers.bm25_postings import Postings
+from plm_plugins.retrievers.bm25_topk import AUTO_FROM, candidates, postings_of
 from plm_plugins.retrievers.token_slices import Ahead, token_slices
 
 if TYPE_CHECKING:
@@ -141,6 +142,12 @@ class BM25Retriever(Retriever, SegmentedIndex):
         markdown_semantic chunker writes at the top of each section, "(continued)" headings
         and those of merged sections included); first_paragraph, its text before the first
         blank line: a BEIR corpus loaded with include_title = true puts the title there."""
+        top_k: Literal["exhaustive", "maxscore", "auto"] = "exhaustive"
+        """How a query finds its best chunks: exhaustive scores every chunk holding a query word;
+        maxscore (MaxScore) scores only the chunks holding a word whose bound, with the smaller
+        bounds of the words after it, can reach the k-th best score: the same hits, scores and tie
+        order; auto, maxscore for a query whose words hold 50,000 postings or more. bm25l and bm25+
+        score every chunk either way."""
 
     config: Config
 
@@ -234,11 +241,33 @@ class BM25Retriever(Retriever, SegmentedIndex):
 
     def search(self, query: ExpandedQuery, n: int, allowed: Any = None) -> list[ScoredChunk]:
         # The POC's order (equal scores, the later chunk first), found among the rows that
-        # share a word with the query; the full vector only where those cannot tell.
-        rows, values, constant = self._matches(self.tokenize([query.text])[0])
+        # share a word with the query (or, with `top_k = "maxscore"`, among those of the
+        # words that can make a hit); the full vector only where those cannot tell.
+        tokens = self.tokenize([query.text])[0]
         state = self.state
-        assert state is not None
+        if state is None:
+            raise StaleIndexError(f"BM25 index {self.label!r} is not loaded")
         drop = self.drops_zero_scores
+        if self.config.top_k == "maxscore" or (self.config.top_k == "auto" and postings_of(state, tokens) >= AUTO_FROM):
+            c = self.config
+            found = candidates(
+                state,
+                tokens,
+                n,
+                method=c.method,
+                k1=c.k1,
+                b=c.b,
+                delta=c.delta,
+                epsilon=c.epsilon,
+                weight=self.heading_weight,
+                dtype=c.dtype,
+                allowed_rows=None if allowed is None else state.allowed_rows(allowed),
+            )
+            if found is not None:
+                hits = state.top_of(found[0], found[1].astype(c.dtype), n, self.label, allowed, drop)
+                if hits is not None:
+                    return hits
+        rows, values, constant = self._matches(tokens)
         if constant is None:
             hits = state.top_of(rows, values.astype(self.config.dtype), n, self.label, allowed, drop)
             if hits is not None:
