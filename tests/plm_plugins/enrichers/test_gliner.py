@@ -112,3 +112,11 @@ def test_registers_as_gliner_entities() -> None:
     registry = Registry()
     gliner_entities.plm_register_components(registry=registry)
     assert registry.get("gliner_entities").cls is GlinerEntityExtractor
+
+
+def test_keeps_the_enrichers_contract(tiny_gliner: str) -> None:
+    import plm.testing
+
+    ex = GlinerEntityExtractor(model=tiny_gliner, labels=LABELS, threshold=0.0, max_per_label=2, batch_size=2)
+    chunks = [Chunk(id=f"c{i}", doc_id=f"d{i // 2}", text=t) for i, t in enumerate([TEXT, "too short", TEXT.upper()])]
+    plm.testing.check_chunk_transform(ex, [*chunks, Chunk(id="again", doc_id="d9", text=TEXT)])

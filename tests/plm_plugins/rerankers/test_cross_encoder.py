@@ -336,3 +336,10 @@ def test_a_model_with_several_outputs_is_refused(tmp_path: Path, tiny_model: str
     BertTokenizer.from_pretrained(tiny_model).save_pretrained(tmp_path)
     with pytest.raises(ModelNotFoundError, match=r"2 scores per pair.*num_labels = 1"):
         CrossEncoderReranker(model=str(tmp_path), settings=SETTINGS).ensure_warm()
+
+
+def test_the_cross_encoder_keeps_the_rerankers_contract(tiny_model: str) -> None:
+    import plm.testing
+
+    plm.testing.check_ranking_stage(CrossEncoderReranker(model=tiny_model, settings=SETTINGS))
+    plm.testing.check_ranking_stage(CrossEncoderReranker(model=tiny_model, candidates=2, settings=SETTINGS))
