@@ -51,15 +51,24 @@ SLOTS = {
 }
 
 CHECKS = {
-    "Store": "plm.testing.check_store(make_store)",
+    "Loader": "plm.testing.check_loader(loader, source=None)  # default: a folder of Markdown files",
+    "Converter": 'plm.testing.check_converter(converter, data, path="", unusable=None)',
+    "Chunker": "plm.testing.check_chunker(chunker, documents=None)",
+    "ChunkTransform": "plm.testing.check_chunk_transform(transform, chunks=None)",
+    "Embedder": "plm.testing.check_embedder(embedder, texts=None, atol=1e-4)",
     "Tokenizer": "plm.testing.check_tokenizer(tokenizer, different=None)",
+    "QueryExpander": "plm.testing.check_expander(expander, texts=None)",
+    "QueryGenerator": "plm.testing.check_query_generator(generator, documents=None)",
+    "Evaluator": "plm.testing.check_evaluator(evaluator, job=None, qset=None)  # default: the kit's job and queries",
+    "Reporter": "plm.testing.check_reporter(reporter, runs=None, folder=None)",
+    "Store": "plm.testing.check_store(make_store, reopen=None)  # make_store() opens one location, empty at first",
     "Retriever": "plm.testing.check_retriever(make_retriever, folder, exact=True)\n"
     "plm.testing.check_segmented_index(make_index, folder)  # a plm.SegmentedIndex",
     "Fuser": 'plm.testing.check_fuser(fuser, sources=("dense", "bm25"))',
-    "QueryGenerator": "plm.testing.check_query_generator(generator, documents=None)",
-    "Chunker": "plm.testing.check_chunker(chunker, documents=None)",
+    "Retrieval": "plm.testing.check_retrieval(stage, chunks=None)  # its parts given: the kit builds its retrievers",
     "RankingStage": "plm.testing.check_ranking_stage(stage, ranking=None)",
-    "Reranker": "plm.testing.check_ranking_stage(reranker, ranking=None)",
+    "Reranker": "plm.testing.check_ranking_stage(reranker, ranking=None)  # the rankers' check covers rerankers",
+    "Executor": "plm.testing.check_executor(executor, n_batches=6)",
 }
 
 # Short examples by base class, each a whole plugin class; the test runs every one.
@@ -69,6 +78,8 @@ class TextFiles(plm.Loader):
     name = "text_files"
 
     def run(self, data: str) -> list[plm.Document]:
+        if not Path(data).is_dir():  # an unusable source stops the ingest before anything changes
+            raise plm.PlmUserError(f"{data}: no such folder; give a folder of .txt files")
         files = sorted(Path(data).glob("*.txt"))
         return [plm.Document(id=f.stem, text=f.read_text(), path=str(f)) for f in files]
 """,
@@ -118,8 +129,8 @@ class Shape(plm.Embedder):
     def embed(self, texts: Sequence[str], progress: bool = False) -> Any:
         import numpy as np
 
-        rows = np.array([[len(t), len(t.split()), 1.0] for t in texts], dtype=np.float32)
-        return rows / np.linalg.norm(rows, axis=1, keepdims=True)
+        rows = np.array([[len(t), len(t.split()), 1.0] for t in texts], dtype=np.float32).reshape(-1, 3)
+        return rows / np.linalg.norm(rows, axis=1, keepdims=True)  # no texts: a (0, 3) matrix
 """,
     "Tokenizer": """
 class Words(plm.Tokenizer):
@@ -274,15 +285,13 @@ class InOrder(plm.Executor):
             yield local.process(batch, read_cache)
 """,
     "Store": """
-# A store writes every method above (21): see DictStore in tests/plm/test_testing.py (a store
-# in a few dicts, change feed included, in about 150 lines) and plm_plugins/stores/sqlite.py.
+# A store writes every method above (21): see DictStore in tests/support/dict_store.py (a
+# store in a few dicts, change feed included, in about 180 lines) and plm_plugins/stores/sqlite.py.
 # Prove it in the package's own tests:
 def test_my_store_keeps_the_store_contract(tmp_path):
-    folders = iter(range(100))
-
-    def make_store():
+    def make_store():  # each call opens the same folder: the kit closes the store and reopens it
         store = MyStore()
-        store.open(str(tmp_path / f"store{next(folders)}"))
+        store.open(str(tmp_path / "store"))
         return store
 
     plm.testing.check_store(make_store)
@@ -415,7 +424,7 @@ def page(base: type, also: list[type]) -> str:
         lines += ["In the plugin's own tests (`import plm.testing`; `help(plm.testing)` lists every check):", ""]
         lines += ["```python", CHECKS[base.__name__], "```", ""]
     else:
-        lines += ["No conformance check for this family yet: test `run` on small inputs.", ""]
+        lines += ["No check of its own: `plm.testing.check_stage(stage, inputs)` checks any stage.", ""]
     lines += ["A missing method fails when the class is defined, with its signature and this page.", ""]
     return "\n".join(lines)
 

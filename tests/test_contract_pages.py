@@ -85,6 +85,26 @@ def test_every_example_is_a_class_its_base_accepts(base: str, tmp_path: Path) ->
         plm.testing.check_query_generator(cls())
     else:
         _run_example(base, cls(), tmp_path)
+        _check_example(base, cls, tmp_path)
+
+
+def _check_example(base: str, cls: type, tmp_path: Path) -> None:
+    """Each example passes its family's conformance check, the one its page names."""
+    import plm.testing
+
+    if base == "Loader":
+        for i, text in enumerate(["a pod", "a node", "a service"]):
+            (tmp_path / f"doc{i}.txt").write_text(text)
+        plm.testing.check_loader(cls(), tmp_path)
+    elif base == "Converter":
+        plm.testing.check_converter(cls(), b"species,speed\nsloth,slow\n", unusable=b"")
+    elif base == "Retrieval":
+        from plm_plugins.retrievers.dense import DenseRetriever
+
+        plm.testing.check_retrieval(cls(retrievers={"dense": DenseRetriever()}))
+    else:
+        check = plm.testing.CHECKS[getattr(plm, base).family]
+        check(cls())
 
 
 def _run_example(base: str, stage: Any, tmp_path: Path) -> None:

@@ -75,9 +75,18 @@ class NotNormalised(Letters):
         return np.asarray(super().embed(texts)) * 2
 
 
+class NoTextsFails(Letters):
+    name = "kit_no_texts_fails"
+
+    def embed(self, texts: Sequence[str], progress: bool = False) -> Any:
+        rows = np.array([[t.count(c) + 0.5 for c in "aeiou"] for t in texts], dtype=np.float32)  # (0,) for none
+        return rows / np.linalg.norm(rows, axis=1, keepdims=True)
+
+
 @pytest.mark.parametrize(
     ("broken", "message"),
     [
+        (NoTextsFails, r"no texts give no rows \(and no error"),
         (Float64, r"embed\(texts\) is float32"),
         (BatchNormalised, r"a text's vector does not depend on the other texts of the batch"),
         (NameChangesOnLoad, r"expected_model_name, found before the model loads, is the model_name it loads"),
