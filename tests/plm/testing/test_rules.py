@@ -119,3 +119,14 @@ def test_the_kit_has_a_check_for_every_family_plm_plugins_lists() -> None:
     from plm.testing.rules import PAGES
 
     assert set(plm.testing.CHECKS) == PAGES  # a family with a contract page has a check of its own
+
+
+def test_the_same_error_in_several_groups_is_named_once_with_a_count() -> None:
+    with pytest.raises(AssertionError) as err, checking("retrieval") as rules:
+        for text in ("a", "b", "c"):
+            with rules.part(f"retrieving {text!r}"):
+                raise KeyError("no such chunk")
+    assert str(err.value) == (
+        "retrieval contract (docs/contracts/retrieval.md): retrieving 'a' (stopped by KeyError: 'no such chunk')"
+        "\n  (and 2 more like it)"
+    )
