@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import threading
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from plm_plugins.retrievers.bm25_impacts import _IDF, _NORM, _TFC, _live_tokens, _okapi_idf
@@ -115,11 +115,14 @@ def candidates(
     weight: float,
     dtype: str,
     allowed_rows: Any = None,
+    impacts: Callable[[list[str]], dict[str, Any]] | None = None,
 ) -> tuple[Any, Any] | None:
     """Rows (live, ascending) and their exact float64 BM25 scores, among them every row whose
     score (in `dtype`) is at least the n-th best of the rows `allowed_rows` lets through (a
     boolean mask over the state's rows; None: all); None where this method cannot bound a
-    word's part (the stage then scores every posting)."""
+    word's part (the stage then scores every posting). `impacts`: the stage's kept impacts of
+    words (`BM25Retriever._word_impacts`: live rows, parts), read for the words whose rows are
+    candidates; without it their parts are found as the others' are."""
     import numpy as np
 
     if method in UNBOUNDED or n <= 0:
@@ -159,54 +162,96 @@ def candidates(
             out.append(local + offset if offset else local)
         return out[0] if len(out) == 1 else np.concatenate(out)
 
-    def scores(rows: Any) -> Any:
-        """The exact scores of these rows (global, ascending, live): each query word's part
-        where a row holds it, added in query order, a part per occurrence."""
-        parts: dict[str, Any] = {}
+    def parts_of(word: str, rows: Any) -> Any:
+        """The word's part in each of these rows (global, ascending, live; 0.0 where a row
+        lacks the word), found by binary search in its postings, with the exhaustive path's
+        expression per posting (`BM25Retriever._impacts`)."""
+        idf, found = words[word]
+        part = np.zeros(len(rows), dtype=np.float64)
         cuts = np.searchsorted(rows, state.offsets).tolist()
-        for word in dict.fromkeys(query):
-            idf, found = words[word]
-            part = np.zeros(len(rows), dtype=np.float64)
-            for i, (lo, hi, _, _) in found:
-                a, z = cuts[i], cuts[i + 1]
-                if a == z:
-                    continue
-                data: Postings = state.segments[i].data
-                local = rows[a:z] - int(state.offsets[i])
-                at = np.searchsorted(data.rows[lo:hi], local) + lo
-                np.minimum(at, hi - 1, out=at)
-                hit = np.flatnonzero(data.rows[at] == local)
-                tf = np.asarray(data.tf)[at[hit]].astype(np.float64)
-                # The exhaustive path's expression per posting (`BM25Retriever._impacts`).
-                part[a + hit] = idf * tfc(tf, norm(data.float_lengths()[local[hit]], avgdl, k1, b), k1, delta)
-            parts[word] = part
+        for i, (lo, hi, _, _) in found:
+            a, z = cuts[i], cuts[i + 1]
+            if a == z:
+                continue
+            data: Postings = state.segments[i].data
+            local = rows[a:z] - int(state.offsets[i])
+            postings = data.rows[lo:hi]
+            # Needles of the postings' own dtype: others make NumPy copy the whole list first.
+            at = np.searchsorted(postings, local.astype(postings.dtype, copy=False)) + lo
+            np.minimum(at, hi - 1, out=at)
+            hit = np.flatnonzero(data.rows[at] == local)
+            tf = np.asarray(data.tf)[at[hit]].astype(np.float64)
+            part[a + hit] = idf * tfc(tf, norm(data.float_lengths()[local[hit]], avgdl, k1, b), k1, delta)
+        return part
+
+    def added(parts: dict[str, Any]) -> Any:
+        """Each row's parts added in query order, a part per occurrence: the exhaustive path's
+        floats (`_sum_by_row`; 0.0 where a row lacks a word, and x + 0.0 is x)."""
         total = parts[query[0]]
         for word in query[1:]:
-            total = total + parts[word]  # 0.0 where a row lacks the word: x + 0.0 is x
+            total = total + parts[word]
         return total
 
     def nth(rows: Any, values: Any) -> Any:
-        """The n-th best score (in dtype) among these rows that are allowed; None if fewer."""
+        """The n-th best of these values (float64) among the rows allowed; None if fewer."""
         kept = values if allowed_rows is None else values[allowed_rows[rows]]
-        kept = kept[kept > 0].astype(dtype)
+        kept = kept[kept > 0]
         return np.partition(kept, len(kept) - n)[len(kept) - n] if len(kept) >= n else None
 
+    def below(value: float, threshold: Any) -> bool:
+        """Whether a bound is below the threshold, both in the answer's dtype: a row under it
+        neither makes a hit nor ties with the n-th (rounding to dtype keeps order)."""
+        return bool(np.array(value).astype(dtype) < np.array(threshold).astype(dtype))
+
+    def own(word: str) -> tuple[Any, Any]:
+        """The word's live rows and its part in each: its kept impacts where given."""
+        if impacts is not None:
+            hit = impacts([word])[word]
+            return hit[0], hit[1]
+        rows = rows_of(word)
+        return rows, parts_of(word, rows)
+
+    def placed(word: str, rows: Any) -> Any:
+        """The word's part in each of these rows, a superset of its own rows."""
+        own_rows, own_parts = own(word)
+        part = np.zeros(len(rows), dtype=np.float64)
+        part[np.searchsorted(rows, own_rows)] = own_parts
+        return part
+
+    # The threshold: the n-th best exact score among the rows of the word of largest bound.
     by_bound = sorted(dict.fromkeys(query), key=lambda w: -bounds[w])
-    first = rows_of(by_bound[0])
-    threshold = nth(first, scores(first))
-    essential = by_bound
+    first, first_parts = own(by_bound[0])
+    threshold = nth(first, added({w: first_parts if w == by_bound[0] else parts_of(w, first) for w in by_bound}))
+    occurrences = {w: query.count(w) for w in by_bound}
+    essential, rest = by_bound, 0.0
     if threshold is not None:
-        occurrences = {w: query.count(w) for w in by_bound}
-        below = 0.0  # the bound of a row holding only the words after the essential ones
-        for cut in range(len(by_bound), 0, -1):
+        for cut in range(len(by_bound), 0, -1):  # smallest bounds first
             word = by_bound[cut - 1]
-            below += bounds[word] * occurrences[word]
-            if not np.array(below, dtype=np.float64).astype(dtype) < threshold:
-                essential = by_bound[:cut]
+            if not below(rest + bounds[word] * occurrences[word], threshold):
+                essential = by_bound[:cut]  # `rest` bounds a row holding none of these
                 break
-        # (the loop always breaks: the first word's rows score at least the threshold)
-    rows = _union([rows_of(w) for w in essential]) if len(essential) > 1 else rows_of(essential[0])
-    values = scores(rows)
+            rest += bounds[word] * occurrences[word]
+    if len(essential) == 1:
+        rows, part = own(essential[0])
+        parts = {essential[0]: part}
+    else:
+        rows = _union([own(w)[0] for w in essential])
+        parts = {w: placed(w, rows) for w in essential}
+    if rest and threshold is not None:
+        # A candidate whose essential parts and the others' bounds stay below the threshold is
+        # out before the others' lists are searched for it. Partial sums (any order) are lower
+        # bounds of scores up to rounding: SLACK covers that both ways.
+        partial = sum(parts[w] * occurrences[w] for w in essential)
+        better = nth(rows, partial / SLACK)
+        if better is not None and better > threshold:
+            threshold = better
+        bound = (partial + rest) * SLACK
+        keep = np.flatnonzero(bound.astype(dtype) >= np.array(threshold).astype(dtype))
+        rows = rows[keep]
+        parts = {w: part[keep] for w, part in parts.items()}
+    for word in by_bound[len(essential) :]:
+        parts[word] = parts_of(word, rows)
+    values = added(parts)
     keep = values != 0  # as `_sum_by_row` leaves out a row whose parts add up to 0
     return rows[keep], values[keep]
 

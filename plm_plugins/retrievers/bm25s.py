@@ -262,6 +262,7 @@ class BM25Retriever(Retriever, SegmentedIndex):
                 weight=self.heading_weight,
                 dtype=c.dtype,
                 allowed_rows=None if allowed is None else state.allowed_rows(allowed),
+                impacts=lambda words: self._word_impacts(state, words),
             )
             if found is not None:
                 hits = state.top_of(found[0], found[1].astype(c.dtype), n, self.label, allowed, drop)
@@ -290,11 +291,7 @@ class BM25Retriever(Retriever, SegmentedIndex):
         none = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
         if not state.n_live:
             return (*none, None)
-        c = self.config
-        impacts = state.cached(f"bm25_impacts {c.method} {c.k1!r} {c.b!r} {c.delta!r} {c.epsilon!r}", Impacts)
-        words = impacts.get(tokens)
-        if len(words) < len(set(tokens)):  # words not met since this version opened
-            words.update(impacts.add(self._impacts(state, [t for t in dict.fromkeys(tokens) if t not in words])))
+        words = self._word_impacts(state, tokens)
         rows, parts, skips = [], [], []
         for term in tokens:  # query order, a repeated word once per occurrence
             if (hit := words.get(term)) is not None:
@@ -308,6 +305,15 @@ class BM25Retriever(Retriever, SegmentedIndex):
         if len(rows) == 1:
             return rows[0], parts[0], constant  # 0.0 + part: part
         return (*_sum_by_row(state, np.concatenate(rows), np.concatenate(parts)), constant)
+
+    def _word_impacts(self, state: State, tokens: Sequence[str]) -> dict[str, Any]:
+        """The words' impacts (`_impacts`), kept with the version, computed for those not met since it opened."""
+        c = self.config
+        impacts = state.cached(f"bm25_impacts {c.method} {c.k1!r} {c.b!r} {c.delta!r} {c.epsilon!r}", Impacts)
+        words = impacts.get(list(tokens))
+        if len(words) < len(set(tokens)):  # words not met since this version opened
+            words.update(impacts.add(self._impacts(state, [t for t in dict.fromkeys(tokens) if t not in words])))
+        return words
 
     def _impacts(self, state: State, terms: list[str]) -> dict[str, Any]:
         """Each word's impacts under this version's statistics: (its live rows as intp, idf x
