@@ -41,9 +41,10 @@ if TYPE_CHECKING:
 
 SLACK = 1 + 1e-9  # relative headroom of a bound over every part it bounds (rounding: ~1e-15)
 UNBOUNDED = ("bm25l", "bm25+")
-# `top_k = "auto"` prunes when the query's words hold at least this many postings (fewer: the
-# exhaustive path's few NumPy calls over kept impacts cost less than the lookups; bench/bench_bm25_topk.py).
-AUTO_FROM = 50_000
+# `top_k = "auto"` prunes when one of the query's words holds at least this many postings: with
+# shorter lists the exhaustive path's few NumPy calls over kept impacts cost less than MaxScore's
+# (bench/bench_bm25_topk.py; at a million, 10,000 to 20,000 was even, from 20,000 MaxScore won).
+AUTO_FROM = 20_000
 
 # Per segment's postings, each word's (start, end, largest tf, shortest length): weakly keyed,
 # so a segment's go with it; at most MAX_WORDS words per segment (the oldest dropped).
@@ -77,14 +78,16 @@ def _stats_of(postings: Postings, word: str) -> tuple[int, int, float, float] | 
     return out
 
 
-def postings_of(state: State, tokens: Sequence[str]) -> int:
-    """How many postings (deleted rows' included) the query's words hold in the segments."""
-    total = 0
+def longest_list(state: State, tokens: Sequence[str]) -> int:
+    """The most postings (deleted rows' included) one of the query's words holds in the segments."""
+    longest = 0
     for word in dict.fromkeys(tokens):
+        total = 0
         for seg in state.segments:
             if (stats := _stats_of(seg.data, word)) is not None:
                 total += stats[1] - stats[0]
-    return total
+        longest = max(longest, total)
+    return longest
 
 
 def _live_df(state: State, word: str, found: list[tuple[int, tuple[int, int, float, float]]]) -> int:

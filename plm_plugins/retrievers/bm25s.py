@@ -63,7 +63,7 @@ from plm_plugins.retrievers.bm25_impacts import (
     _sum_by_row,
 )
 from plm_plugins.retrievers.bm25_postings import Postings
-from plm_plugins.retrievers.bm25_topk import AUTO_FROM, candidates, postings_of
+from plm_plugins.retrievers.bm25_topk import AUTO_FROM, candidates, longest_list
 from plm_plugins.retrievers.token_slices import Ahead, token_slices
 
 if TYPE_CHECKING:
@@ -146,7 +146,7 @@ class BM25Retriever(Retriever, SegmentedIndex):
         """How a query finds its best chunks: exhaustive scores every chunk holding a query word;
         maxscore (MaxScore) scores only the chunks holding a word whose bound, with the smaller
         bounds of the words after it, can reach the k-th best score: the same hits, scores and tie
-        order; auto, maxscore for a query whose words hold 50,000 postings or more. bm25l and bm25+
+        order; auto, maxscore for a query with a word in 20,000 chunks or more. bm25l and bm25+
         score every chunk either way."""
 
     config: Config
@@ -248,7 +248,9 @@ class BM25Retriever(Retriever, SegmentedIndex):
         if state is None:
             raise StaleIndexError(f"BM25 index {self.label!r} is not loaded")
         drop = self.drops_zero_scores
-        if self.config.top_k == "maxscore" or (self.config.top_k == "auto" and postings_of(state, tokens) >= AUTO_FROM):
+        if self.config.top_k == "maxscore" or (
+            self.config.top_k == "auto" and longest_list(state, tokens) >= AUTO_FROM
+        ):
             c = self.config
             found = candidates(
                 state,
