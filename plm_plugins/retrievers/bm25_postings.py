@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from plm import load_npy
+from plm.indexes import load_npy
 from plm_plugins.retrievers.token_slices import Slice, slices_of
 
 
@@ -45,6 +45,7 @@ class Postings:
         self.vocab, self.indptr, self.rows, self.tf, self.dl, self.first = vocab, indptr, rows, tf, dl, first
         self.hl, self.weight = hl, weight
         self._float_lengths: Any = None  # lengths(), float64, made once: a segment never changes
+        self.word_bounds: dict[str, Any] = {}  # what bm25_topk keeps per word (`_stats_of`)
         self.tokens = int(dl.sum())
         self.heading_tokens = 0 if hl is None else int(hl.sum())
 

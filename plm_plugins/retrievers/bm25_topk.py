@@ -29,7 +29,6 @@ candidates.
 from __future__ import annotations
 
 import threading
-import weakref
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -37,7 +36,7 @@ from plm_plugins.retrievers.bm25_impacts import _IDF, _NORM, _TFC, _live_tokens,
 from plm_plugins.retrievers.bm25_postings import Postings
 
 if TYPE_CHECKING:
-    from plm import State
+    from plm.indexes import State
 
 SLACK = 1 + 1e-9  # relative headroom of a bound over every part it bounds (rounding: ~1e-15)
 UNBOUNDED = ("bm25l", "bm25+")
@@ -46,11 +45,11 @@ UNBOUNDED = ("bm25l", "bm25+")
 # (bench/bench_bm25_topk.py; at a million, 10,000 to 20,000 was even, from 20,000 MaxScore won).
 AUTO_FROM = 20_000
 
-# Per segment's postings, each word's (start, end, largest tf, shortest length): weakly keyed,
-# so a segment's go with it; at most MAX_WORDS words per segment (the oldest dropped).
-_STATS: weakref.WeakKeyDictionary[Postings, dict[str, Any]] = weakref.WeakKeyDictionary()
+# Each segment's postings keep each word's (start, end, largest tf, shortest length) met by a
+# query (`Postings.word_bounds`), at most MAX_WORDS of them (the oldest dropped).
 _LOCK = threading.Lock()
 MAX_WORDS = 1 << 18
+_UNSEEN = object()
 
 
 def _stats_of(postings: Postings, word: str) -> tuple[int, int, float, float] | None:
@@ -59,10 +58,9 @@ def _stats_of(postings: Postings, word: str) -> tuple[int, int, float, float] | 
     the segment lacks the word."""
     import numpy as np
 
-    with _LOCK:
-        words = _STATS.setdefault(postings, {})
-    if word in words:
-        return words[word]
+    words = postings.word_bounds
+    if (known := words.get(word, _UNSEEN)) is not _UNSEEN:
+        return known  # type: ignore[no-any-return]
     tid = postings.vocab.get(word)
     out = None
     if tid is not None:

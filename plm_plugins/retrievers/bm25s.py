@@ -41,15 +41,14 @@ from plm import (
     ExpandedQuery,
     PlmUserError,
     Retriever,
-    Rows,
     ScoredChunk,
     SegmentedIndex,
     StaleIndexError,
-    State,
     Tokenizer,
     default_registry,
     hookimpl,
 )
+from plm.indexes import Rows, State
 from plm_plugins.retrievers.bm25_impacts import (
     _IDF,
     _NORM,
@@ -249,7 +248,7 @@ class BM25Retriever(Retriever, SegmentedIndex):
             raise StaleIndexError(f"BM25 index {self.label!r} is not loaded")
         drop = self.drops_zero_scores
         if self.config.top_k == "maxscore" or (
-            self.config.top_k == "auto" and longest_list(state, tokens) >= AUTO_FROM
+            self.config.top_k == "auto" and state.total >= AUTO_FROM and longest_list(state, tokens) >= AUTO_FROM
         ):
             c = self.config
             found = candidates(
