@@ -105,7 +105,7 @@ class Paragraphs(plm.Chunker):
         out = []
         for doc in data:
             lines = doc.text.split("\\n")  # markdown_dir keeps a file's front matter in its text
-            body = "\\n".join(lines[plm.front_matter_lines(lines) :])
+            body = "\\n".join(lines[plm.documents.front_matter_lines(lines) :])
             parts = [p for p in body.split("\\n\\n") if p.strip()]
             out += [plm.Chunk(id=f"{doc.id}#{i}", doc_id=doc.id, text=p) for i, p in enumerate(parts)]
         return out  # the runtime adds each document's metadata and title to its chunks

@@ -28,7 +28,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import Field, PrivateAttr, field_validator, model_validator
 
-from plm import NO_REDIRECTS, ComponentConfig, ConfigError, PlmUserError, RedirectRefused, bearer_key, scrub
+from plm import ComponentConfig, ConfigError, PlmUserError
+from plm.remote import NO_REDIRECTS, RedirectRefused, bearer_key, scrub
 
 log = logging.getLogger(__name__)
 

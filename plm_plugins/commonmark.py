@@ -28,7 +28,7 @@ import re
 from collections.abc import Iterator
 from typing import NamedTuple
 
-from plm import front_matter_lines
+from plm.documents import front_matter_lines
 
 _FENCE = re.compile(r"[ \t]*(`{3,}|~{3,})")
 _ATX = re.compile(r" {0,3}(#{1,6})(?:[ \t]+|$)")

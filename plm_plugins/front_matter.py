@@ -9,7 +9,7 @@ import math
 import re
 from typing import Any
 
-from plm import MAX_METADATA_INT, front_matter_lines
+from plm.documents import MAX_METADATA_INT, front_matter_lines
 
 # A top-level `key: value` line; the value may be empty (a nested map, a list follows).
 _KEY_LINE = re.compile(r"^([A-Za-z_][\w.-]*)\s*:(?:[ \t]+(.*?))?\s*$")

@@ -32,7 +32,7 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
-from plm import front_matter_lines
+from plm.documents import front_matter_lines
 
 _UNDERLINE = re.compile(r" {0,3}(=+|-+)[ \t\r]*")  # \r: a file with CRLF line ends
 _FENCE = re.compile(r" {0,3}(`{3,}|~{3,})")

@@ -89,7 +89,7 @@ def _markdown_folder() -> Path:
 def check_loader(loader: Loader, source: str | Path | None = None) -> None:
     """`source`: what the loader reads (a folder or a file) holding a few documents
     (default: `MARKDOWN_DOCS` written as `.md` files into a temporary folder, one in a
-    subfolder). Checked: documents a store can hold (`plm.check_document`), ids unique, the
+    subfolder). Checked: documents a store can hold (`plm.documents.check_document`), ids unique, the
     same documents in the same order every time, a missing source refused with a
     PlmUserError, and, when `files()` lists, absolute paths whose `load_files` gives the
     documents `load` gives, a file alone giving its own."""
@@ -128,7 +128,7 @@ def _check_loader(rules: Rules, loader: Loader, source: str) -> None:
         try:
             check_document(doc)
         except PlmUserError as err:
-            rules.expect(False, "each document can be stored as given (plm.check_document)", f"{err}")
+            rules.expect(False, "each document can be stored as given (plm.documents.check_document)", f"{err}")
     ids = [d.id for d in docs]
     rules.expect(len(set(ids)) == len(ids), "document ids are unique", f"{ids}")
     with rules.part("loading again"):

@@ -19,8 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from plm import ComponentConfig, Embedder, MissingDependencyError, Settings, hookimpl, load_settings
-from plm import models
+from plm import ComponentConfig, Embedder, MissingDependencyError, Settings, hookimpl, load_settings, models
 from plm_plugins.embedders import onnx_backend
 from plm_plugins.embedders.tokenizer_check import check_hf_tokenizer
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import Field, field_validator
 
-from plm import ComponentConfig, ExpandedQuery, Query, QueryExpander, hookimpl, scrub
+from plm import ComponentConfig, ExpandedQuery, Query, QueryExpander, hookimpl
 from plm.chat import (
     THINKING,
     ChatClient,
@@ -30,6 +30,7 @@ from plm.chat import (
     parse_reply,
     renderable_prompt,
 )
+from plm.remote import scrub
 
 if TYPE_CHECKING:
     from plm import Registry

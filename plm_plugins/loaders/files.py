@@ -13,7 +13,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from plm import Document, LoadFailure, PlmUserError, check_id, record_id
+from plm import Document, LoadFailure, PlmUserError
+from plm.documents import check_id, record_id
 
 # A NUL byte this early means binary (git and grep sniff the same way): UTF-8 text never
 # holds one, and decoding a large binary file would only fail later with a vaguer error.

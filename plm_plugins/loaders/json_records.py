@@ -19,17 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
-from plm import (
-    ComponentConfig,
-    Document,
-    Loader,
-    LoadFailure,
-    MissingFieldError,
-    PlmUserError,
-    document_from_record,
-    hookimpl,
-    merge_metadata_field,
-)
+from plm import ComponentConfig, Document, Loader, LoadFailure, PlmUserError, document_from_record, hookimpl
+from plm.documents import MissingFieldError, merge_metadata_field
 from plm_plugins.loaders.files import (
     BadInput,
     Record,

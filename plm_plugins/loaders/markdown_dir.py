@@ -20,16 +20,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, field_validator
 
-from plm import (
-    ComponentConfig,
-    Document,
-    Loader,
-    LoadFailure,
-    PlmUserError,
-    check_document,
-    hookimpl,
-    inside,
-)
+from plm import ComponentConfig, Document, Loader, LoadFailure, PlmUserError, hookimpl
+from plm.documents import check_document, inside
 from plm_plugins.front_matter import front_matter_problem, parse_front_matter
 from plm_plugins.loaders.files import (
     BadInput,

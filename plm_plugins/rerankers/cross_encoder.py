@@ -48,9 +48,9 @@ from plm import (
     Settings,
     hookimpl,
     load_settings,
+    models,
     rescore,
 )
-from plm import models
 
 if TYPE_CHECKING:
     from plm import Registry

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from plm_plugins.retrievers.bm25_postings import Postings, weighted
 
 if TYPE_CHECKING:
-    from plm import State
+    from plm.indexes import State
 
 
 class Impacts:

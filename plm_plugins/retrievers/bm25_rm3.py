@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
-from plm import ExpandedQuery, ScoredChunk, StaleIndexError, State, hookimpl
+from plm import ExpandedQuery, ScoredChunk, StaleIndexError, hookimpl
+from plm.indexes import State
 from plm_plugins.retrievers.bm25s import BM25Retriever, Postings
 
 if TYPE_CHECKING:

@@ -21,26 +21,20 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 from pydantic import Field
 
 from plm import (
-    VECTORS_FILE,
     ComponentConfig,
     EmbeddedQuery,
     Embedder,
     ExpandedQuery,
-    Picked,
     Retriever,
-    Rows,
     ScoredChunk,
     SegmentedIndex,
     Snapshot,
     StaleIndexError,
     StoreError,
     hookimpl,
-    load_npy,
-    load_vectors,
     require_embedder,
-    save_vectors,
-    take_ids,
 )
+from plm.indexes import VECTORS_FILE, Picked, Rows, load_npy, load_vectors, save_vectors, take_ids
 
 if TYPE_CHECKING:
     from plm import Registry

@@ -28,7 +28,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field
 
-from plm import ExpandedQuery, MissingDependencyError, Rows, ScoredChunk, StaleIndexError, hookimpl, take_ids
+from plm import ExpandedQuery, MissingDependencyError, ScoredChunk, StaleIndexError, hookimpl
+from plm.indexes import Rows, take_ids
 from plm_plugins.retrievers.dense import DenseConfig, DenseRetriever, similarities
 
 if TYPE_CHECKING:

@@ -43,7 +43,8 @@ from datetime import date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from plm import RANGE_OPS, as_date, compile_filters, normalize_filters
+from plm import compile_filters
+from plm.filters import RANGE_OPS, as_date, normalize_filters
 
 # The characters str.strip() removes (str.isspace()), which as_date strips before parsing.
 PY_WHITESPACE = (

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from plm_core.records import Document, SyntheticQuery
 from plm.synthetic import leaks, normalized, rewrite
+from plm_core.records import Document, SyntheticQuery
 
 
 def test_a_query_copied_into_another_document_is_cut_there_too() -> None:

@@ -330,7 +330,7 @@ class BareParagraphs(plm.Chunker):
         out = []
         for doc in data:
             lines = doc.text.split("\\n")
-            body = "\\n".join(lines[plm.front_matter_lines(lines) :])
+            body = "\\n".join(lines[plm.documents.front_matter_lines(lines) :])
             parts = [p for p in body.split("\\n\\n") if p.strip()]
             out += [plm.Chunk(id=f"{doc.id}#{i}", doc_id=doc.id, text=p) for i, p in enumerate(parts)]
         return out

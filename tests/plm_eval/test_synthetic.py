@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from plm.synthetic import found_in
 from plm_core.config import load_job
 from plm_core.registry import default_registry
 from plm_core.settings import Settings
-from plm.synthetic import found_in
 from plm_eval import synthetic
 from plm_eval.dataset import load_query_set
 from plm_eval.eval_command import run_configs

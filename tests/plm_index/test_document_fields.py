@@ -42,7 +42,7 @@ class BareLines(plm.Chunker):
         out = []
         for doc in data:
             lines = doc.text.split("\n")
-            body = [line for line in lines[plm.front_matter_lines(lines) :] if line.strip()]
+            body = [line for line in lines[plm.documents.front_matter_lines(lines) :] if line.strip()]
             out += [plm.Chunk(id=f"{doc.id}#{i}", doc_id=doc.id, text=t) for i, t in enumerate(body)]
         return out
 

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 import plm
-from plm_core.records import StoreProblem
+from plm import StoreProblem
 
 # What a DictStore keeps at each location between close() and open(): its "disk".
 DISKS: dict[str, dict[str, Any]] = {}

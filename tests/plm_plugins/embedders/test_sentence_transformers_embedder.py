@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
+from plm import models
 from plm_core.errors import MissingDependencyError, ModelNotFoundError
 from plm_core.settings import Settings
-from plm import models
 from plm_plugins.embedders import sentence_transformers as st_module
 from plm_plugins.embedders.sentence_transformers import SentenceTransformerEmbedder
 

@@ -1,0 +1,85 @@
+"""The face is one declared list (`plm/__init__.pyi`), grouped, and enough: every family's
+base is on it, and a third party's stage never needs a private import."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+from pathlib import Path
+
+import plm
+from plm_core.registry import build_registry
+
+REPO = Path(__file__).resolve().parents[2]
+STUB = REPO / "plm" / "__init__.pyi"
+GROUPS = ["Contracts", "Records", "What the runtime hands a stage", "Errors", "Helpers for authors", "The library API"]
+
+
+def _declared() -> dict[str, str]:
+    return {
+        alias.asname or alias.name: node.module or ""
+        for node in ast.parse(STUB.read_text()).body
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
+    }
+
+
+def test_every_declared_name_is_the_object_it_names() -> None:
+    for name, module in _declared().items():
+        if module == "plm":
+            assert getattr(plm, name) is importlib.import_module(f"plm.{name}"), name
+        else:
+            assert getattr(plm, name) is getattr(importlib.import_module(module), name), name
+    assert sorted(plm.__all__) == sorted(n for n, m in _declared().items() if m != "plm")
+
+
+def test_the_list_is_grouped_and_the_module_holds_no_other_list() -> None:
+    text = STUB.read_text()
+    positions = [text.index(f"# --- {group}") for group in GROUPS]
+    assert positions == sorted(positions)
+    # The module reads the stub: no name of the face is written in plm/__init__.py's code.
+    code = ast.parse((REPO / "plm" / "__init__.py").read_text())
+    strings = {n.value for n in ast.walk(code) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+    assert not strings & set(_declared()), strings & set(_declared())
+
+
+def test_every_family_base_is_a_declared_contract() -> None:
+    contracts = STUB.read_text().split("# --- Records")[0]
+    for reg in build_registry().all():
+        base = next(k for k in reg.cls.__mro__ if k.__module__.startswith("plm_") and "family" in vars(k))
+        if base.__module__.startswith(("plm_core", "plm_index")):
+            assert f"import {base.__name__} as {base.__name__}" in contracts, (reg.name, base.__name__)
+
+
+def test_runtime_internals_are_not_on_the_face() -> None:
+    for name in ("State", "Rows", "Picked", "inside", "IDS_FILE", "scrub", "check_id", "as_date"):
+        assert name not in plm.__all__ and not hasattr(plm, name), name
+    assert plm.indexes.State.__name__ == "State" and plm.documents.inside and plm.remote.scrub
+
+
+def _imports(path: Path) -> set[str]:
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.add(node.module)
+    return found
+
+
+def test_third_party_stages_import_the_face_only() -> None:
+    """The example plugins and the store written from the docs (tests/support/dict_store.py)
+    import `plm` and its named submodules, nothing private."""
+    paths = [
+        *(REPO / "examples").glob("*/plm_example_*/*.py"),
+        *(REPO / "examples").glob("*/plm_example_*.py"),
+        REPO / "tests" / "support" / "dict_store.py",
+    ]
+    assert len(paths) >= 4
+    private = {
+        f"{p.relative_to(REPO)} -> {m}"
+        for p in paths
+        for m in _imports(p)
+        if m.split(".")[0] in {"plm_core", "plm_index", "plm_plugins", "plm_eval", "plm_serve"}
+    }
+    assert private == set()
