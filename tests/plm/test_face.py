@@ -83,3 +83,20 @@ def test_third_party_stages_import_the_face_only() -> None:
         if m.split(".")[0] in {"plm_core", "plm_index", "plm_plugins", "plm_eval", "plm_serve"}
     }
     assert private == set()
+
+
+def test_every_family_refuses_a_stage_missing_a_method_when_it_is_defined() -> None:
+    import pytest
+
+    contracts = STUB.read_text().split("# --- Records")[0]
+    names = [n for n, m in _declared().items() if f"import {n} as {n}" in contracts and n != "ComponentConfig"]
+    families = [getattr(plm, n) for n in names if issubclass(getattr(plm, n), plm.BaseComponent)]
+    assert len(families) >= 17
+    for base in families:
+        if base is plm.BaseComponent:
+            continue
+        with pytest.raises(TypeError, match=r"must implement \(the \w+ contract: docs/contracts/"):
+            type("Empty", (base,), {"name": "empty", "__module__": "a_third_party"})
+    for mixin in (plm.SavedIndex, plm.SegmentedIndex):  # an index a retriever keeps
+        with pytest.raises(TypeError, match="must implement"):
+            type("Empty", (mixin, plm.Retriever), {"name": "empty", "__module__": "a_third_party"})
