@@ -141,12 +141,13 @@ class BM25Retriever(Retriever, SegmentedIndex):
         markdown_semantic chunker writes at the top of each section, "(continued)" headings
         and those of merged sections included); first_paragraph, its text before the first
         blank line: a BEIR corpus loaded with include_title = true puts the title there."""
-        top_k: Literal["exhaustive", "maxscore", "auto"] = "exhaustive"
-        """How a query finds its best chunks: exhaustive scores every chunk holding a query word;
-        maxscore (MaxScore) scores only the chunks holding a word whose bound, with the smaller
-        bounds of the words after it, can reach the k-th best score: the same hits, scores and tie
-        order; auto, maxscore for a query with a word in 20,000 chunks or more. bm25l and bm25+
-        score every chunk either way."""
+        top_k: Literal["exhaustive", "maxscore", "auto"] = "auto"
+        """How a query finds its best chunks, all three giving the same hits, scores and tie order:
+        exhaustive scores every chunk holding a query word; maxscore (MaxScore) only the chunks
+        holding a word whose bound, with the smaller bounds of the words after it, can reach the
+        k-th best score (faster when a query word is in many chunks, slower otherwise); auto (the
+        default), maxscore for a query with a word in 20,000 chunks or more. bm25l and bm25+ score
+        every chunk either way."""
 
     config: Config
 

@@ -39,7 +39,7 @@ CONFIGS = {
 def _pair(label: str, **extra: Any) -> tuple[BM25Retriever, BM25Retriever]:
     settings = {"tokenizer": "whitespace_lower", **CONFIGS[label], **extra}
     return (
-        BM25Retriever(label=label, **settings),
+        BM25Retriever(label=label, top_k="exhaustive", **settings),
         BM25Retriever(label=label, top_k="maxscore", **settings),
     )
 
@@ -208,8 +208,8 @@ def test_auto_prunes_only_queries_with_many_postings(tmp_path: Path, monkeypatch
     seen = _pruned_rows(monkeypatch)
     rng = random.Random(9)
     chunks = [Chunk(id=f"c{i}", doc_id=f"d{i}", text=_text(rng)) for i in range(500)]
-    exhaustive = BM25Retriever(tokenizer="whitespace_lower")
-    auto = BM25Retriever(tokenizer="whitespace_lower", top_k="auto")
+    exhaustive = BM25Retriever(tokenizer="whitespace_lower", top_k="exhaustive")
+    auto = BM25Retriever(tokenizer="whitespace_lower")  # auto: the default
     exhaustive.build(CorpusSnapshot.of(chunks), tmp_path)
     auto.load(CorpusSnapshot.of(chunks), tmp_path)
     _same(exhaustive, auto, ["w0 w1 w300"])
@@ -220,7 +220,7 @@ def test_auto_prunes_only_queries_with_many_postings(tmp_path: Path, monkeypatch
 
 
 def _dataset_pair(chunks: list[Chunk], folder: Path, **settings: Any) -> tuple[BM25Retriever, BM25Retriever]:
-    exhaustive = BM25Retriever(**settings)
+    exhaustive = BM25Retriever(top_k="exhaustive", **settings)
     pruned = BM25Retriever(top_k="maxscore", **settings)
     exhaustive.build(CorpusSnapshot.of(chunks), folder)
     pruned.load(CorpusSnapshot.of(chunks), folder)
