@@ -271,7 +271,10 @@ def main() -> None:
         "queries": len(queries),
         "k": args.k,
         "rounds": args.rounds,
-        "build_s": {"plm": plm_build, "raw bm25s": raw_build, "tantivy": tv_build},
+        "build_s": {  # null: reopened (--reuse), not built in this run
+            name: None if math.isnan(took) else took
+            for name, took in (("plm", plm_build), ("raw bm25s", raw_build), ("tantivy", tv_build))
+        },
         "maxscore_exact_queries": checked,
         "tantivy_top_k_overlap_with_plm": overlap,
         "systems": rows,
