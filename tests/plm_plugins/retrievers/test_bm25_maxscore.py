@@ -267,3 +267,20 @@ def test_union_of_ascending_rows() -> None:
     """`_union`: the distinct rows of several ascending arrays, ascending."""
     parts = [np.array([1, 4, 9]), np.array([0, 4, 10]), np.array([], dtype=np.int64)]
     assert bm25_topk._union(parts).tolist() == [0, 1, 4, 9, 10]
+
+
+def test_queries_at_once_rank_as_one_at_a_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Threads share a segment's word bounds (evicted often here) and the version's kept impacts."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    monkeypatch.setattr(bm25_topk, "MAX_WORDS", 8)
+    rng = random.Random(4)
+    chunks = [Chunk(id=f"c{i}", doc_id=f"d{i}", text=_text(rng)) for i in range(600)]
+    exhaustive, pruned = _pair("lucene")
+    exhaustive.build(CorpusSnapshot.of(chunks), tmp_path)
+    pruned.load(CorpusSnapshot.of(chunks), tmp_path)
+    queries = _queries(random.Random(8), 60) * 3
+    alone = [exhaustive.search(ExpandedQuery(text=q, k=10), 10) for q in queries]
+    with ThreadPoolExecutor(8) as pool:
+        together = list(pool.map(lambda q: pruned.search(ExpandedQuery(text=q, k=10), 10), queries))
+    assert together == alone
