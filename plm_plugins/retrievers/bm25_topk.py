@@ -82,8 +82,9 @@ def longest_list(state: State, tokens: Sequence[str]) -> int:
     for word in dict.fromkeys(tokens):
         total = 0
         for seg in state.segments:
-            if (stats := _stats_of(seg.data, word)) is not None:
-                total += stats[1] - stats[0]
+            postings: Postings = seg.data
+            if (tid := postings.vocab.get(word)) is not None:  # (no bounds made for a query not pruned)
+                total += int(postings.indptr[tid + 1]) - int(postings.indptr[tid])
         longest = max(longest, total)
     return longest
 
