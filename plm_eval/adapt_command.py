@@ -51,11 +51,13 @@ def adapt(
     target = out_dir or Path("adapted") / job.config.job.name
     check_output_folder(target)  # before any work: a bad --out fails in a second, not after the training
     spec = job.config.embedder
-    if spec is None or spec.use != "sentence_transformers":
-        found = "no [embedder]" if spec is None else f"[embedder] use = {spec.use!r}"
+    # What adapt trains is a sentence-transformers model folder: an embedder that has one
+    # (`model_path`) can be adapted, whatever its name.
+    if spec is None or not isinstance(getattr(spec.cls, "model_path", None), property):
+        found = "no [embedder]" if spec is None else f"[embedder] use = {spec.use!r}, whose weights are no model folder"
         raise PlmUserError(
-            f"{config}: {found}; plm adapt fine-tunes a sentence_transformers embedder: "
-            'set [embedder] use = "sentence_transformers" and a model'
+            f"{config}: {found}; plm adapt fine-tunes an embedder whose weights are a sentence-transformers "
+            'model folder: set [embedder] use = "sentence_transformers" and a model'
         )
     job.open(create=False)
     try:
@@ -82,7 +84,7 @@ def adapt(
         highlight=False,
     )
     embedder = job.embedder
-    base = Path(getattr(embedder, "model_path"))  # noqa: B009 - a sentence_transformers embedder, checked above
+    base = Path(getattr(embedder, "model_path"))  # noqa: B009 - an embedder with a model folder, checked above
     result = adaptation.train(
         base,
         pairs,

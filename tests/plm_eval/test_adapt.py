@@ -256,6 +256,10 @@ def test_errors_name_what_is_wrong(env: dict[str, Any], tmp_path: Path) -> None:
     )
     with pytest.raises(PlmUserError, match="no \\[embedder\\].*sentence_transformers"):
         adapt(config=bm25_only, out_dir=tmp_path / "o", **FAST)
+    toy = tmp_path / "toy.toml"  # an embedder with no model folder (the example plugin's)
+    toy.write_text(bm25_only.read_text() + '[embedder]\nuse = "hashed_words"\n')
+    with pytest.raises(PlmUserError, match="'hashed_words', whose weights are no model folder"):
+        adapt(config=toy, out_dir=tmp_path / "o", **FAST)
     with pytest.raises(PlmUserError, match="no chunks"):
         adaptation.build_pairs([], adaptation.AdaptSettings())
 
