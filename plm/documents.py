@@ -5,6 +5,7 @@ from plm_index.documents import MAX_METADATA_INT as MAX_METADATA_INT
 from plm_index.documents import MissingFieldError as MissingFieldError
 from plm_index.documents import check_document as check_document
 from plm_index.documents import check_id as check_id
+from plm_index.documents import collect_records as collect_records
 from plm_index.documents import front_matter_lines as front_matter_lines
 from plm_index.documents import merge_metadata_field as merge_metadata_field
 from plm_index.documents import record_id as record_id

@@ -92,7 +92,7 @@ def describe(job: JobConfig, resolved: Mapping[str, Any] | None = None) -> str:
     out += ["store:", *stage(job.store, 1)]
     if job.embedder:
         out += ["embedder:", *stage(job.embedder, 1)]
-    if job.executor is not None and job.executor.use != "local":
+    if job.executor is not None:
         out += ["executor:", *stage(job.executor, 1)]
     for name, specs in (("index", job.index), ("query", job.query)):
         out.append(f"{name} pipeline:\n" + "\n".join(line for s in specs for line in stage(s, 1)))
@@ -142,8 +142,10 @@ def ingest(
     if executor is not None:
         set_.append(f"executor.use={executor}")
     if address is not None:
-        if executor != "ray":
-            raise typer.BadParameter("--address needs --executor ray", param_hint="--address")
+        if executor is None:  # the executor's own config says whether it takes an address
+            raise typer.BadParameter(
+                "--address needs --executor ray (or another that takes an address)", param_hint="--address"
+            )
         set_.append(f"executor.address={address}")
     job = open_job(config, set_, None, index)
     report = job.ingest(paths, force=force, prune=prune, prune_unread=prune_unread)

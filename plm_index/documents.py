@@ -14,14 +14,14 @@ from __future__ import annotations
 import math
 import re
 import unicodedata
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
 from plm_core.component import BaseComponent
 from plm_core.errors import PlmUserError, TypeValidationError
 from plm_core.pipeline import check_output, stage_name
-from plm_core.records import Chunk, Document
+from plm_core.records import Chunk, Document, LoadFailure
 
 MAX_ID_CHARS = 512
 MAX_METADATA_DEPTH = 20
@@ -286,6 +286,74 @@ def document_from_record(
     )
     check_document(doc)
     return doc
+
+
+def _failure(where: str, message: str, doc_id: str = "") -> LoadFailure:
+    if doc_id:
+        try:
+            check_id(doc_id)
+        except PlmUserError:
+            doc_id = ""  # an id no stored version can have names no document
+    return LoadFailure(where, message, doc_id)
+
+
+def collect_records(
+    records: Iterable[tuple[str, str, Any]],
+    id_field: str,
+    make: Callable[[Mapping[str, Any]], Document],
+    failure: Callable[[str, str, str], LoadFailure] = _failure,
+    errors: tuple[type[Exception], ...] = (),
+) -> tuple[list[Document], list[LoadFailure]]:
+    """Documents from parsed records `(where, ref, record)`, one LoadFailure per record that
+    `make` rejects (raising PlmUserError or one of `errors`), so every other record still
+    loads; a record given as an exception is that record's failure. `make` returns checked
+    documents (`document_from_record`); `failure(where, message, doc_id)` makes each failure.
+
+    The first record with an id owns it, even when it fails, so a later duplicate fails
+    and the failure's doc_id only ever names an id no loaded document has. A record whose
+    id is absent or null is left to `make`, which says which setting names the field.
+    """
+    docs: list[Document] = []
+    failures: list[LoadFailure] = []
+    owner: dict[str, str] = {}
+    for where, ref, record in records:
+        if isinstance(record, BaseException):
+            failures.append(failure(where, str(record), ""))
+            continue
+        doc_id = ""
+        try:
+            if record.get(id_field) is not None:
+                doc_id = record_id(record, (id_field,))
+                if doc_id in owner:
+                    raise DocumentError(
+                        f"id {doc_id[:80]!r} is already used by {owner[doc_id]}, which keeps it; "
+                        "ids must be unique, so change or remove this record"
+                    )
+                owner[doc_id] = ref
+            docs.append(make(record))
+        except (PlmUserError, *errors) as err:
+            failures.append(failure(where, str(err), doc_id))
+    return docs, failures
+
+
+def documents_from_values(records: Sequence[Any]) -> tuple[list[Document], list[LoadFailure]]:
+    """Records given as values (`POST /documents`): `id`, `text`, `title` (searched with the
+    text) and every other key as metadata (a `metadata` table merged in), checked as a
+    loader checks a file's records; each bad record is one failure, `record N`."""
+
+    def make(record: Mapping[str, Any]) -> Document:
+        metadata = merge_metadata_field({k: v for k, v in record.items() if k not in ("id", "text", "title")})
+        return document_from_record(record, id_fields=("id",), include_title=True, metadata=metadata)
+
+    items = (
+        (
+            f"record {n}",
+            f"record {n}",
+            rec if isinstance(rec, Mapping) else DocumentError(f"expected a JSON object, got {_kind(rec)}"),
+        )
+        for n, rec in enumerate(records, start=1)
+    )
+    return collect_records(items, "id", make)
 
 
 def with_document_fields(chunks: Sequence[Chunk], docs: Sequence[Document]) -> list[Chunk]:

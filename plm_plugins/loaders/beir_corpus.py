@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Any
 from pydantic import Field
 
 from plm import ComponentConfig, Document, Loader, LoadFailure, PlmUserError, document_from_record, hookimpl
+from plm.documents import collect_records
 from plm_plugins.loaders.files import (
     BadInput,
-    collect_records,
     docs_or_raise,
     failure,
     jsonl_records,
@@ -74,7 +74,7 @@ class BeirCorpusLoader(Loader):
             text = read_text_file(path, self.config.max_file_mb, skip="give a UTF-8 BEIR corpus.jsonl")
         except BadInput as err:
             return [], [failure(path, str(err))]
-        return with_path(collect_records(jsonl_records(path, text), "_id", self._document), path)
+        return with_path(collect_records(jsonl_records(path, text), "_id", self._document, failure, (BadInput,)), path)
 
     def _document(self, record: Mapping[str, Any]) -> Document:
         # An empty text with a title is kept when the title is indexed: BEIR corpora have

@@ -9,12 +9,12 @@ from __future__ import annotations
 import json
 import os
 import stat
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, BinaryIO
 
 from plm import Document, LoadFailure, PlmUserError
-from plm.documents import check_id, record_id
+from plm.documents import check_id
 
 # A NUL byte this early means binary (git and grep sniff the same way): UTF-8 text never
 # holds one, and decoding a large binary file would only fail later with a vaguer error.
@@ -190,40 +190,6 @@ def _json_object(line: str, what: str) -> Mapping[str, Any] | BadInput:
     if not isinstance(record, dict):
         return BadInput(f"expected a JSON object, got {type(record).__name__}; fix or remove the {what}")
     return record
-
-
-def collect_records(
-    records: Iterable[Record], id_field: str, make: Callable[[Mapping[str, Any]], Document]
-) -> tuple[list[Document], list[LoadFailure]]:
-    """Documents from parsed records, one LoadFailure per record that `make` rejects, so
-    every other record still loads. `make` returns checked documents (as
-    `plm_index.documents.document_from_record` does) or raises BadInput or PlmUserError.
-
-    The first record with an id owns it, even when it fails, so a later duplicate fails
-    and the failure's doc_id only ever names an id no loaded document has. A record whose
-    id is absent or null is left to `make`, which says which setting names the field.
-    """
-    docs: list[Document] = []
-    failures: list[LoadFailure] = []
-    owner: dict[str, str] = {}
-    for where, ref, record in records:
-        if isinstance(record, BadInput):
-            failures.append(failure(where, str(record)))
-            continue
-        doc_id = ""
-        try:
-            if record.get(id_field) is not None:
-                doc_id = record_id(record, (id_field,))
-                if doc_id in owner:
-                    raise BadInput(
-                        f"id {doc_id[:80]!r} is already used by {owner[doc_id]}, which keeps it; "
-                        "ids must be unique, so change or remove this record"
-                    )
-                owner[doc_id] = ref
-            docs.append(make(record))
-        except (BadInput, PlmUserError) as err:
-            failures.append(failure(where, str(err), doc_id))
-    return docs, failures
 
 
 def with_path(loaded: tuple[list[Document], list[LoadFailure]], path: Path) -> tuple[list[Document], list[LoadFailure]]:

@@ -13,18 +13,17 @@ list) and loads the rest; a file that is binary, not UTF-8, over `max_file_mb` o
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
 from plm import ComponentConfig, Document, Loader, LoadFailure, PlmUserError, document_from_record, hookimpl
-from plm.documents import MissingFieldError, merge_metadata_field
+from plm.documents import MissingFieldError, collect_records, merge_metadata_field
 from plm_plugins.loaders.files import (
     BadInput,
     Record,
-    collect_records,
     docs_or_raise,
     failure,
     jsonl_records,
@@ -74,12 +73,9 @@ class JsonRecordsLoader(Loader):
             records = jsonl_records(path, text) if jsonl else _array_records(path, text)
         except BadInput as err:
             return [], [failure(path, str(err))]
-        return with_path(collect_records(records, self.config.id_field, self.record_document), path)
-
-    @classmethod
-    def from_records(cls, records: Sequence[Any]) -> tuple[list[Document], list[LoadFailure]]:
-        """Records given as values, checked as a file's records are (`documents_from_records`)."""
-        return documents_from_records(records)
+        return with_path(
+            collect_records(records, self.config.id_field, self.record_document, failure, (BadInput,)), path
+        )
 
     def record_document(self, record: Mapping[str, Any]) -> Document:
         cfg = self.config
@@ -103,25 +99,6 @@ class JsonRecordsLoader(Loader):
             # The usual cause is an export that names the field differently.
             setting = "id_field" if err.field == cfg.id_field else "text_field"
             raise BadInput(f"{err}, or set the loader's {setting} to the key that holds it") from None
-
-
-def documents_from_records(
-    records: Sequence[Any], config: JsonRecordsLoader.Config | None = None
-) -> tuple[list[Document], list[LoadFailure]]:
-    """Records given as values (an HTTP body, not a file) taken exactly as `load` takes a
-    file's: the same keys, metadata and checks; each bad record is one failure, `record N`.
-    The server reaches it by the registered name (`JsonRecordsLoader.from_records`), never
-    by importing this module."""
-    loader = JsonRecordsLoader(config or JsonRecordsLoader.Config.model_validate({}))
-    items = (
-        (
-            f"record {n}",
-            f"record {n}",
-            rec if isinstance(rec, Mapping) else BadInput(f"expected a JSON object, got {type(rec).__name__}"),
-        )
-        for n, rec in enumerate(records, start=1)
-    )
-    return collect_records(items, loader.config.id_field, loader.record_document)
 
 
 def _array_records(path: Path, text: str) -> Iterator[Record]:

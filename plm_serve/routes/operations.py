@@ -11,6 +11,7 @@ from fastapi import APIRouter
 from fastapi.responses import JSONResponse, PlainTextResponse
 from pydantic import BaseModel, ConfigDict, Field
 
+from plm_index.documents import documents_from_values
 from plm_serve.http_errors import ERRORS, ErrorResponse, error, shortened
 from plm_serve.metrics import ServerMetrics
 from plm_serve.service import FromFile, Service
@@ -102,11 +103,7 @@ def add_operation_routes(router: APIRouter, service: Service, counted: ServerMet
     def post_documents(body: DocumentsRequest) -> Any:
         """Add or update documents (records with at least `id` and `text`); unchanged ones are
         skipped. A request holding an invalid record is a 422 naming each one, and stores nothing."""
-        from plm_core.registry import default_registry
-
-        # as the json_records loader reads a file; reached by its registered name, as a config would
-        loader: Any = default_registry().get("json_records", "loaders").cls
-        docs, failed = loader.from_records(body.records)
+        docs, failed = documents_from_values(body.records)
         if failed:
             # All or nothing: a 200 with the problem inside `failed` read as success to
             # clients that check the status; fixed and sent again, the request is whole.

@@ -100,3 +100,20 @@ def test_every_family_refuses_a_stage_missing_a_method_when_it_is_defined() -> N
     for mixin in (plm.SavedIndex, plm.SegmentedIndex):  # an index a retriever keeps
         with pytest.raises(TypeError, match="must implement"):
             type("Empty", (mixin, plm.Retriever), {"name": "empty", "__module__": "a_third_party"})
+
+
+def test_the_runtime_special_cases_no_component_by_name() -> None:
+    """The runtime, evaluation and the server reach a stage by what a config names or by what
+    it can do, never by testing for one name: a default may name one (`use = "sqlite"` when a
+    config has no [store]), a branch may not."""
+    import re
+
+    branch = re.compile(r"""\.use\s*[!=]=\s*["']|registry\(\)\.get\(\s*["']|\b(?:executor|use)\s*[!=]=\s*["']\w+["']""")
+    found = [
+        f"{path.relative_to(REPO)}:{n}: {line.strip()}"
+        for package in ("plm_core", "plm_index", "plm_eval", "plm_serve")
+        for path in (REPO / package).rglob("*.py")
+        for n, line in enumerate(path.read_text().splitlines(), start=1)
+        if branch.search(line)
+    ]
+    assert found == []
