@@ -20,7 +20,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from plm_core.errors import PipelineError, PlmUserError, TypeValidationError
-from plm_serve.service import FromFile, NotReady
+from plm_serve.errors import FromFile, NotReady
 
 
 class ErrorResponse(BaseModel):

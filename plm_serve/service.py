@@ -1,25 +1,26 @@
-"""The state behind `plm serve`: warm read generations, one writer, a background reloader.
+"""The state behind `plm serve`: which read generation is current, one writer, a
+background reloader.
 
-- A `Generation` is one committed corpus version, warm: jobs whose store connections are
-  pinned to that state (an open read snapshot: SQLite WAL or a Postgres REPEATABLE READ
-  transaction) with every index loaded for it. A query takes a reader of the current
-  generation, so it always sees one whole version, and never loads or rebuilds anything.
+- Queries read the current `Generation` (plm_serve/generation.py): one committed corpus
+  version, warm, so a query always sees one whole version and never loads or rebuilds
+  anything. A generation closed under a query (a newer one swapped in) sends the query to
+  the newer one; a store that stops answering marks the service broken until a reload.
 - One writer job (its own connection) applies syncs from `POST /documents`, `DELETE` and
-  the watcher, one at a time (`write_lock`).
+  the watcher, one at a time (`write_lock`), and records the last one for /status
+  (laid out by plm_serve/status.py).
 - The reloader thread notices new versions (this process's syncs at once, another
   process's within `poll_s`), builds and warms a new generation in the background, swaps
-  it in whole, and closes the old one when its in-flight queries are done.
+  it in whole, and closes the old one when its in-flight queries are done; a writer waits
+  (`refresh`) until its own version is served.
 - One model is loaded once and shared by every job.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable, Sequence
-from contextlib import ExitStack
 from typing import Any
 
 from plm_core.errors import PlmUserError, StaleIndexError, StoreError
@@ -28,10 +29,11 @@ from plm_index.cache import warm_to_embed
 from plm_index.job import Job
 from plm_index.sync import IngestReport
 from plm_serve.documents import original_file
-from plm_serve.watcher import read_watcher_file
+from plm_serve.errors import NotReady
+from plm_serve.generation import READER_WAIT_S, Generation, GenerationClosed
+from plm_serve.status import status_report
 
 log = logging.getLogger("plm.serve")
-READER_WAIT_S = 60.0  # a query waits this long for a free reader, then is answered 503
 
 
 def _at_least(served: CorpusVersion | None, target: CorpusVersion | None) -> bool:
@@ -40,120 +42,6 @@ def _at_least(served: CorpusVersion | None, target: CorpusVersion | None) -> boo
     if served is None or target is None:
         return served == target
     return served == target or (served.store_id == target.store_id and served.counter >= target.counter)
-
-
-def folder_bytes(folder: Any) -> int:
-    """Bytes of the files under `folder`; files and folders that vanish meanwhile (a merge's
-    temp folder renamed into place, an old segment collected) are skipped, never an error."""
-    total = 0
-    for root, _, files in os.walk(folder):  # os.walk skips folders that vanish under it
-        for name in files:
-            try:
-                total += os.stat(os.path.join(root, name)).st_size
-            except OSError:
-                continue
-    return total
-
-
-class NotReady(PlmUserError):
-    """The index is empty or not loaded yet (HTTP 503)."""
-
-
-class FromFile(PlmUserError):
-    """A posted record has the id of a document that a file holds (HTTP 409)."""
-
-
-class Reader:
-    """One job pinned to one committed state, indexes loaded."""
-
-    def __init__(self, job: Job) -> None:
-        self.job, self.stack = job, ExitStack()
-        try:
-            job.open(create=False)
-            self.stack.enter_context(job.store.snapshot())
-            job.searcher.expect_stale = True  # a sync in flight saves its builds moments later
-            job.searcher.warm()
-        except BaseException:
-            self.close()
-            raise
-        self.version: CorpusVersion | None = job.searcher.version
-        self.empty = job.searcher.empty
-
-    def close(self) -> None:
-        try:
-            self.stack.close()
-        except PlmUserError as err:  # a reader writes nothing: a snapshot lost with its connection loses nothing
-            log.info("closing a reader: %s", err)
-        finally:
-            self.job.close()
-
-
-class GenerationClosed(Exception):
-    """The generation a query took is being closed (a newer one was swapped in): the query
-    takes the service's current generation and tries again."""
-
-
-class Generation:
-    """`readers` readers of one version; a query borrows one (at most that many at once).
-
-    `close()` marks the generation closing and wakes every query waiting for one of its
-    readers: those retry on the generation swapped in meanwhile (`GenerationClosed`), so no
-    query ever waits on readers that are about to be closed. It then waits for the readers
-    lent out to come back and closes them."""
-
-    def __init__(self, make_job: Callable[[], Job], readers: int) -> None:
-        built: list[Reader] = []
-        try:
-            for _ in range(readers):
-                built.append(Reader(make_job()))
-        except BaseException:
-            for reader in built:
-                reader.close()
-            raise
-        self.version, self.empty, self.n = built[0].version, built[0].empty, len(built)
-        self._idle = built
-        self._free = threading.Condition()  # guards _idle and _closing
-        self._closing = False
-
-    def search(self, query: Query, deadline: float) -> Any:
-        return self.read(lambda job: job.search(query), deadline)
-
-    def stats(self, deadline: float) -> dict[str, Any]:
-        """The store's counts and sizes as this generation sees them."""
-        return self.read(lambda job: job.store.stats(), deadline)  # type: ignore[no-any-return]
-
-    def read(self, work: Callable[[Job], Any], deadline: float) -> Any:
-        """`work(job)` with a reader of this generation (one of the `readers` at a time),
-        waiting for one until `deadline` (time.monotonic()); GenerationClosed once closing."""
-        with self._free:
-            while not self._idle and not self._closing:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise NotReady(f"the server is busy: no reader was free within {READER_WAIT_S:.0f}s; retry later")
-                self._free.wait(left)
-            if self._closing:
-                raise GenerationClosed
-            reader = self._idle.pop()
-        try:
-            return work(reader.job)
-        finally:
-            with self._free:
-                self._idle.append(reader)
-                self._free.notify_all()
-
-    def close(self) -> None:
-        """Turn new queries away, then close every reader once its in-flight query (if any)
-        is done. Closing twice closes once."""
-        with self._free:
-            if self._closing:
-                return
-            self._closing = True
-            self._free.notify_all()  # waiting queries: retry on the current generation
-            while len(self._idle) < self.n:
-                self._free.wait()
-            readers, self._idle = self._idle, []
-        for reader in readers:
-            reader.close()
 
 
 class Service:
@@ -359,6 +247,7 @@ class Service:
         return report
 
     def status(self) -> dict[str, Any]:
+        """What /status reports (plm_serve/status.py), read as a query reads."""
         generation: Generation | None = None
         try:
             # A reader's view: never waits for a sync (a watcher's catch-up of a million
@@ -369,27 +258,13 @@ class Service:
                 raise
             with self.write_lock:
                 stats = self.writer.store.stats()
-        return {
-            "config": self.writer.config.job.name,
-            "config_path": str(self.writer.config.path),
-            "index_dir": str(self.writer.index_dir),
-            "ready": generation is not None and not generation.empty,
-            "serving_version": str(generation.version) if generation else None,
-            "documents": stats.get("documents"),
-            "chunks": stats.get("chunks"),
-            "vectors": stats.get("vectors"),
-            "model": stats.get("model"),
-            "corpus_version": stats.get("corpus_version"),
-            "store_bytes": stats.get("bytes"),
-            "index_dir_bytes": folder_bytes(self.writer.index_dir),
-            "readers": self.readers,
-            "uptime_s": round(time.time() - self.started, 1),
-            "last_sync": self.last_sync,
-            "load_error": self.load_error,
-            # Damage in the saved indexes (read only, beside the readers): queries are answered
-            # from the store meanwhile; `repair` is the command that fixes it.
-            "problems": (problems := self.writer.searcher.damage()),
-            "repair": f"plm index rebuild --config {self.writer.config.path}" if problems else None,
-            # This server's own (--watch), else a `plm watch` process syncing the same index.
-            "watcher": self.watcher.state() if self.watcher is not None else read_watcher_file(self.writer.index_dir),
-        }
+        return status_report(
+            self.writer,
+            generation,
+            stats,
+            readers=self.readers,
+            started=self.started,
+            last_sync=self.last_sync,
+            load_error=self.load_error,
+            watcher=self.watcher,
+        )

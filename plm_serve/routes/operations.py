@@ -12,9 +12,10 @@ from fastapi.responses import JSONResponse, PlainTextResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from plm_index.documents import documents_from_values
+from plm_serve.errors import FromFile
 from plm_serve.http_errors import ERRORS, ErrorResponse, error, shortened
 from plm_serve.metrics import ServerMetrics
-from plm_serve.service import FromFile, Service
+from plm_serve.service import Service
 
 MAX_DOCUMENTS = 10_000  # records in one POST /documents
 

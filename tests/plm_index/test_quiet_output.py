@@ -134,7 +134,7 @@ def test_a_stale_build_warns_unless_a_server_expects_one(
 
 def test_a_server_reader_expects_stale_builds(tmp_path: Path) -> None:
     pytest.importorskip("fastapi")
-    from plm_serve.service import Reader
+    from plm_serve.generation import Reader
 
     job = _bm25_job(tmp_path)
     job.sync([{"id": "a", "text": "pagers rotate on mondays"}])

@@ -23,8 +23,10 @@ import pytest
 from plm_core.settings import Settings
 from plm_index.job import Job
 from plm_index.sync import IngestReport
+from plm_serve.folder_watcher import FolderWatcher
 from plm_serve.syncing import sync_paths
-from plm_serve.watcher import FolderWatcher, glob_filter, job_watcher, loader_filter_for, scratch
+from plm_serve.watch_filters import glob_filter, loader_filter_for, scratch
+from plm_serve.watcher import job_watcher
 
 REPO = Path(__file__).resolve().parents[2]
 
