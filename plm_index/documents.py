@@ -316,6 +316,7 @@ def collect_records(
     docs: list[Document] = []
     failures: list[LoadFailure] = []
     owner: dict[str, str] = {}
+    caught: tuple[type[Exception], ...] = (PlmUserError, *errors)
     for where, ref, record in records:
         if isinstance(record, BaseException):
             failures.append(failure(where, str(record), ""))
@@ -331,7 +332,7 @@ def collect_records(
                     )
                 owner[doc_id] = ref
             docs.append(make(record))
-        except (PlmUserError, *errors) as err:
+        except caught as err:
             failures.append(failure(where, str(err), doc_id))
     return docs, failures
 
