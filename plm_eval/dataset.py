@@ -123,10 +123,11 @@ def load_query_set(dataset: Path, name: str) -> QuerySet:
 
 def resolve_dataset(config: JobConfig, dataset: str | Path | None) -> Path | None:
     """The dataset folder: the CLI's --dataset, else [job].dataset relative to the config."""
+    given = eval_settings(config).dataset
     if dataset is not None:
         path = Path(dataset)
-    elif eval_settings(config).dataset:
-        path = (config.path.parent / eval_settings(config).dataset).resolve()
+    elif given:
+        path = (config.path.parent / given).resolve()
     else:
         return None
     if not path.is_dir():
