@@ -5,11 +5,15 @@ every query (the embedder remembers recent ones), and the ONNX query embedding a
 to back and with a 5 ms pause between queries, as a served query has.
 
     HF_HUB_OFFLINE=1 python bench/bench_hybrid_parts.py --work /tmp/plm-write-1m-hybrid
+
+`--set KEY=VALUE` (repeat) overrides the recipe as `plm query --set` does, e.g.
+`--set query.retrieve.fuser.default.candidates_factor=2`; `--json PATH` keeps every round.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
 import statistics
@@ -27,6 +31,9 @@ def main() -> None:
     ap.add_argument("--work", type=Path, required=True)
     ap.add_argument("--queries", type=int, default=300)
     ap.add_argument("--config", default="serve.toml", help="the recipe in --work to query (default serve.toml)")
+    ap.add_argument("--set", dest="overrides", action="append", default=[], help="KEY=VALUE override (repeat)")
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--json", type=Path, help="write every round's numbers here")
     args = ap.parse_args()
     os.environ.setdefault("PLM_PROGRESS", "0")
     from plm_core.records import Query
@@ -59,7 +66,7 @@ def main() -> None:
         (CorpusView, "hits", "hits"),
     ]:
         timed(cls, method, label)
-    job = open_job(args.work / args.config, None, None, args.work / "index")
+    job = open_job(args.work / args.config, args.overrides, None, args.work / "index")
     job.open(create=False)
     rng = random.Random(7)
 
@@ -68,7 +75,8 @@ def main() -> None:
 
     for text in fresh("warm")[:100]:
         job.search(Query(text=text, k=10))
-    for rnd in range(2):
+    result: dict[str, Any] = {"config": args.config, "set": args.overrides, "queries": args.queries, "rounds": []}
+    for rnd in range(args.rounds):
         took.clear()
         total = []
         cpu0 = time.process_time()
@@ -81,6 +89,14 @@ def main() -> None:
         cpu = (time.process_time() - cpu0) * 1000 / len(total)
         parts = ", ".join(f"{k} {statistics.median(v):.2f}" for k, v in took.items())
         total.sort()
+        result["rounds"].append(
+            {
+                "p50_ms": round(total[len(total) // 2], 2),
+                "p95_ms": round(total[int(len(total) * 0.95)], 2),
+                "cpu_ms_per_query": round(cpu, 2),
+                "part_medians_ms": {k: round(statistics.median(v), 3) for k, v in took.items()},
+            }
+        )
         print(
             f"round {rnd + 1}: query p50 {total[len(total) // 2]:.1f} ms, p95 {total[int(len(total) * 0.95)]:.1f} ms, "
             f"CPU {cpu:.1f} ms a query (all threads); "
@@ -96,9 +112,16 @@ def main() -> None:
             lat.append((time.perf_counter() - t0) * 1000)
             time.sleep(pause)
         lat.sort()
+        result[f"embed_alone_{label.replace(' ', '_')}"] = {
+            "p50_ms": round(lat[len(lat) // 2], 2),
+            "p95_ms": round(lat[int(len(lat) * 0.95)], 2),
+        }
         print(
             f"query embedding alone, {label}: p50 {lat[len(lat) // 2]:.2f} ms, p95 {lat[int(len(lat) * 0.95)]:.2f} ms"
         )
+
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
 
 
 if __name__ == "__main__":

@@ -132,6 +132,13 @@ def main() -> None:
     ap.add_argument("--work", type=Path, required=True, help="index and configs (an index there is reused)")
     ap.add_argument("--readers", type=int, default=1, help="plm serve --readers: queries answered at once")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument(
+        "--serve-set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override the served recipe (plm serve --set; repeat), e.g. a fuser's candidates_factor",
+    )
     args = ap.parse_args()
     say = (lambda *_: None) if args.json else (lambda msg: print(msg, file=sys.stderr, flush=True))
     work, corpus = args.work.resolve(), args.corpus_dir.resolve()
@@ -150,6 +157,7 @@ def main() -> None:
         "recipe": args.recipe,
         "toy_vectors": args.toy_vectors,
         "readers": args.readers,
+        "serve_set": args.serve_set,
     }
     if not (index / "plm.sqlite").exists():
         build_cfg = work / "build.toml"
@@ -174,6 +182,7 @@ def main() -> None:
         "0",
         "--readers",
         str(args.readers),
+        *(x for kv in args.serve_set for x in ("--set", kv)),
     ]
     t0 = time.perf_counter()
     server = subprocess.Popen(cmd, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT)
