@@ -140,10 +140,10 @@ class MemoryCorpus:
     def hits(self, ranked: Sequence[ScoredChunk], sources: Mapping[str, Sequence[ScoredChunk]]) -> tuple[Hit, ...]:
         from plm_core.records import SourceScore
 
+        found = {label: {s.chunk_id: s for s in hits} for label, hits in sources.items()}
         out = []
         for rank, scored in enumerate(ranked):
             chunk = self.by_id[scored.chunk_id]
-            found = {label: {s.chunk_id: s for s in hits} for label, hits in sources.items()}
             out.append(
                 Hit(
                     chunk_id=chunk.id,
