@@ -1,7 +1,8 @@
 """Writes docs/contracts/: one page per family of stage, made from its base class in
-`plm_core/interfaces.py` (and the index and store bases it builds on): what goes in and
-out, each method's signature and docstring (what a plugin must write, what it may
-override), the TOML slot, a short example and the conformance check, if there is one.
+`plm_core/interfaces.py` or `plm/evaluation.py` (and the index and store bases it builds
+on): what goes in and out, each method's signature and docstring (what a plugin must
+write, what it may override), the TOML slot, a short example and the conformance check,
+if there is one.
 
     python docs/contracts.py          # rewrite the pages
     python docs/contracts.py --check  # exit 1 if a page is not what the code makes
@@ -435,7 +436,7 @@ def index(pages: dict[str, str]) -> str:
         "",
         "One page per family of stage: the base class a plugin subclasses (all from `import plm`),",
         "what goes in and out, each method to write or override, the TOML slot, an example and",
-        "the conformance check. Generated from the kernel's base classes by `docs/contracts.py`;",
+        "the conformance check. Generated from the family base classes by `docs/contracts.py`;",
         "[Writing a plugin](../plugins.md) walks through one.",
         "",
         "| family | base | what it does |",

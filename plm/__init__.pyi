@@ -10,9 +10,9 @@
 # --- Contracts: the base class of each family (a stage's family is its base's) ---
 from plm_core.component import BaseComponent as BaseComponent
 from plm_core.component import ComponentConfig as ComponentConfig
-from plm_core.evaluation import Evaluator as Evaluator
-from plm_core.evaluation import QueryGenerator as QueryGenerator
-from plm_core.evaluation import Reporter as Reporter
+from plm.evaluation import Evaluator as Evaluator
+from plm.evaluation import QueryGenerator as QueryGenerator
+from plm.evaluation import Reporter as Reporter
 from plm_core.interfaces import Chunker as Chunker
 from plm_core.interfaces import ChunkTransform as ChunkTransform
 from plm_core.interfaces import Converter as Converter
@@ -47,7 +47,7 @@ from plm_core.records import Ranking as Ranking
 from plm_core.records import ScoredChunk as ScoredChunk
 from plm_core.records import SourceScore as SourceScore
 from plm_core.records import StoreProblem as StoreProblem
-from plm_core.records import SyntheticQuery as SyntheticQuery
+from plm.evaluation import SyntheticQuery as SyntheticQuery
 
 # --- What the runtime hands a stage (`needs`), and a plugin's registration ---
 from plm_core.hookspecs import hookimpl as hookimpl

@@ -52,23 +52,6 @@ class Converted:
 
 
 @dataclass(frozen=True)
-class SyntheticQuery:
-    """A query made from the corpus itself, judged relevant to one document (`doc_id`).
-
-    `remove`: verbatim spans of the corpus the query was copied from (a heading line, a
-    sentence, the sentence holding a link); the evaluation removes them, and the query's own
-    text, from every document it indexes, so the query is never found just because it is a
-    copy of what is searched. `kind`: the generator's name; `source_doc`: the document the
-    text was taken from (the target itself, or a page that links to it)."""
-
-    text: str
-    doc_id: str
-    kind: str
-    remove: tuple[str, ...] = ()
-    source_doc: str = ""
-
-
-@dataclass(frozen=True)
 class LoadFailure:
     """A file (or record) a loader could not turn into a document, and why; `doc_id` when
     known (e.g. the file stem), so a sync keeps the stored document instead of pruning it.

@@ -37,13 +37,13 @@ from typing import Annotated, Any
 import typer
 from pydantic import ValidationError
 
+from plm.evaluation import QueryGenerator, SyntheticQuery
+from plm.synthetic import leaks, normalized, rewrite
 from plm_core.config import JobConfig, format_validation, parse_override
 from plm_core.errors import ConfigError, PlmUserError
-from plm_core.evaluation import QueryGenerator
 from plm_core.interfaces import Loader
-from plm_core.records import Document, SyntheticQuery
+from plm_core.records import Document
 from plm_core.registry import Registry
-from plm.synthetic import leaks, normalized, rewrite
 
 SET_NAME = "synthetic"
 DEFAULT_GENERATORS = ("headings", "inverse_cloze", "links")

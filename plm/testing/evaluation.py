@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from plm.evaluation import Evaluator, QueryGenerator, Reporter, SyntheticQuery
 from plm.testing.corpus import CHUNKS, MARKDOWN_DOCS
 from plm.testing.rules import Rules, checking
-from plm_core.evaluation import Evaluator, QueryGenerator, Reporter
-from plm_core.records import Document, ExpandedQuery, Hit, Query, Ranking, SyntheticQuery
+from plm_core.records import Document, ExpandedQuery, Hit, Query, Ranking
 
 
 def check_query_generator(generator: QueryGenerator, documents: Sequence[Document] | None = None) -> None:

@@ -25,9 +25,9 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 from pydantic import Field
 
+from plm.evaluation import Reporter
 from plm_core.component import ComponentConfig
 from plm_core.errors import MissingDependencyError, PlmUserError
-from plm_core.evaluation import Reporter
 from plm_core.hookspecs import hookimpl
 from plm_eval.evaluators.significance import CONFIDENCE, adjust_p_values, bootstrap_cis, paired_p_value
 

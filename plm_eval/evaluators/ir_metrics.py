@@ -20,9 +20,9 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
+from plm.evaluation import Evaluator
 from plm_core.component import ComponentConfig
 from plm_core.errors import MissingDependencyError
-from plm_core.evaluation import Evaluator
 from plm_core.hookspecs import hookimpl
 from plm_core.records import Query
 from plm_eval.dataset import QuerySet

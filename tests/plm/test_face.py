@@ -46,8 +46,8 @@ def test_the_list_is_grouped_and_the_module_holds_no_other_list() -> None:
 def test_every_family_base_is_a_declared_contract() -> None:
     contracts = STUB.read_text().split("# --- Records")[0]
     for reg in build_registry().all():
-        base = next(k for k in reg.cls.__mro__ if k.__module__.startswith("plm_") and "family" in vars(k))
-        if base.__module__.startswith(("plm_core", "plm_index")):
+        base = next(k for k in reg.cls.__mro__ if k.__module__.startswith(("plm_", "plm.")) and "family" in vars(k))
+        if base.__module__.startswith(("plm_core", "plm_index", "plm.")):
             assert f"import {base.__name__} as {base.__name__}" in contracts, (reg.name, base.__name__)
 
 

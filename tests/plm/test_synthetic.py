@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from plm.evaluation import SyntheticQuery
 from plm.synthetic import leaks, normalized, rewrite
-from plm_core.records import Document, SyntheticQuery
+from plm_core.records import Document
 
 
 def test_a_query_copied_into_another_document_is_cut_there_too() -> None:

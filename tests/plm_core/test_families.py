@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from plm.evaluation import Evaluator, QueryGenerator, Reporter
 from plm_core.component import BaseComponent
 from plm_core.config import build_spec
 from plm_core.errors import ConfigError, PluginError
-from plm_core.evaluation import Evaluator, QueryGenerator, Reporter
 from plm_core.interfaces import (
     Chunker,
     ChunkTransform,

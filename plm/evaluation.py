@@ -1,16 +1,34 @@
-"""The evaluation families: what `plm eval` draws synthetic queries with (`QueryGenerator`),
-scores a query set with (`Evaluator`, `[job] evaluator`) and compares configs with
-(`Reporter`, `[job] reporter`). Contracts only; the implementations are in plm_eval and
-plm_plugins.query_generators."""
+"""The evaluation families, on the face and out of the kernel: what `plm eval` draws
+synthetic queries with (`QueryGenerator`, making `SyntheticQuery` records), scores a query
+set with (`Evaluator`, `[job] evaluator`) and compares configs with (`Reporter`, `[job]
+reporter`). Contracts only; the implementations are in plm_eval and
+plm_plugins.query_generators, the rules of a synthetic query in `plm.synthetic`."""
 
 from __future__ import annotations
 
 from abc import abstractmethod
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from plm_core.component import BaseComponent
-from plm_core.records import Document, SyntheticQuery
+from plm import BaseComponent, Document
+
+
+@dataclass(frozen=True)
+class SyntheticQuery:
+    """A query made from the corpus itself, judged relevant to one document (`doc_id`).
+
+    `remove`: verbatim spans of the corpus the query was copied from (a heading line, a
+    sentence, the sentence holding a link); the evaluation removes them, and the query's own
+    text, from every document it indexes, so the query is never found just because it is a
+    copy of what is searched. `kind`: the generator's name; `source_doc`: the document the
+    text was taken from (the target itself, or a page that links to it)."""
+
+    text: str
+    doc_id: str
+    kind: str
+    remove: tuple[str, ...] = ()
+    source_doc: str = ""
 
 
 class QueryGenerator(BaseComponent[list[Document], list[SyntheticQuery]]):
