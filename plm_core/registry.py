@@ -277,7 +277,7 @@ def warn_once(failure: Failure, rest: str) -> None:
     print(f"warning: {failure.what}{rest}", file=sys.stderr)
 
 
-def _call_each(
+def call_each(
     pm: pluggy.PluginManager,
     hook: str,
     origin: dict[int, tuple[str, str, str]],
@@ -309,7 +309,7 @@ def build_registry(extra_plugins: Sequence[Any] = (), autoload: bool | None = No
         registry.attribute_to(origin.get(id(impl.plugin), ("?", "", impl.plugin_name)))
         return registry.undo_to()
 
-    _call_each(pm, "plm_register_components", origin, attribute, registry=registry)
+    call_each(pm, "plm_register_components", origin, attribute, registry=registry)
     registry.attribute_to(DIRECT)
     registry.say_clashes()
     note_silent_plugins(pm, origin)
@@ -338,21 +338,6 @@ def note_silent_plugins(pm: pluggy.PluginManager, origin: dict[int, tuple[str, s
         warn_once(
             Failure(entry, plugin), f": its module has no `@plm.hookimpl def plm_register_components(registry)`{found}"
         )
-
-
-def register_commands(app: Any) -> None:
-    """Let every installed plugin add its commands to the `plm` CLI (`plm_register_commands`)."""
-    pm, origin = plugin_manager()
-
-    def undo_to(impl: Any) -> Callable[[], None]:  # a typer app's commands and groups, as now
-        commands, groups = len(app.registered_commands), len(app.registered_groups)
-
-        def undo() -> None:
-            del app.registered_commands[commands:], app.registered_groups[groups:]
-
-        return undo
-
-    _call_each(pm, "plm_register_commands", origin, undo_to, app=app)
 
 
 @functools.cache

@@ -5,14 +5,15 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Annotated
+from collections.abc import Callable
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 
 from plm_core import __version__
 from plm_core.errors import PipelineError, PlmUserError
-from plm_core.registry import register_commands
+from plm_core.registry import call_each, plugin_manager
 
 # Spinning OpenBLAS threads starve torch's when a query is embedded next (72 -> 7 ms per
 # query on 2 cores, BENCHMARKS.md 10); set before numpy loads, a user's own setting wins.
@@ -41,6 +42,21 @@ def _root(
     ] = False,
 ) -> None:
     """plm: hybrid retrieval where a recipe is one TOML file."""
+
+
+def register_commands(app: typer.Typer) -> None:
+    """Let every installed plugin add its commands to `app` (`plm_register_commands`)."""
+    pm, origin = plugin_manager()
+
+    def undo_to(impl: Any) -> Callable[[], None]:  # the app's commands and groups, as now
+        commands, groups = len(app.registered_commands), len(app.registered_groups)
+
+        def undo() -> None:
+            del app.registered_commands[commands:], app.registered_groups[groups:]
+
+        return undo
+
+    call_each(pm, "plm_register_commands", origin, undo_to, app=app)
 
 
 def loaded_app() -> typer.Typer:

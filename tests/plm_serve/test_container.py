@@ -133,7 +133,7 @@ def test_base_image_torch_cpu_first_and_a_non_root_user() -> None:
 def test_the_command_is_plm_serve_with_options_the_cli_accepts() -> None:
     import typer
 
-    from plm_core.registry import register_commands
+    from plm_index.cli import register_commands
 
     argv = command()
     assert argv[:2] == ["plm", "serve"]
