@@ -125,8 +125,8 @@ folder, method, n_queries = {folder!r}, {method!r}, {n_queries}
 matrix = np.load(folder + "/vectors.npy", mmap_mode="r")
 data = None
 if method != "exact":
-    from plm_plugins.retrievers.dense import _read_at_random
-    _read_at_random(matrix)  # as the stage does for a quantised segment
+    from plm_plugins.retrievers.dense import read_at_random
+    read_at_random(matrix)  # as the stage does for a quantised segment
 if method != "exact":
     kind, over = method.split("_x")
     codes = np.load(folder + f"/codes_{{kind}}.npy", mmap_mode="r")

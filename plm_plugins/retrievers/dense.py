@@ -130,7 +130,7 @@ class DenseRetriever(Retriever, SegmentedIndex):
         vectors = load_vectors(folder / VECTORS_FILE, n_rows)
         if self._quantize() == "none":
             return vectors
-        _read_at_random(vectors)  # only rescored rows are read: no readahead of their neighbours
+        read_at_random(vectors)  # only rescored rows are read: no readahead of their neighbours
         codes = load_npy(folder / CODES_FILE)
         scales = load_npy(folder / SCALES_FILE) if self._quantize() == "int8" else None
         if len(codes) != n_rows or (scales is not None and len(scales) != n_rows):
@@ -322,7 +322,7 @@ def _rows(data: Any) -> Any:
     return data.vectors if isinstance(data, Quantized) else data
 
 
-def _read_at_random(matrix: Any) -> None:
+def read_at_random(matrix: Any) -> None:
     """Tell the kernel a memory-mapped matrix is read a row here and there: without it, each
     row rescored pulls its neighbours in by readahead, and a million rows' file (1.5 GB)
     ends up resident after a few dozen queries."""

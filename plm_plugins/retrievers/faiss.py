@@ -1,5 +1,5 @@
-"""Approximate dense retrieval with a faiss index (HNSW, IVF or flat, optionally 8-bit
-scalar-quantised) built from the store's vectors.
+"""Approximate dense retrieval with a faiss index (HNSW, IVF or flat; float32, 8-bit
+scalar-quantised or binary) built from the store's vectors.
 
 The index is kept as segments (plm_index.segments: a sync adds one, merges run in the
 background): each holds its rows' exact vectors and, once it has `exact_below` rows, an
@@ -14,6 +14,14 @@ segment for its best n and keeps the n best. The exact vectors serve two purpose
   a hit's score means what `dense`'s means, whatever the index kind or quantiser, and ties
   are ordered as `dense` orders them (the later row first). Which candidates come back is
   faiss's choice: with `quantizer = "sq8"` they are chosen on approximate scores.
+
+With `quantizer = "binary"` the index holds one bit a dimension, its sign (a 32nd of the
+float32 bytes: faiss's IndexBinaryHNSW, IndexBinaryIVF or IndexBinaryFlat over Hamming
+distance), asked for `oversample` x n candidates (at least 100, as `dense`'s `quantize`),
+which are scored exactly on the float32 rows; those stay on disk, memory-mapped, and only
+the rows rescored are read. faiss's binary IVF takes no row filter: a few rows left out
+(deletions) are asked for on top and dropped, a wider filter scans the allowed rows' codes
+(`codes.npy`, the same bits) by popcount instead.
 
     [query.retrieve.retrievers.dense]
     use = "faiss"
@@ -30,15 +38,26 @@ from pydantic import Field
 
 from plm import ExpandedQuery, MissingDependencyError, ScoredChunk, StaleIndexError, hookimpl
 from plm.indexes import Rows, take_ids
-from plm_plugins.retrievers.dense import DenseConfig, DenseRetriever, similarities
+from plm_plugins.retrievers.dense import (
+    CODES_FILE,
+    MIN_CANDIDATES,
+    DenseConfig,
+    DenseRetriever,
+    Quantized,
+    approximate,
+    read_at_random,
+    similarities,
+)
 
 if TYPE_CHECKING:
     from plm import Registry
 
 INDEX_FILE = "index.faiss"
+BINARY_FILE = "binary.faiss"  # quantizer "binary": faiss's binary index (its own reader and writer)
 FORMAT = 2
 MIN_POINTS_PER_LIST = 39  # below this faiss's k-means warns that it has too few training points
 TRAIN_POINTS_PER_LIST = 64  # IVF k-means trains on a sample of at most this many rows per list
+SIGN_BLOCK = 65_536  # rows turned into sign bits at a time
 
 
 class FaissRetriever(DenseRetriever):
@@ -50,9 +69,15 @@ class FaissRetriever(DenseRetriever):
         index: Literal["flat", "hnsw", "ivf"] = "hnsw"
         """The faiss index: "hnsw" (a graph; fast, no training), "ivf" (k-means lists; the
         query scans `nprobe` of `nlist` lists) or "flat" (an exact scan inside faiss)."""
-        quantizer: Literal["none", "sq8"] = "none"
-        """How vectors are stored inside the index: "none" (float32) or "sq8" (8-bit scalar
-        quantisation: a quarter of the memory, candidates chosen on approximate scores)."""
+        quantizer: Literal["none", "sq8", "binary"] = "none"
+        """How vectors are stored inside the index: "none" (float32), "sq8" (8-bit scalar
+        quantisation: a quarter of the memory, candidates chosen on approximate scores) or
+        "binary" (a bit a dimension, its sign: a 32nd of the memory; `oversample` x k
+        candidates by Hamming distance, scored exactly on the float32 rows, which stay on
+        disk). The hits' scores are exact whatever it is."""
+        oversample: int = Field(10, ge=1, le=1000)
+        """With quantizer "binary": rows scored exactly per hit asked for (at least 100), as
+        `dense`'s `oversample`; more is better recall and slower queries. No rebuild."""
         hnsw_m: int = Field(32, ge=2, le=256)
         """HNSW: neighbours per node; more is better recall, a bigger graph and a slower build."""
         ef_construction: int = Field(80, ge=1)
@@ -89,28 +114,52 @@ class FaissRetriever(DenseRetriever):
 
     def build_data(self, rows: Rows) -> FaissSegment:
         _import_faiss()  # needed for this stage at all, whether or not this segment gets a graph
-        vectors = super().build_data(rows)
-        return FaissSegment(vectors, self._graph(vectors))
+        return self._segment_of(super().build_data(rows))
 
-    def _graph(self, vectors: Any) -> Any:
-        """A faiss index of these rows, or None when a segment this small is scanned exactly."""
-        return self._new_index(vectors) if len(vectors) and len(vectors) >= self.config.exact_below else None
+    def _segment_of(self, vectors: Any) -> FaissSegment:
+        """These rows' segment data: the vectors, their sign bits (binary) and a faiss index,
+        None when a segment this small is scanned exactly."""
+        codes = sign_bits(vectors) if self._binary else None
+        graph = len(vectors) > 0 and len(vectors) >= self.config.exact_below
+        return FaissSegment(vectors, self._new_index(vectors if codes is None else codes) if graph else None, codes)
+
+    @property
+    def _binary(self) -> bool:
+        return self.config.quantizer == "binary"
 
     def save_data(self, data: FaissSegment, folder: Path) -> None:
+        import numpy as np
+
         super().save_data(data.vectors, folder)
-        if data.index is not None:
-            _import_faiss().write_index(data.index, str(folder / INDEX_FILE))
+        faiss = _import_faiss()
+        if data.codes is not None:
+            np.save(folder / CODES_FILE, data.codes, allow_pickle=False)
+        if data.index is not None and self._binary:
+            faiss.write_index_binary(data.index, str(folder / BINARY_FILE))
+        elif data.index is not None:
+            faiss.write_index(data.index, str(folder / INDEX_FILE))
 
     def open_data(self, folder: Path, n_rows: int) -> FaissSegment:
+        from plm.indexes import load_npy
+
         vectors = super().open_data(folder, n_rows)
-        index = self._read(folder) if (folder / INDEX_FILE).exists() else None
-        if index is not None and (index.ntotal != n_rows or index.d != vectors.shape[1]):
-            raise ValueError(f"{INDEX_FILE} holds {index.ntotal} vectors of {index.d} dimensions, not {n_rows}")
-        return FaissSegment(vectors, index)
+        # A folder of the other kind is another settings hash, never opened here; a file
+        # missing from its own kind's folder fails the segment's checksums first.
+        name = BINARY_FILE if self._binary else INDEX_FILE
+        index = self._read(folder, name) if (folder / name).exists() else None
+        codes = None
+        if self._binary:
+            read_at_random(vectors)  # only rescored rows are read: no readahead of their neighbours
+            codes = load_npy(folder / CODES_FILE)
+            if codes.shape != (n_rows, _code_bytes(vectors.shape[1])):
+                raise ValueError(f"{CODES_FILE} holds {codes.shape} codes, not {n_rows} of {vectors.shape[1]} bits")
+        bits = vectors.shape[1] if index is None or not self._binary else _code_bytes(vectors.shape[1]) * 8
+        if index is not None and (index.ntotal != n_rows or index.d != bits):
+            raise ValueError(f"{name} holds {index.ntotal} vectors of {index.d} dimensions, not {n_rows}")
+        return FaissSegment(vectors, index, codes)
 
     def merge_data(self, parts: list[FaissSegment], keep: list[Any]) -> FaissSegment:
-        vectors = super().merge_data([p.vectors for p in parts], keep)
-        return FaissSegment(vectors, self._graph(vectors))
+        return self._segment_of(super().merge_data([p.vectors for p in parts], keep))
 
     def vectors_of(self, data: FaissSegment) -> Any:
         return data.vectors
@@ -128,6 +177,10 @@ class FaissRetriever(DenseRetriever):
     def factory(self, rows: int) -> str:
         """The faiss index_factory string for a corpus of `rows` vectors."""
         sq = self.config.quantizer == "sq8"
+        if self._binary:  # faiss's binary index_factory: "B" and the kind
+            return {"hnsw": f"BHNSW{self.config.hnsw_m}", "ivf": f"BIVF{self.nlist(rows)}", "flat": "BFlat"}[
+                self.config.index
+            ]
         if self.config.index == "hnsw":
             return f"HNSW{self.config.hnsw_m}" + (",SQ8" if sq else "")
         if self.config.index == "ivf":
@@ -145,12 +198,16 @@ class FaissRetriever(DenseRetriever):
         return index
 
     def empty_index(self, matrix: Any) -> Any:
-        """A trained index of this kind for these vectors, with no rows added yet."""
+        """A trained index of this kind for these vectors (binary: their `sign_bits`), with
+        no rows added yet."""
         import numpy as np
 
         faiss = _import_faiss()
         rows, dim = matrix.shape
-        index = faiss.index_factory(dim, self.factory(rows), faiss.METRIC_INNER_PRODUCT)
+        if self._binary:
+            index = faiss.index_binary_factory(dim * 8, self.factory(rows))
+        else:
+            index = faiss.index_factory(dim, self.factory(rows), faiss.METRIC_INNER_PRODUCT)
         if self.config.index == "hnsw":
             index.hnsw.efConstruction = self.config.ef_construction
         if not index.is_trained:
@@ -163,9 +220,10 @@ class FaissRetriever(DenseRetriever):
             index.train(sample)
         return index
 
-    def _read(self, path: Path) -> Any:
+    def _read(self, path: Path, name: str = INDEX_FILE) -> Any:
         faiss = _import_faiss()
-        file = str(path / INDEX_FILE)
+        file = str(path / name)
+        read = faiss.read_index_binary if name == BINARY_FILE else faiss.read_index
         # IO_FLAG_MMAP_IFC (faiss >= 1.11) maps the stored vectors / codes of every kind used
         # here instead of reading them; IO_FLAG_MMAP maps only IVF lists. A faiss or an index
         # kind that supports neither raises, and the file is read into memory instead.
@@ -175,16 +233,17 @@ class FaissRetriever(DenseRetriever):
             if flag is None:
                 continue
             try:
-                return faiss.read_index(file, flag)
+                return read(file, flag)
             except RuntimeError as err:
                 error = err
         reason = str(error).strip().splitlines()[-1] if error else "?"
-        raise ValueError(f"faiss cannot read {INDEX_FILE}: {reason}")
+        raise ValueError(f"faiss cannot read {name}: {reason}")
 
     # ------------------------------------------------------------------ search
     def search(self, query: ExpandedQuery, n: int, allowed: Any = None) -> list[ScoredChunk]:
-        """Each segment's best n allowed rows (its index when it has one and enough rows
-        pass, else an exact scan), rescored exactly; then the n best of them all."""
+        """Each segment's best n allowed rows (its index's candidates when it has one and
+        more rows pass than candidates are asked for, else an exact scan), rescored exactly;
+        then the n best of them all."""
         import numpy as np
 
         state = self.state
@@ -194,6 +253,7 @@ class FaissRetriever(DenseRetriever):
             return []
         vector = self.query_vector(query)
         mask = state.allowed_rows(allowed)
+        m = max(n * self.config.oversample, MIN_CANDIDATES) if self._binary else n  # candidates per segment
         rows, scores = [], []
         for i, seg in enumerate(state.segments):
             lo = int(state.offsets[i])
@@ -204,8 +264,11 @@ class FaissRetriever(DenseRetriever):
                 continue
             data: FaissSegment = seg.data
             ids = None
-            if data.index is not None and pool >= self.config.exact_below and n < pool:
-                ids = self._ann(data.index, vector, n, None if pool == seg.n else local)
+            if data.index is not None and pool >= self.config.exact_below and m < pool:
+                if self._binary and self.config.index == "ivf" and pool < seg.n:
+                    ids = self._binary_ivf(data, vector, m, local, seg.n - pool)
+                else:
+                    ids = self._ann(data.index, vector, m, None if pool == seg.n else local)
                 if len(ids) < n:  # the index came back short (under a filter): scan instead
                     ids = None
             if ids is None:
@@ -222,7 +285,8 @@ class FaissRetriever(DenseRetriever):
         return self._ranked(np.concatenate(rows), np.concatenate(scores), n)
 
     def _ann(self, index: Any, vector: Any, n: int, mask: Any) -> Any:
-        """Row ids of the index's top n (fewer when it finds fewer), restricted to `mask`."""
+        """Row ids of the index's top n (fewer when it finds fewer), restricted to `mask`
+        (binary: by the Hamming distance of the query's sign bits)."""
         import numpy as np
 
         faiss = _import_faiss()
@@ -247,11 +311,21 @@ class FaissRetriever(DenseRetriever):
         threads = faiss.omp_get_max_threads()
         faiss.omp_set_num_threads(1)
         try:
-            _, ids = index.search(vector.reshape(1, -1), n, params=params)
+            query = sign_bits(vector.reshape(1, -1)) if self._binary else vector.reshape(1, -1)
+            _, ids = index.search(query, n, params=params)
         finally:
             faiss.omp_set_num_threads(threads)
         found = ids[0]
         return found[found >= 0].astype(np.int64)
+
+    def _binary_ivf(self, data: FaissSegment, vector: Any, m: int, mask: Any, excluded: int) -> Any:
+        """The m best candidates of `mask`'s rows in a binary IVF segment, which faiss cannot
+        restrict: a few rows left out (deletions) are asked for on top and dropped; a wider
+        filter is answered by a popcount scan of the allowed rows' codes."""
+        if excluded <= m:
+            ids = self._ann(data.index, vector, m + excluded, None)
+            return ids[mask[ids]][:m]
+        return _hamming_top(data.codes, vector, m, mask)
 
     def _ranked(self, rows: Any, scores: Any, n: int) -> list[ScoredChunk]:
         """The n best (row, exact score) pairs as candidates: best first, 0-based ranks; exact
@@ -268,10 +342,40 @@ class FaissRetriever(DenseRetriever):
 
 
 class FaissSegment:
-    """One segment's exact vectors and its faiss index (None: scanned exactly)."""
+    """One segment's exact vectors, its faiss index (None: scanned exactly) and, with
+    quantizer "binary", the vectors' sign bits (what the index holds, kept for a filter
+    faiss's binary IVF cannot apply)."""
 
-    def __init__(self, vectors: Any, index: Any) -> None:
-        self.vectors, self.index = vectors, index
+    def __init__(self, vectors: Any, index: Any, codes: Any = None) -> None:
+        self.vectors, self.index, self.codes = vectors, index, codes
+
+
+def sign_bits(vectors: Any) -> Any:
+    """Each row's signs, a bit a dimension, 8 to a byte: `dense`'s binary codes (the last
+    byte padded with zeros, which add nothing to a Hamming distance). In blocks of rows: a
+    million rows' comparison at once would hold 384 MB of booleans."""
+    import numpy as np
+
+    rows, dim = vectors.shape
+    codes = np.empty((rows, _code_bytes(dim)), dtype=np.uint8)
+    for lo in range(0, rows, SIGN_BLOCK):
+        codes[lo : lo + SIGN_BLOCK] = np.packbits(np.asarray(vectors[lo : lo + SIGN_BLOCK]) > 0, axis=1)
+    return codes
+
+
+def _hamming_top(codes: Any, vector: Any, m: int, mask: Any) -> Any:
+    """The m rows of `mask`'s whose sign bits are nearest the query's (`dense`'s popcount)."""
+    import numpy as np
+
+    allowed = np.flatnonzero(mask)
+    if m >= len(allowed):
+        return allowed
+    near = approximate(Quantized(None, np.asarray(codes)[allowed], None), vector)
+    return allowed[np.argpartition(-near, m - 1)[:m]]
+
+
+def _code_bytes(dim: int) -> int:
+    return (dim + 7) // 8
 
 
 def _import_faiss() -> Any:
