@@ -72,9 +72,9 @@ from plm_core.errors import StoreError as StoreError
 
 # --- Helpers for authors ---
 from plm_core.interfaces import require_embedder as require_embedder
-from plm_core.records import fused_ranking as fused_ranking
 from plm_index.documents import document_from_record as document_from_record
 from plm_index.filters import compile_filters as compile_filters
+from plm_index.ranking import fused_ranking as fused_ranking
 from plm_index.ranking import BEFORE as BEFORE
 from plm_index.ranking import rescore as rescore
 from plm_index.ranking import top_n as top_n

@@ -158,16 +158,6 @@ class ScoredChunk:
     rank: int
 
 
-def fused_ranking(scores: Mapping[str, float], n: int | None = None) -> list[ScoredChunk]:
-    """A fuser's ranking of chunk id -> fused score: best first, equal scores in the mapping's
-    order (Python's sort is stable, also reversed), 0-based ranks, source "fused"; the first n
-    only (None: all), made without the rest."""
-    ranked = sorted(scores.items(), key=lambda item: item[1], reverse=True)
-    if n is not None:
-        ranked = ranked[: max(0, n)]
-    return [ScoredChunk(chunk_id=cid, score=score, source="fused", rank=i) for i, (cid, score) in enumerate(ranked)]
-
-
 @dataclass(frozen=True)
 class FusionConfig:
     """The fusion settings chosen for one query: candidates per source, the weight of each

@@ -1,11 +1,12 @@
-"""Ranking helpers every retriever and reranker may use (re-exported by `plm`): `top_n`
+"""Ranking helpers every retriever, fuser and reranker may use (re-exported by `plm`): `top_n`
 turns a full score vector into ranked candidates (equal scores: the later row first);
-`rescore` reorders a ranking's top hits by a stage's own scores and renumbers them."""
+`fused_ranking` ranks a fuser's scores; `rescore` reorders a ranking's top hits by a
+stage's own scores and renumbers them."""
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from plm_core.records import Ranking, ScoredChunk, SourceScore
@@ -49,6 +50,16 @@ def top_n(
         order = order[: max(0, n)]
     found = zip(take_ids(chunk_ids, order), scores[order].tolist(), strict=True)
     return [ScoredChunk(chunk_id=c, score=float(s), source=source, rank=r) for r, (c, s) in enumerate(found)]
+
+
+def fused_ranking(scores: Mapping[str, float], n: int | None = None) -> list[ScoredChunk]:
+    """A fuser's ranking of chunk id -> fused score: best first, equal scores in the mapping's
+    order (Python's sort is stable, also reversed), 0-based ranks, source "fused"; the first n
+    only (None: all), made without the rest."""
+    ranked = sorted(scores.items(), key=lambda item: item[1], reverse=True)
+    if n is not None:
+        ranked = ranked[: max(0, n)]
+    return [ScoredChunk(chunk_id=cid, score=score, source="fused", rank=i) for i, (cid, score) in enumerate(ranked)]
 
 
 # Up to this many rows a full argsort (that exact tie order; about 3 ms at 50k). Above
