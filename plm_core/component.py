@@ -1,8 +1,6 @@
-"""The `Component` protocol every stage follows, and the base class that implements it.
-
-A component is built from a validated pydantic config and does its heavy work (loading
-a model, opening an index) lazily, in `warm_up()` or on first `run()`.
-"""
+"""The `Component` protocol every stage follows, and `BaseComponent`, which implements it: a
+stage is built from a validated pydantic config and does its heavy work (loading a model,
+opening an index) lazily, in `warm_up()` or on first `run()`."""
 
 from __future__ import annotations
 
@@ -61,17 +59,9 @@ class BaseComponent(Generic[In, Out], metaclass=ABCMeta):
                 f"{cls.__qualname__}: family {own!r}, but it is a {bases[0][0].__name__} (family "
                 f"{bases[0][1]!r}); a family is its base class: drop `family = {own!r}`"
             )
-        # A registrable class (one that sets `name`) must write every abstract method of its
-        # family's base: fail here, when the plugin is imported, not mid-ingest.
-        if "name" in cls.__dict__:
-            missing = sorted(
-                attr for attr in dir(cls) if getattr(getattr(cls, attr, None), "__isabstractmethod__", False)
-            )
-            if missing:
-                raise TypeError(
-                    f"{cls.__qualname__} ({cls.__dict__['name']!r}) must implement (the {cls.family} contract: "
-                    f"{contract_page(cls)}):" + "".join(f"\n  {signature(cls, attr)}" for attr in missing)
-                )
+        if "name" in cls.__dict__:  # registrable: it must write every abstract method of its base
+            abstract = [a for a in sorted(dir(cls)) if getattr(getattr(cls, a, None), "__isabstractmethod__", False)]
+            refuse_missing(cls, abstract)
         config = cls.__dict__.get("Config")
         if config is not None and not (isinstance(config, type) and issubclass(config, BaseModel)):
             raise TypeError(
@@ -148,9 +138,16 @@ class BaseComponent(Generic[In, Out], metaclass=ABCMeta):
 RESOURCES = frozenset({"settings", "embedder", "config_dir", "corpus", "converters"})
 
 
-def contract_page(cls: type) -> str:
-    """Where a family's contract is written down (generated from its base: docs/contracts.py)."""
-    return f"docs/contracts/{getattr(cls, 'family', 'stage')}.md"
+def refuse_missing(cls: type, missing: list[str]) -> None:
+    """A registrable class lacking methods of its family's contract fails when the plugin is
+    imported, not mid-ingest: the error shows each as its base declares it, and the page
+    where the contract is written down (generated from the base by docs/contracts.py)."""
+    if missing:
+        family = getattr(cls, "family", "stage")
+        raise TypeError(
+            f"{cls.__qualname__} ({cls.__dict__['name']!r}) must implement (the {family} contract: "
+            f"docs/contracts/{family}.md):" + "".join(f"\n  {signature(cls, attr)}" for attr in missing)
+        )
 
 
 def signature(cls: type, attr: str) -> str:

@@ -9,7 +9,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
-from plm_core.component import BaseComponent, contract_page, signature
+from plm_core.component import BaseComponent, refuse_missing
 from plm_core.errors import ConfigError
 from plm_core.protocols import BatchProcessor, ProcessorFactory, Snapshot
 from plm_core.records import (
@@ -48,18 +48,11 @@ class Loader(BaseComponent[str, list[Document]]):
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        # `load` or `run` (either reads a source), and `load_files` where `files` lists: said
-        # when the plugin is imported, not as a bare NotImplementedError mid-ingest.
-        if "name" not in cls.__dict__:
-            return
-        missing = ["load"] if cls.load is Loader.load and cls.run is Loader.run else []
-        if cls.files is not Loader.files and cls.load_files is Loader.load_files:
-            missing.append("load_files")
-        if missing:
-            raise TypeError(
-                f"{cls.__qualname__} ({cls.__dict__['name']!r}) must implement (the {cls.family} contract: "
-                f"{contract_page(cls)}):" + "".join(f"\n  {signature(cls, attr)}" for attr in missing)
-            )
+        if "name" in cls.__dict__:  # `load` or `run` (either reads a source); `load_files` where `files` lists
+            missing = ["load"] if cls.load is Loader.load and cls.run is Loader.run else []
+            if cls.files is not Loader.files and cls.load_files is Loader.load_files:
+                missing.append("load_files")
+            refuse_missing(cls, missing)
 
     def load(self, source: str) -> tuple[list[Document], list[LoadFailure]]:
         """Documents plus one failure per file (or record) that could not be read. Raises
