@@ -493,7 +493,7 @@ QUERIES = ["how do I rotate an API key", "deployments and rollbacks", "backup re
 def ray_registry() -> Any:
     import plm_slow
 
-    from plm_core.registry import build_registry
+    from plm_index.plugins import build_registry
 
     return build_registry(extra_plugins=[plm_slow])
 

@@ -846,8 +846,8 @@ def main() -> None:
     }
     print(json.dumps(out["postgres"]), flush=True)
     from plm_core.config import load_job
-    from plm_core.registry import default_registry
     from plm_eval.dataset import resolve_corpus
+    from plm_index.plugins import default_registry
 
     corpus = resolve_corpus(load_job(ROOT / "configs/postgres/dense.toml", default_registry()), args.dataset)
 

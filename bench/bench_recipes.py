@@ -24,11 +24,11 @@ from pathlib import Path
 
 from plm_core.config import load_job
 from plm_core.records import Query
-from plm_core.registry import default_registry
 from plm_core.settings import load_settings
 from plm_eval.dataset import load_query_set
 from plm_eval.eval_command import config_labels, eval_index_dirs
 from plm_index.job import Job
+from plm_index.plugins import default_registry
 
 
 def percentile(values: list[float], q: float) -> float:

@@ -40,13 +40,13 @@ from pathlib import Path
 from typing import Any
 
 from plm_core.config import JobConfig, load_job
-from plm_core.registry import default_registry
 from plm_core.settings import load_settings
 from plm_eval import synthetic
 from plm_eval.dataset import resolve_corpus, resolve_dataset
 from plm_eval.evaluators.significance import paired_p_value
 from plm_eval.runner import run_job
 from plm_index.job import Job, settings_for
+from plm_index.plugins import default_registry
 
 REPO = Path(__file__).resolve().parents[1]
 ONNX = ["embedder.backend=onnx"]

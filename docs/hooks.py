@@ -23,9 +23,10 @@ from typing import Any
 from mkdocs.structure.files import File, Files
 
 from plm_core.config import job_section
-from plm_core.registry import Registration, build_registry
+from plm_core.registry import Registration
 from plm_core.settings import Settings
 from plm_index.plugin_info import class_summary, describe_fields, markdown_key_table, render_markdown
+from plm_index.plugins import build_registry
 
 REPO = Path(__file__).resolve().parents[1]
 _LOCAL_LINK = re.compile(r"\]\((?!https?:|#|/)([^)\s#]+)")

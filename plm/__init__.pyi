@@ -56,7 +56,7 @@ from plm_core.interfaces import ProcessorFactory as ProcessorFactory
 from plm_core.protocols import Corpus as Corpus
 from plm_core.protocols import Snapshot as Snapshot
 from plm_core.registry import Registry as Registry
-from plm_core.registry import default_registry as default_registry
+from plm_index.plugins import default_registry as default_registry
 from plm_core.settings import Settings as Settings
 from plm_core.settings import load_settings as load_settings
 

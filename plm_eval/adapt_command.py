@@ -19,11 +19,11 @@ import typer
 
 from plm_core.config import load_job
 from plm_core.errors import PlmUserError
-from plm_core.registry import default_registry
 from plm_eval import adaptation, tuning
 from plm_eval.outputs import check_output_folder
 from plm_eval.tune_command import _relocate
 from plm_index.cli_kit import ConfigOpt, IndexOpt, SetOpt, open_job, out
+from plm_index.plugins import default_registry
 
 
 def adapt(

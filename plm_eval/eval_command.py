@@ -27,7 +27,7 @@ from rich.text import Text
 from plm_core import __version__
 from plm_core.config import JobConfig, format_validation, load_job
 from plm_core.errors import ConfigError, PlmUserError
-from plm_core.registry import Registry, default_registry
+from plm_core.registry import Registry
 from plm_core.settings import Settings, load_settings
 from plm_eval.dataset import resolve_dataset
 from plm_eval.evaluators.report_writers import rankings_differ
@@ -36,6 +36,7 @@ from plm_eval.settings import eval_settings
 from plm_eval.synthetic import DEFAULT_GENERATORS, LOADER_OVERRIDE, SET_NAME, GeneratorOptions, options_line
 from plm_index.cli_kit import print_table, setup_logging
 from plm_index.job import Job, index_dir_for, settings_for
+from plm_index.plugins import default_registry
 from plm_index.sync import summary_line
 
 out = Console()

@@ -10,10 +10,10 @@ import typer
 from rich.table import Table
 
 from plm_core.config import load_job
-from plm_core.registry import default_registry
 from plm_eval.dataset import resolve_dataset
 from plm_eval.settings import eval_settings
 from plm_index.cli_kit import ConfigOpt, DatasetOpt, IndexOpt, SetOpt, err, open_job, out, print_table, print_timings
+from plm_index.plugins import default_registry
 from plm_index.sync import summary_line
 
 

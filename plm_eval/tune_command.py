@@ -30,7 +30,6 @@ from rich.table import Table
 from plm_core.config import JobConfig, load_job
 from plm_core.errors import PlmUserError
 from plm_core.interfaces import Embedder
-from plm_core.registry import default_registry
 from plm_eval import tuning
 from plm_eval.dataset import resolve_dataset
 from plm_eval.eval_command import (
@@ -46,6 +45,7 @@ from plm_eval.settings import eval_settings
 from plm_eval.synthetic import DEFAULT_GENERATORS, LOADER_OVERRIDE, SET_NAME, GeneratorOptions
 from plm_index.cli_kit import print_table, setup_logging
 from plm_index.job import Job, settings_for
+from plm_index.plugins import default_registry
 
 
 def _index_dir(base: Path, cfg: JobConfig) -> Path:

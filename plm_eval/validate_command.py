@@ -18,12 +18,12 @@ from rich.text import Text
 
 from plm_core.config import load_job
 from plm_core.errors import PlmUserError
-from plm_core.registry import default_registry
 from plm_core.settings import load_settings
 from plm_eval.dataset import resolve_corpus, resolve_dataset
 from plm_eval.validation import CaseResult, load_cases, run_cases, summary
 from plm_index.cli_kit import print_table, setup_logging
 from plm_index.job import Job
+from plm_index.plugins import default_registry
 
 out = Console()
 err = Console(stderr=True)

@@ -13,7 +13,7 @@ from rich.console import Console
 
 from plm_core import __version__
 from plm_core.errors import PipelineError, PlmUserError
-from plm_core.registry import call_each, plugin_manager
+from plm_index.plugins import call_each, plugin_manager
 
 # Spinning OpenBLAS threads starve torch's when a query is embedded next (72 -> 7 ms per
 # query on 2 cores, BENCHMARKS.md 10); set before numpy loads, a user's own setting wins.

@@ -16,7 +16,6 @@ from rich.markup import escape
 from plm_core.config import JobConfig, StageSpec, load_job
 from plm_core.errors import PlmUserError
 from plm_core.hookspecs import hookimpl
-from plm_core.registry import default_registry
 from plm_core.settings import Settings, load_settings
 from plm_index.cli_kit import (
     ConfigOpt,
@@ -31,6 +30,7 @@ from plm_index.cli_kit import (
     setup_logging,
 )
 from plm_index.job import Job
+from plm_index.plugins import default_registry
 from plm_index.search import no_match, query_payload
 from plm_index.sources import failure_line
 

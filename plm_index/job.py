@@ -22,13 +22,14 @@ from plm_core.config import JobConfig, load_job
 from plm_core.errors import PlmUserError
 from plm_core.interfaces import Chunker, Embedder, Loader
 from plm_core.records import Document, Hit, Query, Ranking
-from plm_core.registry import Registry, default_registry
+from plm_core.registry import Registry
 from plm_core.settings import Settings, load_settings
 from plm_index.assembly import Assembler
 from plm_index.cache import ContentCache, open_cache
 from plm_index.collector import few_full_collections
 from plm_index.file_stats import FileStats, Seen
 from plm_index.fingerprints import index_fingerprint
+from plm_index.plugins import default_registry
 from plm_index.search import Searcher
 from plm_index.sources import Source, as_sources, lists_files, load_sources
 from plm_index.sync import (

@@ -12,9 +12,9 @@ import pytest
 from plm_needs import needs
 
 from plm_core.config import job_section
-from plm_core.registry import build_registry
 from plm_core.settings import Settings
 from plm_index.plugin_info import config_keys, describe_fields
+from plm_index.plugins import build_registry
 
 REPO = Path(__file__).resolve().parents[1]
 

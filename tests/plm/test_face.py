@@ -8,7 +8,7 @@ import importlib
 from pathlib import Path
 
 import plm
-from plm_core.registry import build_registry
+from plm_index.plugins import build_registry
 
 REPO = Path(__file__).resolve().parents[2]
 STUB = REPO / "plm" / "__init__.pyi"

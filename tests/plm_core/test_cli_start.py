@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from plugin_site import plugin_site
 
-from plm_core.registry import shadowed_package_note
+from plm_index.plugins import shadowed_package_note
 
 REPO = Path(__file__).resolve().parents[2]
 

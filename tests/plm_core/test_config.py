@@ -6,7 +6,7 @@ import pytest
 
 from plm_core.config import apply_overrides, load_job
 from plm_core.errors import ConfigError
-from plm_core.registry import build_registry
+from plm_index.plugins import build_registry
 
 REPO = Path(__file__).resolve().parents[2]
 POC = REPO / "configs" / "poc_parity.toml"

@@ -27,7 +27,8 @@ from plm_core.interfaces import (
     Store,
     Tokenizer,
 )
-from plm_core.registry import Registry, build_registry
+from plm_core.registry import Registry
+from plm_index.plugins import build_registry
 
 # Every family base in the kernel; a stage's family is that of the nearest one it subclasses.
 FAMILY_BASES = (

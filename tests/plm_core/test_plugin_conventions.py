@@ -11,7 +11,8 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from plm_core.registry import BUILTIN_DIST, ENTRY_POINT_GROUP, build_registry
+from plm_core.registry import BUILTIN_DIST
+from plm_index.plugins import ENTRY_POINT_GROUP, build_registry
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -7,7 +7,8 @@ import pytest
 from plm_core.component import BaseComponent
 from plm_core.errors import PluginError
 from plm_core.hookspecs import hookimpl
-from plm_core.registry import Registry, build_registry
+from plm_core.registry import Registry
+from plm_index.plugins import build_registry
 
 
 class Thing(BaseComponent[object, object]):

@@ -96,8 +96,8 @@ def test_an_unreadable_file_is_a_user_error(tmp_path: Path) -> None:
 @pytest.mark.parametrize("corpus", ["../..", "..", "/etc", "docs/../../outside", "../set2"])
 def test_the_corpus_never_leads_outside_the_dataset(tmp_path: Path, corpus: str) -> None:
     from plm_core.config import load_job
-    from plm_core.registry import build_registry
     from plm_eval.dataset import resolve_corpus
+    from plm_index.plugins import build_registry
 
     ds = tmp_path / "data" / "set"
     (ds / "docs").mkdir(parents=True)

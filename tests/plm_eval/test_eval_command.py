@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from plm_core.config import load_job
-from plm_core.registry import default_registry
 from plm_core.settings import Settings
 from plm_eval.eval_command import config_labels, eval_index_dirs, run_configs
+from plm_index.plugins import default_registry
 
 REPO = Path(__file__).resolve().parents[2]
 EXPERIMENTS = REPO / "configs" / "experiments"

@@ -9,8 +9,8 @@ import pytest
 
 from plm_core.config import load_job
 from plm_core.errors import PluginError
-from plm_core.registry import default_registry
 from plm_eval.runner import evaluator_for
+from plm_index.plugins import default_registry
 
 POC = Path(__file__).resolve().parents[2] / "configs" / "poc_parity.toml"
 

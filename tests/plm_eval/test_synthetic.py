@@ -10,12 +10,12 @@ import pytest
 
 from plm.synthetic import found_in
 from plm_core.config import load_job
-from plm_core.registry import default_registry
 from plm_core.settings import Settings
 from plm_eval import synthetic
 from plm_eval.dataset import load_query_set
 from plm_eval.eval_command import run_configs
 from plm_index.job import Job
+from plm_index.plugins import default_registry
 
 REPO = Path(__file__).resolve().parents[2]
 EXPERIMENTS = REPO / "configs" / "experiments"

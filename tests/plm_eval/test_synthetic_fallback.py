@@ -12,9 +12,9 @@ import pytest
 
 from plm_core.config import load_job
 from plm_core.errors import PlmUserError
-from plm_core.registry import default_registry
 from plm_core.settings import Settings
 from plm_eval import synthetic
+from plm_index.plugins import default_registry
 from plm_plugins.query_generators.headings import HeadingQueries
 from plm_plugins.query_generators.inverse_cloze import InverseClozeQueries
 from plm_plugins.query_generators.spans import SpanQueries

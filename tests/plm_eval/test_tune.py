@@ -13,10 +13,10 @@ import pytest
 
 from plm_core.config import load_job, tomllib
 from plm_core.errors import ConfigError
-from plm_core.registry import default_registry
 from plm_core.settings import Settings
 from plm_eval import tuning
 from plm_eval.eval_command import run_configs
+from plm_index.plugins import default_registry
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLE = REPO / "examples" / "sample_corpus"

@@ -11,9 +11,9 @@ import pytest
 
 import plm
 from plm_core.errors import PipelineError, TypeValidationError
-from plm_core.registry import build_registry
 from plm_core.settings import Settings
 from plm_index.job import Job
+from plm_index.plugins import build_registry
 
 CONFIG = """
 [job]

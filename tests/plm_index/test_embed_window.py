@@ -14,9 +14,9 @@ from plm_needs import needs
 from plm_toys import bag_of_words
 
 from plm_core.config import load_job
-from plm_core.registry import build_registry
 from plm_core.settings import Settings
 from plm_index.job import Job
+from plm_index.plugins import build_registry
 
 Words = bag_of_words(["pod", "node", "backup", "restore"])
 CALLS: list[list[str]] = []

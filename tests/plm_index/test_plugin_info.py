@@ -13,8 +13,9 @@ from pydantic import BaseModel, Field
 
 from plm_core.component import ComponentConfig
 from plm_core.errors import PluginError
-from plm_core.registry import Registration, Registry, build_registry
+from plm_core.registry import Registration, Registry
 from plm_index.plugin_info import attribute_docs, describe_fields, plugin_rows, render_show, toml_text, type_text
+from plm_index.plugins import build_registry
 
 REPO = Path(__file__).resolve().parents[2]
 

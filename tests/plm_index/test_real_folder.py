@@ -19,9 +19,10 @@ import pytest
 
 from plm_core.component import ComponentConfig
 from plm_core.interfaces import Embedder
-from plm_core.registry import Registry, build_registry
+from plm_core.registry import Registry
 from plm_core.settings import Settings
 from plm_index.job import Job
+from plm_index.plugins import build_registry
 from plm_serve.syncing import sync_paths
 
 CONFIG = """

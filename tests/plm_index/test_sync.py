@@ -21,9 +21,9 @@ import numpy as np
 import pytest
 
 from plm_core.errors import PipelineError, StoreError
-from plm_core.registry import build_registry
 from plm_core.settings import Settings
 from plm_index.job import Job
+from plm_index.plugins import build_registry
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -17,9 +17,9 @@ import pytest
 import yaml
 
 from plm_core.config import load_job
-from plm_core.registry import default_registry
 from plm_core.settings import Settings
 from plm_index.job import Job, index_dir_for
+from plm_index.plugins import default_registry
 
 REPO = Path(__file__).resolve().parents[2]
 SQLITE_VOLUME, BM25_VOLUME = "plm-sqlite-data", "plm-bm25-index"

@@ -247,6 +247,6 @@ def test_report_marks_only_the_differences_that_survive(tmp_path: Path) -> None:
 
 
 def test_registered_as_reporter() -> None:
-    from plm_core.registry import default_registry
+    from plm_index.plugins import default_registry
 
     assert default_registry().get("comparison_report", "reporters").cls is ComparisonReporter

@@ -23,9 +23,9 @@ from typing import Any
 
 import pytest
 
-from plm_core.registry import build_registry
 from plm_core.settings import Settings
 from plm_index.job import Job
+from plm_index.plugins import build_registry
 
 pytestmark = pytest.mark.slow
 

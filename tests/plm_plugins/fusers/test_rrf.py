@@ -69,7 +69,7 @@ def test_the_recommended_recipe_breaks_a_tie_toward_the_lexical_match() -> None:
     from pathlib import Path
 
     from plm_core.config import load_job
-    from plm_core.registry import build_registry
+    from plm_index.plugins import build_registry
 
     recipe = Path(__file__).resolve().parents[3] / "configs" / "recommended.toml"
     spec = next(s for s in load_job(recipe, build_registry(autoload=False)).query if s.label == "query.retrieve")

@@ -16,7 +16,7 @@ from documents import write_docx, write_notebook, write_pdf
 
 import plm
 from plm import Converted, Converter, Registry
-from plm_core.registry import build_registry
+from plm_index.plugins import build_registry
 from plm_plugins.converters.pdf import PdfConverter
 
 REPO = Path(__file__).resolve().parents[3]

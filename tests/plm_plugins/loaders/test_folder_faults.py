@@ -20,7 +20,7 @@ from hostile import assert_one_line, overlapping_zip, within
 
 import plm
 from plm import Converted, Registry
-from plm_core.registry import build_registry
+from plm_index.plugins import build_registry
 from plm_plugins.converters.text import TextConverter
 from plm_plugins.loaders.folder import FolderLoader
 

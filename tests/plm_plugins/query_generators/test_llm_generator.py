@@ -245,9 +245,9 @@ def test_the_kit_accepts_it(api: FakeChatAPI) -> None:
 
 @pytest.fixture()
 def plm_cli(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Any:
-    from plm_core.registry import build_registry
     from plm_eval import eval_command
     from plm_index import cli
+    from plm_index.plugins import build_registry
 
     registry = build_registry()
     if not any(r.name == "llm" and r.family == "query_generators" for r in registry.all()):

@@ -17,10 +17,10 @@ from plm_toys import bag_of_words
 from plm_core.config import load_job
 from plm_core.errors import ConfigError, MissingDependencyError, StaleIndexError, StoreError
 from plm_core.records import Chunk, CorpusVersion, Document, EmbeddedQuery
-from plm_core.registry import build_registry
 from plm_core.settings import Settings
 from plm_index.corpus import CorpusSnapshot
 from plm_index.job import Job
+from plm_index.plugins import build_registry
 from plm_plugins.retrievers.dense import DenseRetriever
 
 pytestmark = needs("faiss", extra="ann")

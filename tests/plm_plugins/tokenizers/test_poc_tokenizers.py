@@ -11,10 +11,10 @@ import pytest
 
 from plm_core.config import load_job
 from plm_core.records import Chunk, CorpusVersion, ExpandedQuery
-from plm_core.registry import default_registry
 from plm_core.settings import Settings
 from plm_index.assembly import Assembler
 from plm_index.corpus import CorpusSnapshot
+from plm_index.plugins import default_registry
 
 bm25s = pytest.importorskip("bm25s")
 Stemmer = pytest.importorskip("Stemmer")

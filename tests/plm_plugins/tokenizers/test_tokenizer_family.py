@@ -168,7 +168,7 @@ def test_the_builtin_tokenizers_keep_the_tokenizer_contract(
     name: str, config: dict[str, object], different: dict[str, object] | None
 ) -> None:
     import plm.testing
-    from plm_core.registry import build_registry
+    from plm_index.plugins import build_registry
 
     cls = build_registry(autoload=False).get(name, "tokenizers").cls
     plm.testing.check_tokenizer(cls(**config), different=None if different is None else cls(**different))
