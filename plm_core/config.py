@@ -147,16 +147,6 @@ def format_validation(err: ValidationError, where: str, model: type[BaseModel]) 
     return f"{where}: " + "; ".join(parts)
 
 
-def _expect(cls: Any, use: str, family: str, base: type | None, where: str, registry: Registry) -> None:
-    """A slot takes one kind of component: say so, and what fits, before its parameters."""
-    if base is not None and not (isinstance(cls, type) and issubclass(cls, base)):
-        kind = base.__name__.lower()
-        fitting = registry.names_of(base)
-        raise ConfigError(
-            f"{where}: {use!r} is a {family} component, not a {kind}; use one of: {', '.join(fitting) or '(none)'}"
-        )
-
-
 _LABEL = re.compile(r"\w[\w-]{0,63}")
 
 
@@ -180,7 +170,11 @@ def build_spec(table: Any, label: str, registry: Registry, path: Path, expect: t
     use = params.pop("use")
     reg = registry.get(str(use), where=where, among=expect)
     cls: Any = reg.cls
-    _expect(cls, reg.name, reg.family, expect, where, registry)
+    if expect is not None and not (isinstance(cls, type) and issubclass(cls, expect)):  # before its parameters
+        fitting = ", ".join(registry.names_of(expect)) or "(none)"
+        raise ConfigError(
+            f"{where}: {reg.name!r} is a {reg.family} component, not a {expect.__name__.lower()}; use one of: {fitting}"
+        )
     parts: dict[str, type] = dict(getattr(cls, "parts", {}))
     for key in parts:  # a part by name alone: `tokenizer = "bm25s_stem"`
         if isinstance(params.get(key), str):

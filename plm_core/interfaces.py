@@ -26,14 +26,8 @@ from plm_core.records import (
     ScoredChunk,
 )
 
-# The store's bases live in their own module; these names stay importable from here.
-from plm_core.store_contract import (  # noqa: F401 - re-exported
-    ChunkReader,
-    DocumentStore,
-    Store,
-    StoreDiagnostics,
-    VectorStore,
-)
+# The store's base lives in its own module (with its parts); it stays importable from here.
+from plm_core.store_contract import Store  # noqa: F401 - re-exported
 
 
 class Loader(BaseComponent[str, list[Document]]):

@@ -62,10 +62,6 @@ class Pipeline:
         return self
 
     @property
-    def input_type(self) -> Any:
-        return self.stages[0].input_type if self.stages else object
-
-    @property
     def output_type(self) -> Any:
         return self.stages[-1].output_type if self.stages else object
 

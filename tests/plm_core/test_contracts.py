@@ -239,7 +239,7 @@ def test_a_missing_property_and_segment_method_show_their_signatures() -> None:
 
 
 def test_a_chunk_reader_without_a_change_feed_says_so() -> None:
-    from plm_core.interfaces import ChunkReader
+    from plm_core.store_contract import ChunkReader
 
     class Plain(ChunkReader):  # the abstract reads only: a third-party store of before the feed
         chunk_ids = chunks = chunk_metadata = lambda self: []  # type: ignore[assignment]  # noqa: E731
