@@ -550,3 +550,20 @@ def test_markdown_by_another_name_is_not_read_and_a_warning_says_so(
             "other",
         ]
     assert caplog.records == []
+
+
+def test_a_folder_is_listed_in_the_order_paths_sort(tmp_path: Path) -> None:
+    """The files a folder gives come in `Path`'s order (by parts: a folder's files by name,
+    `a/b.md` before `a b.md` and `a-b/`), whatever characters the names hold; a file
+    removed from the middle leaves the others' order as it was."""
+    names = [
+        "a/b.md", "a b.md", "a-b/c.md", "a.md", "ab.md", "a/a b/z.md", "a/a/z.md", "a/a.md", "A.md",
+        "é.md", "e\u0301.md", "~.md", "a_/x.md", "a!/x.md", "z/0/1/2.md", "z/01.md", "z/0.md", "Ω/ω.md",
+    ]  # fmt: skip
+    for name in names:
+        write(tmp_path, name, f"# {name}\n")
+    listed = MarkdownLoader(pattern="**/*.md").files(str(tmp_path))
+    assert listed is not None
+    want = [str(p) for p in sorted(tmp_path / n for n in names)]
+    assert listed[0] == want
+    assert [d.path for d in MarkdownLoader(pattern="**/*.md").load(str(tmp_path))[0]] == want
