@@ -10,6 +10,8 @@
 
 Each document's text carries its version, and the texts are long enough to give several
 chunks, so a half-written document would show as a mix of versions or a wrong count.
+MiniLM runs on ONNX Runtime, as the recommended recipe does: the first ingest exports it
+(with torch), every later process embeds without importing torch, in half the time.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ name = "crash"
 use = "sqlite"
 [embedder]
 use = "sentence_transformers"
+backend = "onnx"
 model = "{model}"
 [index.load]
 use = "markdown_dir"
