@@ -13,6 +13,7 @@ from plm_core.errors import PluginError
 
 BUILTIN_DIST = "plm"
 DIRECT = ("<direct>", "", "<direct>")  # (package, version, entry point) of a class added by hand
+FIX_CLASH = "uninstall one of them or rename the component"
 
 
 @dataclass(frozen=True)
@@ -22,6 +23,20 @@ class Failure:
 
     what: str
     plugin: str | None = None
+
+
+@dataclass(frozen=True)
+class Clash:
+    """A name two packages registered in one family: a config naming it stops with `str(clash)`."""
+
+    family: str
+    name: str
+    first: tuple[str, str]  # (package, entry point) of each registration
+    second: tuple[str, str]
+
+    def __str__(self) -> str:
+        by = " and by ".join(f"package {package!r} (plugin {plugin})" for package, plugin in (self.first, self.second))
+        return f"duplicate {self.family} name {self.name!r}: registered by {by}; {FIX_CLASH}"
 
 
 @dataclass(frozen=True)
@@ -40,7 +55,7 @@ class Registry:
     def __init__(self, failed: Sequence[Failure] = ()) -> None:
         self._failed = failed  # plugins left out (the loader's list): an unknown name's error names them
         self._items: dict[tuple[str, str], Registration] = {}
-        self._clashes: dict[tuple[str, str], str] = {}  # (family, name) two packages registered: the error
+        self._clashes: dict[tuple[str, str], Clash] = {}  # (family, name) -> two packages registered it
         self._current: tuple[str, str, str] = DIRECT
         self._job_settings: list[type] = []  # pydantic models of keys packages add to [job]
 
@@ -64,13 +79,9 @@ class Registry:
         key = (family, name)
         if key in self._items:
             other = self._items[key]
-            clash = (
-                f"duplicate {family} name {name!r}: registered by package {other.package!r} "
-                f"(plugin {other.plugin}) and by package {package!r} (plugin {plugin}); "
-                "uninstall one of them or rename the component"
-            )
+            clash = Clash(family, name, (other.package, other.plugin), (package, plugin))
             if {other.package, package} <= {BUILTIN_DIST, "<direct>"}:
-                raise PluginError(clash)
+                raise PluginError(str(clash))
             # A third party's clash stops only the configs that name it: every other command runs.
             self._clashes.setdefault(key, clash)  # the loader says it once every plugin registered
             return
@@ -85,8 +96,8 @@ class Registry:
     def job_settings(self) -> tuple[type, ...]:
         return tuple(self._job_settings)
 
-    def clashes(self) -> list[str]:
-        """Each name two third-party packages registered, as the error a config naming it gets."""
+    def clashes(self) -> list[Clash]:
+        """Each name two third-party packages registered (the loader warns of each once)."""
         return list(self._clashes.values())
 
     def undo_to(self) -> Callable[[], None]:
@@ -125,7 +136,7 @@ class Registry:
         if len(found) == 1:
             clash = self._clashes.get((found[0].family, found[0].name))
             if clash is not None:
-                raise PluginError(loc + clash)
+                raise PluginError(f"{loc}{clash}")
             return found[0]
         if not found:  # a plugin of that very name failed to load: that is the reason, not a typo
             failed = [f.what for f in self._failed if f.plugin == name]

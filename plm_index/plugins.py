@@ -20,12 +20,12 @@ import pluggy
 
 from plm_core import hookspecs
 from plm_core.errors import PluginError
-from plm_core.registry import BUILTIN_DIST, DIRECT, Failure, Registry
+from plm_core.registry import BUILTIN_DIST, DIRECT, Clash, Failure, Registry
 
 ENTRY_POINT_GROUP = "plm"
 AUTOLOAD_ENV = "PLM_DISABLE_PLUGIN_AUTOLOAD"
 FAILED_PLUGINS: list[Failure] = []  # each said once per process
-_CLASHES_SAID: set[str] = set()
+_CLASHES_SAID: set[Clash] = set()
 
 
 def _entry_points() -> list[tuple[md.EntryPoint, str, str]]:
