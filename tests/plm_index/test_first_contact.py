@@ -356,14 +356,19 @@ def test_a_users_documents_never_change_the_demo_evaluation(tmp_path: Path) -> N
 
 @pytest.mark.slow
 def test_every_shipped_config_passes_config_check() -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
     configs = sorted((REPO / "configs").rglob("*.toml"))
     assert len(configs) >= 10
-    for config in configs:
-        res = plm("config", "check", str(config))
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:  # a process each, every core busy
+        results = list(pool.map(lambda config: plm("config", "check", str(config)), configs))
+    for config, res in zip(configs, results, strict=True):
         assert res.returncode == 0, (config, res.stderr)
 
 
-def test_a_configs_dataset_index_under_its_old_name_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_configs_dataset_index_under_its_old_name_is_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     # plm run's folder was <job>-<dataset>; it is plm eval's now, <job>.<file stem>-<dataset>
     from plm_core.settings import Settings
     from plm_index.job import Job
