@@ -83,7 +83,8 @@ class FaissRetriever(DenseRetriever):
         ef_construction: int = Field(80, ge=1)
         """HNSW: search width while building; more is better recall and a slower build."""
         ef_search: int = Field(64, ge=1)
-        """HNSW: search width per query (raised to the number of hits asked for)."""
+        """HNSW: search width per query (raised to the candidates asked for: the hits, or
+        with quantizer "binary" `oversample` x the hits)."""
         nlist: int | None = Field(None, ge=1)
         """IVF: number of lists; unset: about 4 x sqrt(rows), at most rows / 39."""
         nprobe: int = Field(16, ge=1)

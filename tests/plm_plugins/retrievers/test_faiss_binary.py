@@ -169,10 +169,17 @@ def test_binary_ivf_under_a_filter_scans_the_codes(monkeypatch: pytest.MonkeyPat
     retriever = _binary(_snap(points), index="ivf")
     calls: list[str] = []
     scan, ann = faiss_module._hamming_top, retriever._ann
-    monkeypatch.setattr(faiss_module, "_hamming_top", lambda *a: calls.append("codes") or scan(*a))
-    monkeypatch.setattr(
-        retriever, "_ann", lambda index, v, m, mask: calls.append(f"faiss {m} {mask}") or ann(index, v, m, mask)
-    )
+
+    def scanning(*args: Any) -> Any:
+        calls.append("codes")
+        return scan(*args)
+
+    def asking(index: Any, vector: Any, m: int, mask: Any) -> Any:
+        calls.append(f"faiss {m} {mask}")
+        return ann(index, vector, m, mask)
+
+    monkeypatch.setattr(faiss_module, "_hamming_top", scanning)
+    monkeypatch.setattr(retriever, "_ann", asking)
     half = np.arange(3000) % 2 == 0
     hits = retriever.search(_q(queries[0]), 10, half)
     assert calls == ["codes"] and all(int(h.chunk_id[1:]) % 2 == 0 for h in hits)
@@ -196,9 +203,9 @@ def test_random_changes_deletions_and_merges(kind: str, tmp_path: Path, monkeypa
     monkeypatch.setattr(faiss_module, "MIN_CANDIDATES", 0)
     store = SQLiteStore(SQLiteStore.Config())
     store.open(tmp_path / "store")
-    rng, live, counter = random.Random(5), set(), [0]
+    rng, live, counter = random.Random(5), set[str](), [0]
     index_dir = tmp_path / "index"
-    config = {"label": "b", "index": kind, "quantizer": "binary", "exact_below": 0}
+    config: dict[str, Any] = {"label": "b", "index": kind, "quantizer": "binary", "exact_below": 0}
     ann = FaissRetriever(**config, oversample=2)
     for i in range(200):
         _step(store, rng, live, counter)
@@ -244,7 +251,7 @@ def test_binary_keeps_the_retriever_and_segmented_index_contracts(
 ) -> None:
     import plm.testing
 
-    make = {"label": "ann", "index": kind, "quantizer": "binary"}
+    make: dict[str, Any] = {"label": "ann", "index": kind, "quantizer": "binary"}
     plm.testing.check_retriever(lambda: FaissRetriever(**make), tmp_path / "exact")
     plm.testing.check_segmented_index(lambda: FaissRetriever(**make, exact_below=0), tmp_path / "segments")
     # n candidates for n hits: the kit's small corpus answered by the index itself
