@@ -54,6 +54,8 @@ if TYPE_CHECKING:
 
 INDEX_FILE = "index.faiss"
 BINARY_FILE = "binary.faiss"  # quantizer "binary": faiss's binary index (its own reader and writer)
+# In every build's settings: raised when saved segments change meaning, so older builds are
+# rebuilt, never misread. (quantizer "binary" only added files, in its own settings folder.)
 FORMAT = 2
 MIN_POINTS_PER_LIST = 39  # below this faiss's k-means warns that it has too few training points
 TRAIN_POINTS_PER_LIST = 64  # IVF k-means trains on a sample of at most this many rows per list
