@@ -9,9 +9,9 @@ clustered vectors and on real MiniLM vectors. Two parts (`--parts` picks some):
              the exact top 10, for numpy exact (matrix @ q, argpartition: the peer), plm's
              `dense` retriever (matrix @ q, full argsort, hits), and faiss flat, hnsw,
              hnsw+sq8, ivf, ivf+sq8, each as the raw faiss index and through plm's `faiss`
-             retriever (its search parameters, exact re-scoring, hits). Builds use
-             --build-threads OpenMP threads and add rows in batches; a build still running
-             after --build-budget-s is stopped and reported with the rows it reached.
+             retriever (its search parameters, exact re-scoring, hits). Each retriever
+             is built by its own `build` (one segment, --build-threads OpenMP threads); the
+             raw faiss index is that segment's.
   real       the stored MiniLM vectors of plm indexes (SciFact: configs/scifact/dense_minilm.toml
              over its 300 test queries; poc_needle: configs/experiments/dense_minilm.toml over
              needle + informed + realistic50), ingested first when the index is empty (the
@@ -140,7 +140,7 @@ def raw_faiss_search(retriever: FaissRetriever) -> Callable[[Any], Any]:
         params.nprobe = c.nprobe
     else:
         params = faiss.SearchParameters()
-    index = retriever._index
+    index = segment_index(retriever)
 
     def search(q: Any) -> Any:
         return index.search(q.reshape(1, -1), K, params=params)[1][0]
@@ -148,19 +148,22 @@ def raw_faiss_search(retriever: FaissRetriever) -> Callable[[Any], Any]:
     return search
 
 
-def build(retriever: FaissRetriever, matrix: Any, budget_s: float, batch: int) -> dict[str, Any]:
-    """The retriever's own index (factory string, training sample), rows added in batches so
-    a build can be stopped at the budget; returns timings."""
-    rows = len(matrix)
+def built(retriever: Any, matrix: Any, doc_of: list[str] | None = None) -> float:
+    """Build the retriever on these rows (chunk id = row number) as one segment, through its
+    own `build`, as a sync's first build does; returns the seconds."""
+    from plm_core.records import Chunk
+    from plm_index.corpus import CorpusSnapshot
+
+    chunks = [Chunk(id=str(i), doc_id=doc_of[i] if doc_of else str(i), text="") for i in range(len(matrix))]
     t0 = time.perf_counter()
-    index = retriever.empty_index(matrix)
-    train_s = time.perf_counter() - t0
-    for start in range(0, rows, batch):
-        index.add(matrix[start : start + batch])
-        if time.perf_counter() - t0 > budget_s and start + batch < rows:
-            return {"finished": False, "rows_added": start + batch, "s": time.perf_counter() - t0, "train_s": train_s}
-    retriever._index = index
-    return {"finished": True, "s": time.perf_counter() - t0, "train_s": train_s, "factory": retriever.factory(rows)}
+    retriever.build(CorpusSnapshot.of(chunks, matrix), None)
+    return time.perf_counter() - t0
+
+
+def segment_index(retriever: FaissRetriever) -> Any:
+    """The faiss index of the retriever's one segment."""
+    assert retriever.state is not None and len(retriever.state.segments) == 1
+    return retriever.state.segments[0].data.index
 
 
 def index_bytes(index: Any) -> int:
@@ -202,24 +205,18 @@ def part_synthetic(args: argparse.Namespace, rows: int) -> dict[str, Any]:
     matrix, queries = clustered(rows, args.queries)
     truth = exact_top(matrix, queries)
     print(f"  data + ground truth {time.perf_counter() - t:.1f} s", flush=True)
-    ids = [str(i) for i in range(rows)]
     dense = DenseRetriever()
-    dense._take(ids, matrix)
+    built(dense, matrix)
     out: dict[str, Any] = {"rows": rows, "dim": DIM, "queries": len(queries), "kinds": {}}
     systems: dict[str, Callable[[Any], Any]] = {"numpy exact": numpy_search(matrix), "plm dense": plm_search(dense)}
     out["kinds"]["numpy exact"] = {"bytes": int(matrix.nbytes), "build_s": 0.0}
     for name in args.kinds:
-        retriever = FaissRetriever(label=name, **KINDS[name])
-        retriever._take(ids, matrix)
+        retriever = FaissRetriever(label=name, exact_below=0, **KINDS[name])  # exact_below 0: the index answers
         faiss.omp_set_num_threads(args.build_threads)
-        info = build(retriever, matrix, args.build_budget_s, args.batch)
+        info = {"build_s": built(retriever, matrix), "factory": retriever.factory(rows)}
         faiss.omp_set_num_threads(1)
         print(f"  build {name}: {json.dumps(info)}", flush=True)
-        if not info["finished"]:
-            out["kinds"][name] = {"build": info}
-            continue
-        out["kinds"][name] = {"build_s": info["s"], "train_s": info["train_s"], "factory": info["factory"]}
-        out["kinds"][name]["bytes"] = index_bytes(retriever._index)
+        out["kinds"][name] = {**info, "bytes": index_bytes(segment_index(retriever))}
         systems[f"faiss {name}"] = raw_faiss_search(retriever)
         systems[f"plm faiss {name}"] = plm_search(retriever)
     out["recall@10"] = {n: recall([s(q) for q in queries], truth) for n, s in systems.items()}
@@ -284,18 +281,14 @@ def part_real(args: argparse.Namespace) -> dict[str, Any]:
             continue
         matrix, doc_of, queries, qids, qrels = real_vectors(config, dataset, query_sets)
         print(f"== real {name}: {matrix.shape[0]:,} chunks, {len(qids)} queries", flush=True)
-        ids = [str(i) for i in range(len(matrix))]
         dense = DenseRetriever()
-        dense._take(ids, matrix)
+        built(dense, matrix, doc_of)
         retrievers: dict[str, Any] = {"dense": dense}
         faiss.omp_set_num_threads(args.build_threads)
         builds = {}
         for kind in args.kinds:
             r = FaissRetriever(label=kind, exact_below=0, **KINDS[kind])  # exact_below 0: the index answers
-            r._take(ids, matrix)
-            t = time.perf_counter()
-            r._index = r._new_index(matrix)
-            builds[kind] = {"build_s": time.perf_counter() - t, "factory": r.factory(len(matrix))}
+            builds[kind] = {"build_s": built(r, matrix, doc_of), "factory": r.factory(len(matrix))}
             retrievers[kind] = r
         faiss.omp_set_num_threads(1)
         res: dict[str, Any] = {"chunks": len(matrix), "queries": len(qids), "builds": builds, "kinds": {}}
@@ -333,8 +326,6 @@ def main() -> None:
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--passes", type=int, default=3, help="latency passes (median reported)")
     ap.add_argument("--build-threads", type=int, default=2)
-    ap.add_argument("--build-budget-s", type=float, default=900.0, help="stop a build still running after this")
-    ap.add_argument("--batch", type=int, default=50_000, help="rows per faiss add() call while building")
     ap.add_argument("--datasets", type=Path, default=ROOT.parent / "shared" / "datasets")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
