@@ -7,7 +7,7 @@ import json
 import platform
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from pydantic import ValidationError
 
@@ -17,6 +17,9 @@ from plm_core.registry import Registry
 from plm_eval.dataset import load_query_set, resolve_corpus, resolve_dataset
 from plm_eval.settings import eval_settings
 from plm_index.job import Job
+
+if TYPE_CHECKING:
+    from plm.evaluation import Evaluator
 
 
 def run_job(
@@ -66,7 +69,7 @@ def evaluator_for(config: JobConfig, registry: Registry) -> Any:
         )
     use = str(table.pop("use"))
     where = f"{config.path} [job] evaluator"
-    cls = registry.get(use, "evaluators", where=where).cls
+    cls = cast("type[Evaluator]", registry.get(use, "evaluators", where=where).cls)
     try:
         return cls(**table)
     except ValidationError as err:

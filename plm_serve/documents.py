@@ -150,9 +150,9 @@ def render_document(document: Document, chunk: Chunk | None = None, stored: Path
         for n, (tokens, _) in enumerate(parsed, 1)
     )
     page = chunk.metadata.get("page") if chunk is not None and paged else None
-    anchor = chunk_anchor(document.text, headings, chunk) if chunk is not None else None
-    if isinstance(page, int) and not any(h["id"] == anchor and h["page"] == page for h in headings):
-        anchor = f"page-{page}"  # the chunk's page, where its heading is on an earlier one
+    target = chunk_anchor(document.text, headings, chunk) if chunk is not None else None
+    if isinstance(page, int) and not any(h["id"] == target and h["page"] == page for h in headings):
+        target = f"page-{page}"  # the chunk's page, where its heading is on an earlier one
     return {
         "id": document.id,
         "title": document.title,
@@ -162,7 +162,7 @@ def render_document(document: Document, chunk: Chunk | None = None, stored: Path
         "text": document.text,
         "html": html,
         "headings": headings,
-        "anchor": anchor,
+        "anchor": target,
         "pages": len(pages) if paged else None,
         "page": page if isinstance(page, int) else None,
     }

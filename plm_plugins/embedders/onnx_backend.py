@@ -337,8 +337,9 @@ def _pad(tokenizer: Any, tokenizer_config: dict[str, Any]) -> tuple[int, str]:
     """The padding token and its id, as the model's tokenizer_config.json names it."""
     token = tokenizer_config.get("pad_token")
     token = token.get("content") if isinstance(token, dict) else token
-    token_id = tokenizer.token_to_id(token) if isinstance(token, str) else None
-    return (token_id, token) if token_id is not None else (0, "[PAD]")
+    if isinstance(token, str) and (token_id := tokenizer.token_to_id(token)) is not None:
+        return int(token_id), token
+    return 0, "[PAD]"
 
 
 def _bar(total: int) -> Any:

@@ -46,6 +46,8 @@ class FusionProfile(Protocol):
     @property
     def candidates_factor(self) -> int: ...
 
+    def model_dump(self) -> dict[str, Any]: ...
+
 
 class ProfiledConfig(Protocol):
     """The keys a profile-driven fuser's Config has."""

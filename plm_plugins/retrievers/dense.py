@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, cast
 
 from pydantic import Field
 
@@ -79,7 +79,7 @@ class DenseRetriever(Retriever, SegmentedIndex):
         oversample: int = Field(10, ge=1, le=1000)
         """With `quantize`: rows rescored exactly per hit asked for (at least 100 rows)."""
 
-    config: Config
+    config: DenseConfig  # dense's own Config, or a subclass stage's (faiss, dense_rocchio)
 
     def check(self) -> None:
         require_embedder(self, "needs chunk and query vectors")
@@ -243,14 +243,15 @@ class DenseRetriever(Retriever, SegmentedIndex):
         if state is None:
             raise StaleIndexError(f"retriever {self.label!r} is not loaded")
         if state.total <= EXACT_UP_TO:
-            return self.state.top(self._scaled(self.scores(query)), n, self.label, allowed)
+            return state.top(self._scaled(self.scores(query)), n, self.label, allowed)
         if n <= 0 or not state.n_live:
             return []
         vector = self.query_vector(query)
         keep = state.allowed_rows(allowed)
         approx = np.concatenate([approximate(seg.data, vector) for seg in state.segments])
         approx[~keep] = -np.inf
-        m = min(int(keep.sum()), max(n * self.config.oversample, MIN_CANDIDATES))
+        oversample = cast(DenseRetriever.Config, self.config).oversample  # only dense's own Config quantizes
+        m = min(int(keep.sum()), max(n * oversample, MIN_CANDIDATES))
         if m <= 0:
             return []
         rows = np.sort(np.argpartition(-approx, m - 1)[:m])
