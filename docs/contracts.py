@@ -32,7 +32,8 @@ SLOTS = {
     "Chunker": '[index.chunk]\nuse = "markdown_semantic"',
     "ChunkTransform": '[index.keywords]         # any [index.*] table after the chunker, run in order\nuse = "yake"',
     "Embedder": '[embedder]              # shared by indexing and querying\nuse = "sentence_transformers"',
-    "Tokenizer": '[query.retrieve]\nuse = "bm25s"\ntokenizer = "snowball"\n# or, with settings, a table:\n# tokenizer = { use = "snowball", language = "porter" }',
+    "Tokenizer": '[query.retrieve]\nuse = "bm25s"\ntokenizer = "snowball"\n# or, with settings, a table:\n'
+    '# tokenizer = { use = "snowball", language = "porter" }',
     "QueryExpander": '[query.expand]\nuse = "dictionary"',
     "QueryGenerator": "# not a config slot: chosen on the command line, its settings there too\n"
     "# plm eval -c recipe.toml --synthetic 300 --generators headings,inverse_cloze\n"
@@ -41,7 +42,8 @@ SLOTS = {
     "Retriever": '[query.retrieve]        # the whole stage, or one of hybrid\'s:\nuse = "bm25s"            '
     "# [query.retrieve.retrievers.bm25]",
     "Fuser": '[query.retrieve]\nuse = "hybrid"\n[query.retrieve.fuser]\nuse = "rrf"',
-    "Retrieval": '[query.retrieve]        # the stage itself (a bare retriever here is wrapped by the core)\nuse = "hybrid"\n'
+    "Retrieval": "[query.retrieve]        # the stage itself (a bare retriever here is wrapped by the core)\n"
+    'use = "hybrid"\n'
     '[query.retrieve.retrievers.bm25]\nuse = "bm25s"',
     "RankingStage": '[query.collapse]        # any [query.*] table after [query.retrieve]\nuse = "collapse"',
     "Reranker": '[query.rerank]          # after [query.retrieve]\nuse = "cross_encoder"',

@@ -232,9 +232,7 @@ def test_a_one_file_ingest_imports_no_torch(tiny_model: str, tmp_path: Path) -> 
 
 
 @pytest.mark.slow
-def test_a_server_over_an_exported_model_is_ready_and_writes_without_torch(
-    tiny_model: str, tmp_path: Path
-) -> None:
+def test_a_server_over_an_exported_model_is_ready_and_writes_without_torch(tiny_model: str, tmp_path: Path) -> None:
     """`plm serve` and `plm mcp` warm only what embedding needs: with the model exported, no
     torch, for queries and for written documents alike (issue 46: a first save cost a model load)."""
     import subprocess

@@ -273,7 +273,9 @@ class _Recording:
         self.done = True
         if self.fail:
             raise RuntimeError(f"{self.label} broke")
-        return [ScoredChunk(chunk_id=f"{self.label}{i}", score=1.0 / (i + 1), source=self.label, rank=i) for i in range(n)]
+        return [
+            ScoredChunk(chunk_id=f"{self.label}{i}", score=1.0 / (i + 1), source=self.label, rank=i) for i in range(n)
+        ]
 
 
 def test_retrievers_run_side_by_side_and_answer_as_one_after_another(monkeypatch: Any) -> None:

@@ -66,9 +66,7 @@ def test_writes_on_a_full_disk_say_so_and_lose_nothing(tmp_path: Path, monkeypat
         job.close()
 
 
-def test_a_full_disk_while_a_search_index_is_saved_is_one_line(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_full_disk_while_a_search_index_is_saved_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 45 A3: a full disk while a BM25 segment was written was a raw OSError traceback.
     The fault is ENOSPC from the segment writer's own disk calls, injected where the disk is
     written (no root to fill a file system here)."""

@@ -85,7 +85,9 @@ def test_identity_names_the_stop_words() -> None:
     )  # no list in bm25s for Finnish: none
 
 
-ASCII_TEXT = "".join(chr(i) for i in range(128)) + "The Pods are RUNNING; kubectl get pods -n kube_system (v1.2.3) it's a_b x"
+ASCII_TEXT = (
+    "".join(chr(i) for i in range(128)) + "The Pods are RUNNING; kubectl get pods -n kube_system (v1.2.3) it's a_b x"
+)
 
 
 @pytest.mark.parametrize("language", ["english", "german"])
