@@ -22,7 +22,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-import numpy as np
 from pydantic import Field
 
 from plm.evaluation import Reporter
@@ -187,6 +186,8 @@ class ComparisonReporter(Reporter):
         """Fill the compared rows' corrected p-values, verdicts and bootstrap intervals.
 
         `diffs` holds the per-query differences row by row, metric by metric."""
+        import numpy as np
+
         if not rows:
             return
         for m in metrics:

@@ -2,19 +2,21 @@
 paired bootstrap confidence intervals of a delta, all over the queries of one set.
 
 Kept apart from the reporter so each can be checked alone. numpy only, except the paired
-tests, which import scipy when they run.
+tests, which import scipy when they run (numpy too is imported when a function runs: `plm`
+loads this module with every plugin).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Literal
-
-import numpy as np
-from numpy.typing import ArrayLike
+from typing import TYPE_CHECKING, Literal
 
 from plm_core.errors import MissingDependencyError
+
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import ArrayLike
 
 Correction = Literal["holm", "bonferroni", "none"]
 CORRECTIONS: tuple[str, ...] = ("holm", "bonferroni", "none")
@@ -28,6 +30,8 @@ def paired_p_value(
     a: Sequence[float], b: Sequence[float], test: str = "permutation", n_resamples: int = 10000, seed: int = 0
 ) -> float:
     """Two-sided p-value that the mean of the paired differences a - b is zero."""
+    import numpy as np
+
     if len(a) != len(b):
         raise ValueError(f"paired samples differ in length: {len(a)} vs {len(b)}")
     diffs = [x - y for x, y in zip(a, b, strict=True)]
@@ -97,6 +101,8 @@ def bootstrap_cis(
     as they were). Returns (k, 2): the (1 - confidence)/2 and (1 + confidence)/2 quantiles
     of the resampled means. A constant difference gives a zero-width interval at it.
     """
+    import numpy as np
+
     d = np.asarray(diffs, dtype=float)
     if d.ndim != 2:
         raise ValueError(f"diffs must be (queries, comparisons), got shape {d.shape}")
@@ -134,6 +140,8 @@ def bootstrap_ci(
     confidence: float = CONFIDENCE,
 ) -> tuple[float, float]:
     """The paired bootstrap interval of mean(a - b) for one pair of per-query scores."""
+    import numpy as np
+
     x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     if x.shape != y.shape or x.ndim != 1:
         raise ValueError(f"paired samples differ in length or are not 1-D: {x.shape} vs {y.shape}")
