@@ -142,6 +142,21 @@ def test_every_command_has_help() -> None:
         assert res.returncode == 0 and "Usage" in res.stdout, cmd
 
 
+def test_help_loads_every_plugin_and_no_array_or_model_library() -> None:
+    """`plm --help` registers every installed plugin's stages and commands, and imports none
+    of numpy, scipy, torch, onnxruntime or faiss: a stage module imports those when it runs
+    (numpy alone is 0.07 s of every start)."""
+    code = (
+        "import sys; from plm_index import cli; sys.argv = ['plm', '--help']\n"
+        "try:\n    cli.main()\nexcept SystemExit:\n    pass\n"
+        "heavy = sorted({'numpy', 'scipy', 'torch', 'onnxruntime', 'faiss'} & set(sys.modules))\n"
+        "print('heavy:', heavy, file=sys.stderr)"
+    )
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert "Usage" in res.stdout and "ingest" in res.stdout and "serve" in res.stdout, res.stderr[-2000:]
+    assert "heavy: []" in res.stderr, res.stderr[-2000:]
+
+
 def test_autoload_off_hides_third_party_plugins() -> None:
     res = plm("plugins", "--json", env={"PLM_DISABLE_PLUGIN_AUTOLOAD": "1"})
     assert res.returncode == 0
