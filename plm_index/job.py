@@ -179,7 +179,7 @@ class Job:
             self._file_stats = FileStats(self.index_dir)
         return self._file_stats
 
-    def _roots(self) -> list[str]:
+    def roots(self) -> list[str]:
         """The folders given to ingest so far (a file's id is its path from the nearest):
         in files.sqlite and, since that may be deleted, damaged or reset, in the store too."""
         try:
@@ -239,7 +239,7 @@ class Job:
         index_fp = self.index_fingerprint()
         stats = self.file_stats
         seen = None if redo else functools.partial(self._trusted, index_fp)
-        roots = self._roots()
+        roots = self.roots()
         loaded = load_sources(items, self.loader, str(self.config.path), seen, roots)
         docs, report.failed, report.unread = loaded.docs, loaded.failed, loaded.unread
         report.time("read", time.perf_counter() - t0)
@@ -277,7 +277,7 @@ class Job:
             items and not prune and note_others and any(isinstance(i, (str, Path)) and Path(i).is_dir() for i in items)
         ):
             # Folders only (the note reads every stored path): not for a watcher's sync or a file.
-            note_other_sources(self.store.doc_paths(), items, report, self._roots())
+            note_other_sources(self.store.doc_paths(), items, report, self.roots())
         if report.deleted:
             stats.forget(report.deleted)
         # Every stored vector is checked (a model change, a row left without one) by a folder's

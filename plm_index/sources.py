@@ -174,6 +174,9 @@ def load_sources(
                 _read_listed(loader, root or path, listed[0], seen, out, owner, take)
             elif root is not None and root != path and lists_files(loader):
                 out.read.add(path)  # a file inside a folder read before: named from that folder
+                out.listed_ns = out.listed_ns or now_ns()
+                if (sig := signature(path)) is not None:  # before reading: remembered as a listed file is
+                    out.signatures[path] = sig
                 take(*loader.load_files(root, [path]))
             else:
                 take(*loader.load(str(src)))

@@ -4,9 +4,11 @@ It watches folders recursively (watchfiles) and hands each batch of changes to a
 `apply(changed, removed)` callable, so that `plm watch` and `plm serve --watch` (which
 passes an apply holding its own lock) share it (plm_serve/watcher.py wires it to a job):
 
-- Once the watch is in place it runs one catch-up sync per folder (`catch_up`; for `plm
-  watch`, `ingest(folder, prune=True)`): edits made while nothing watched are picked up,
-  and none made during the catch-up is missed.
+- Once the watch is in place it runs one catch-up sync per folder (`catch_up`, given the
+  folder's listing; plm_serve/watcher.py's syncs only what changed, or the whole folder):
+  edits made while nothing watched are picked up, and none made during the catch-up is
+  missed. The catch-up runs in a thread of its own, beside the batches, so a file saved
+  during it is synced as one (`apply` and `catch_up` must take turns: a lock).
 - Events are collected until the folders are quiet for `debounce_ms` (or `max_wait_ms`
   under constant churn); then only the files named by events are synced, never a rescan,
   at most `max_batch` per sync: a branch switch touching 1,000 files is a few syncs.
@@ -57,7 +59,7 @@ class FolderWatcher:
         dirs: Iterable[str | Path],
         apply: Apply,
         *,
-        catch_up: Callable[[list[Path], threading.Event], IngestReport] | None = None,
+        catch_up: Callable[[list[Path], threading.Event, list[str] | None], IngestReport] | None = None,
         debounce_ms: int = 300,
         settle_ms: int = 250,
         max_wait_ms: int = 2000,
@@ -67,7 +69,8 @@ class FolderWatcher:
         log: Callable[[str], None] = print,
     ) -> None:
         """`lister(folder)`: the files the loader reads there, listed fast (default: a walk
-        asking `loader_filter` of every file)."""
+        asking `loader_filter` of every file). `catch_up(folders, stop, listed)` gets that
+        listing (None without a lister)."""
         self.dirs = [Path(os.path.abspath(d)) for d in dirs]
         self.apply, self.catch_up, self.log = apply, catch_up, log
         self.debounce_ms, self.settle_ms, self.max_wait_ms = debounce_ms, settle_ms, max_wait_ms
@@ -79,6 +82,8 @@ class FolderWatcher:
         self._sent: dict[str, tuple[int, int]] = {}  # file synced (as str) -> its (size, mtime_ns) then
         self._dirs: set[Path] = set()  # folders holding synced files: their removal matters
         self._lock = threading.Lock()
+        self._catching: threading.Thread | None = None  # the catch-up's syncs, beside the batches
+        self.watching = threading.Event()  # set once the watch is in place (or nothing is there to watch)
         self._state: dict[str, Any] = dict(running=False, caught_up=False, batches=0, last_batch=None)
         self._state.update(failed_files=0, last_error=None)
 
@@ -106,9 +111,12 @@ class FolderWatcher:
                 if present:
                     self._watch(stop, present, folders)
                 else:  # nothing to watch until a folder comes back
+                    self.watching.set()
                     self._drain(stop)
                     stop.wait(self.debounce_ms / 1000)
         finally:
+            if self._catching is not None:
+                self._catching.join()  # `stop` ends it before its next batch
             self._set(running=False)
 
     def _identity(self) -> dict[Path, tuple[int, int] | None]:
@@ -139,6 +147,7 @@ class FolderWatcher:
             )
         ):
             if n == 0:  # the watch is in place: nothing changed from now on can be missed
+                self.watching.set()
                 self._catch_up(stop, present)
             self._pending.update((Path(path), None) for _change, path in changes)
             self._drain(stop)
@@ -158,17 +167,31 @@ class FolderWatcher:
             self._state.update(values)
 
     def _catch_up(self, stop: threading.Event, roots: list[Path]) -> None:
+        """List the folders (here, so that `_sent` has one writer), then sync them in a thread
+        of its own: a file saved meanwhile is a batch of its own, not queued behind them."""
+        if self._catching is not None:
+            self._catching.join()  # a folder replaced: the last catch-up ends first
+        listings: list[list[str] | None] = []
         for root in roots:
             folders: set[str] = set()
-            for path in self.lister(root) if self.lister is not None else map(str, self._files(root)):  # its files
+            listed = list(self.lister(root)) if self.lister is not None else None
+            for path in listed if listed is not None else map(str, self._files(root)):  # its files
                 # Synced by the catch-up below (no stat here: 0.75 s at 100,000 files); an event
                 # for one then syncs it again, which reads nothing when it is unchanged.
                 self._sent[path] = LISTED
                 folders.add(os.path.dirname(path))
             for folder in folders:  # once per folder: 100,000 files sit in a few hundred
                 self._remember(Path(folder))
+            listings.append(listed)
+        self._catching = threading.Thread(
+            target=self._catch_up_syncs, args=(stop, roots, listings), name="plm-catch-up", daemon=True
+        )
+        self._catching.start()
+
+    def _catch_up_syncs(self, stop: threading.Event, roots: list[Path], listings: list[list[str] | None]) -> None:
+        for root, listed in zip(roots, listings, strict=True):
             if self.catch_up is not None and not stop.is_set():
-                self._call(f"catch-up {root}", partial(self.catch_up, [root], stop))
+                self._call(f"catch-up {root}", partial(self.catch_up, [root], stop, listed))
         self._set(caught_up=True)
 
     def _relevant(self, path: Path) -> bool:

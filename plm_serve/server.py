@@ -49,6 +49,7 @@ from plm_serve.service import Service
 
 log = logging.getLogger("plm.serve")
 access = logging.getLogger("plm.serve.access")
+WATCH_START_S = 30.0  # the most a start waits for the watch to be in place (a slow disk, a huge tree)
 
 
 def create_app(
@@ -173,9 +174,14 @@ def serve_command(
         from plm_serve.watcher import job_watcher
 
         # Catch-up, then batches, each applied through the service's single writer.
-        service.watcher = job_watcher(writer, watch, locked=service.apply, log=lambda line: log.info("watch: %s", line))
+        service.watcher = job_watcher(
+            writer, watch, locked=service.apply, read=service.with_writer, log=lambda line: log.info("watch: %s", line)
+        )
         watcher_thread = threading.Thread(target=service.watcher.run, args=(stop,), name="plm-watcher", daemon=True)
         watcher_thread.start()
+        # Ready once the watch is in place (about half a second): a file saved after that is
+        # a batch of its own, where one saved before is found by the catch-up's listing.
+        service.watcher.watching.wait(WATCH_START_S)
     api_key = bearer_key("PLM_API_KEY")  # the client strips it too: a key file's newline is no key
     app = create_app(
         service, api_key=api_key, cors_origins=tuple(cors_origin or ()), max_body_mb=max_body_mb, allowlist=allowlist

@@ -222,6 +222,11 @@ class Service:
                 self.write_lock.release()
         return None
 
+    def with_writer(self, work: Callable[[Job], Any]) -> Any:
+        """`work(writer)` between syncs: a read that must see the store as the last sync left it."""
+        with self.write_lock:
+            return work(self.writer)
+
     def apply(self, work: Callable[[Job], IngestReport]) -> IngestReport:
         """Run one sync with the writer (one at a time), record it, and swap in the result."""
         with self.write_lock:

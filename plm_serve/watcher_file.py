@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,7 @@ def write_watcher_file(index_dir: Path, state: dict[str, Any]) -> None:
     at start and after every batch, removed at exit; replaced whole, never half-written."""
     index_dir.mkdir(parents=True, exist_ok=True)
     record = {**state, "pid": os.getpid(), "host": socket.gethostname(), "updated": time.time()}
-    tmp = index_dir / f".{WATCHER_FILE}.{os.getpid()}"
+    tmp = index_dir / f".{WATCHER_FILE}.{os.getpid()}.{threading.get_ident()}"  # the catch-up's thread writes too
     tmp.write_text(json.dumps(record, default=str))
     os.replace(tmp, index_dir / WATCHER_FILE)
 

@@ -106,7 +106,7 @@ class Watching:
         self.watcher = FolderWatcher(
             [docs],
             self._apply,
-            catch_up=lambda d, stop: self.job.ingest(d, prune=True, stop=stop),
+            catch_up=lambda d, stop, _listed: self.job.ingest(d, prune=True, stop=stop),
             loader_filter=loader_filter_for(self.job.loader, [docs]),
             log=self.lines.append,
             **options,
@@ -463,7 +463,7 @@ def test_a_saved_pdf_or_word_file_is_searchable_and_an_image_is_never_read(tmp_p
     watcher = FolderWatcher(
         [docs],
         lambda changed, removed: sync_paths(job, changed, removed),
-        catch_up=lambda d, stop: job.ingest(d, prune=True, stop=stop),
+        catch_up=lambda d, stop, _listed: job.ingest(d, prune=True, stop=stop),
         loader_filter=loader_filter_for(job.loader, [docs]),
         log=lines.append,
         debounce_ms=50,
