@@ -44,6 +44,7 @@ UNBOUNDED = ("bm25l", "bm25+")
 # shorter lists the exhaustive path's few NumPy calls over kept impacts cost less than MaxScore's
 # (bench/bench_bm25_topk.py; at a million, 10,000 to 20,000 was even, from 20,000 MaxScore won).
 AUTO_FROM = 20_000
+SKEW = 4  # see worth_pruning
 
 # Each segment's postings keep each word's (start, end, largest tf, shortest length) met by a
 # query (`Postings.word_bounds`), at most MAX_WORDS of them (the oldest dropped).
@@ -76,17 +77,23 @@ def _stats_of(postings: Postings, word: str) -> tuple[int, int, float, float] | 
     return out
 
 
-def longest_list(state: State, tokens: Sequence[str]) -> int:
-    """The most postings (deleted rows' included) one of the query's words holds in the segments."""
-    longest = 0
+def worth_pruning(state: State, tokens: Sequence[str]) -> bool:
+    """Whether `auto` takes MaxScore for these words: one of them is in AUTO_FROM chunks or
+    more (deleted rows included), beside another in at most 1/SKEW as many. The rarer words
+    then find the top k and the common word's long list is searched only where its bound can
+    still lift a row. Words of similar list lengths are all essential: MaxScore scores every
+    posting then, and its bookkeeping made a flat vocabulary's queries at a million 1.6x
+    slower at the median, 2.6x at p95 (BENCHMARKS.md 39); one word alone is the same case."""
+    lengths = []
     for word in dict.fromkeys(tokens):
         total = 0
         for seg in state.segments:
             postings: Postings = seg.data
             if (tid := postings.vocab.get(word)) is not None:  # (no bounds made for a query not pruned)
                 total += int(postings.indptr[tid + 1]) - int(postings.indptr[tid])
-        longest = max(longest, total)
-    return longest
+        if total:
+            lengths.append(total)
+    return bool(lengths) and max(lengths) >= AUTO_FROM and min(lengths) * SKEW <= max(lengths)
 
 
 def _live_df(state: State, word: str, found: list[tuple[int, tuple[int, int, float, float]]]) -> int:

@@ -62,7 +62,7 @@ from plm_plugins.retrievers.bm25_impacts import (
     _sum_by_row,
 )
 from plm_plugins.retrievers.bm25_postings import Postings
-from plm_plugins.retrievers.bm25_topk import AUTO_FROM, candidates, longest_list
+from plm_plugins.retrievers.bm25_topk import AUTO_FROM, candidates, worth_pruning
 from plm_plugins.retrievers.token_slices import Ahead, token_slices
 
 if TYPE_CHECKING:
@@ -146,8 +146,8 @@ class BM25Retriever(Retriever, SegmentedIndex):
         exhaustive scores every chunk holding a query word; maxscore (MaxScore) only the chunks
         holding a word whose bound, with the smaller bounds of the words after it, can reach the
         k-th best score (faster when a query word is in many chunks, slower otherwise); auto (the
-        default), maxscore for a query with a word in 20,000 chunks or more. bm25l and bm25+ score
-        every chunk either way."""
+        default), maxscore for a query with a word in 20,000 chunks or more beside a word in a
+        quarter as many or fewer. bm25l and bm25+ score every chunk either way."""
 
     config: Config
 
@@ -249,7 +249,7 @@ class BM25Retriever(Retriever, SegmentedIndex):
             raise StaleIndexError(f"BM25 index {self.label!r} is not loaded")
         drop = self.drops_zero_scores
         if self.config.top_k == "maxscore" or (
-            self.config.top_k == "auto" and state.total >= AUTO_FROM and longest_list(state, tokens) >= AUTO_FROM
+            self.config.top_k == "auto" and state.total >= AUTO_FROM and worth_pruning(state, tokens)
         ):
             c = self.config
             found = candidates(

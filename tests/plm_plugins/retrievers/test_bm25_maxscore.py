@@ -204,19 +204,30 @@ def test_a_bound_below_a_part_is_caught(tmp_path: Path, monkeypatch: pytest.Monk
         _same(exhaustive, pruned, queries)
 
 
-def test_auto_prunes_only_queries_with_many_postings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_auto_prunes_only_queries_with_many_postings_beside_few(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`auto` takes MaxScore for a word in AUTO_FROM chunks or more beside one in a quarter as
+    many or fewer; words of similar lengths, or one word alone, are scored exhaustively."""
     seen = _pruned_rows(monkeypatch)
     rng = random.Random(9)
     chunks = [Chunk(id=f"c{i}", doc_id=f"d{i}", text=_text(rng)) for i in range(500)]
+    holding = {w: sum(w in c.text.split() for c in chunks) for w in VOCAB}
+    common = max(VOCAB, key=holding.__getitem__)
+    rare = next(w for w in reversed(VOCAB) if 0 < holding[w] * 4 <= holding[common])
+    alike = next(w for w in VOCAB if w != common and holding[w] * 4 > holding[common])
     exhaustive = BM25Retriever(tokenizer="whitespace_lower", top_k="exhaustive")
     auto = BM25Retriever(tokenizer="whitespace_lower")  # auto: the default
     exhaustive.build(CorpusSnapshot.of(chunks), tmp_path)
     auto.load(CorpusSnapshot.of(chunks), tmp_path)
-    _same(exhaustive, auto, ["w0 w1 w300"])
-    assert not seen
+    _same(exhaustive, auto, [f"{common} {rare}"])
+    assert not seen  # no list reaches AUTO_FROM
+    monkeypatch.setattr("plm_plugins.retrievers.bm25_topk.AUTO_FROM", holding[common])
     monkeypatch.setattr("plm_plugins.retrievers.bm25s.AUTO_FROM", 100)
-    _same(exhaustive, auto, ["w0 w1 w300"])
-    assert seen
+    _same(exhaustive, auto, [f"{common} {alike}", common])
+    assert not seen  # similar lengths, one word: nothing to skip
+    _same(exhaustive, auto, [f"{common} {rare}", f"{rare} {alike} {common}"])
+    assert len(seen) == 8  # two queries, four k each
 
 
 def _dataset_pair(chunks: list[Chunk], folder: Path, **settings: Any) -> tuple[BM25Retriever, BM25Retriever]:
