@@ -127,7 +127,10 @@ def test_generated_queries_on_the_whole_corpus(poc_needle_run: tuple[Job, dict])
 
 @pytest.fixture(scope="module")
 def synced(
-    poc_needle: Path, poc_needle_run: tuple[Job, dict], tmp_path_factory: pytest.TempPathFactory
+    poc_needle: Path,
+    poc_needle_run: tuple[Job, dict],
+    poc_parity_overrides: list[str],
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Job]:
     """poc_parity over poc_needle ingested in two syncs: the second half of the pages, then
     the first half and one page of the second edited. The first segment holds the later
@@ -141,6 +144,7 @@ def synced(
         shutil.copyfile(path, pages / path.name)  # copies: plm reads no symlink leading out
     job = Job.from_config(
         REPO / "configs" / "poc_parity.toml",
+        poc_parity_overrides,  # the session index's: its enrichment comes from the content cache
         index_dir=tmp_path_factory.mktemp("synced_index"),
         dataset=poc_needle,
         settings=Settings(progress=False, offline=True),
