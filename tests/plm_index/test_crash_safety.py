@@ -11,7 +11,9 @@
 Each document's text carries its version, and the texts are long enough to give several
 chunks, so a half-written document would show as a mix of versions or a wrong count.
 MiniLM runs on ONNX Runtime, as the recommended recipe does: the first ingest exports it
-(with torch), every later process embeds without importing torch, in half the time.
+(with torch), every later process embeds without importing torch, in half the time. One data
+folder serves the whole module (both stores, the subprocesses and the checks made in this
+process), so the model is exported once, not once per store plus once for the checks.
 """
 
 from __future__ import annotations
@@ -86,9 +88,20 @@ def write_corpus(folder: Path, version: int) -> None:
         (folder / f"doc{i:02d}.md").write_text(doc_text(i, version))
 
 
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """PLM_DATA_DIR of every process here, for both stores: the ONNX export of the model is
+    made once (by the first ingest) and found by every later process and by the checks."""
+    return tmp_path_factory.mktemp("crash-data")
+
+
 @pytest.fixture(scope="module", params=["sqlite", "postgres"])
 def setup(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, minilm_path: str, store_table_for: Any
+    request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory,
+    minilm_path: str,
+    store_table_for: Any,
+    data_dir: Path,
 ) -> dict:
     """The same guarantees on both stores: one module-wide config per store."""
     root = tmp_path_factory.mktemp(f"crash-{request.param}")
@@ -104,10 +117,12 @@ def setup(
         # Windows of about two batches' chunks: stored in several steps, as a large folder's
         # windows of 8,192 are, so kills land between them (one window would hold them all).
         "PLM_EMBED_WINDOW": "16",
-        "PLM_DATA_DIR": str(root / "data"),
+        "PLM_DATA_DIR": str(data_dir),
     }
     dsn = table.split('dsn = "')[1].split('"')[0] if request.param == "postgres" else None
-    return {"root": root, "config": config, "env": env, "dsn": dsn}
+    # The checks in this process read the same data folder: the export, never torch.
+    settings = Settings(cache=False, progress=False, data_dir=str(data_dir))
+    return {"root": root, "config": config, "env": env, "dsn": dsn, "settings": settings}
 
 
 def ingest_cmd(setup: dict, corpus: Path, index: Path) -> list[str]:
@@ -142,7 +157,7 @@ def store_version(setup: dict, index: Path) -> int:
 
 def expected_chunks(setup: dict, corpus_version: int) -> dict[str, list[str]]:
     """doc id -> chunk texts the chunker makes of that version (no model needed)."""
-    job = Job.from_config(setup["config"], index_dir=setup["root"] / "unused", settings=Settings(cache=False))
+    job = Job.from_config(setup["config"], index_dir=setup["root"] / "unused", settings=setup["settings"])
     chunker = job.transform.stages[0]
     docs = [Document(id=f"doc{i:02d}", text=doc_text(i, corpus_version)) for i in range(N_DOCS)]
     out: dict[str, list[str]] = {d.id: [] for d in docs}
@@ -155,7 +170,7 @@ def check_invariants(setup: dict, index: Path, old: int, new: int) -> dict[str, 
     """Every document wholly `old` or wholly `new`; vectors and BM25 consistent. Returns
     how many documents are at each version."""
     expect = {old: expected_chunks(setup, old), new: expected_chunks(setup, new)}
-    job = Job.from_config(setup["config"], index_dir=index, settings=Settings(cache=False, progress=False))
+    job = Job.from_config(setup["config"], index_dir=index, settings=setup["settings"])
     job.open()
     store = job.store
     assert store.consistency_problems() == []
