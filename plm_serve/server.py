@@ -170,6 +170,9 @@ def serve_command(
     service.start()
     stop = threading.Event()
     watcher_thread = None
+    # Before the watcher starts: its catch-up of a small folder is done within milliseconds.
+    logging.getLogger("plm.serve").setLevel(logging.INFO)
+    access.setLevel(logging.INFO)
     if watch:
         from plm_serve.watcher import job_watcher
 
@@ -186,8 +189,6 @@ def serve_command(
     app = create_app(
         service, api_key=api_key, cors_origins=tuple(cors_origin or ()), max_body_mb=max_body_mb, allowlist=allowlist
     )
-    logging.getLogger("plm.serve").setLevel(logging.INFO)
-    access.setLevel(logging.INFO)
     # The socket already listens: a client connecting from now on is answered, not refused.
     generation = service.generation
     state = "ready on" if generation is not None and not generation.empty else "serving an empty index on"

@@ -564,8 +564,20 @@ def test_serve_watch_catches_up_then_follows_the_folder(tmp_path: Path) -> None:
         assert found[:1] == ["zeta"] and "beta" not in found
         watcher = httpx.get(srv.url + "/status").json()["watcher"]
         assert watcher["running"] and watcher["batches"] >= 1
+        assert f"watch: catch-up {root / 'docs'}; added 3, updated 0" in srv.log.read_text()
     finally:
         assert srv.stop() == 0
+    # Restarted after an edit: the catch-up syncs that file alone, within milliseconds of the
+    # watch being in place, and its line is logged all the same.
+    (root / "docs" / "zeta.md").write_text("# Zeta\n\n## Walrus\n\nZeta walruses winter in the north.\n")
+    again = Server(root, args=("--watch", str(root / "docs"))).start()
+    try:
+        deadline = time.monotonic() + 30
+        while "watch: catch-up" not in again.log.read_text() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert f"watch: catch-up {root / 'docs'}; added 0, updated 1, unchanged 2, deleted 0" in again.log.read_text()
+    finally:
+        assert again.stop() == 0
 
 
 @pytest.mark.slow
