@@ -61,6 +61,8 @@ def folder_changes(
                 return None  # two files, one document: the whole sync says which keeps it
         else:
             changed.append(path)
+    if len(changed) > MAX_CHANGES:  # (a branch switch touching every file: no lookup of each)
+        return None
     under = scope([root])
     listed_set = set(sigs)
     removed = [p for p in records if p not in listed_set and under(p)]
@@ -68,12 +70,13 @@ def folder_changes(
     # read too recently to be remembered, then deleted while nothing watched).
     others = [i for i in stored if i not in vouched]
     if others:
+        to_read = set(changed)
         for p in locked(lambda j: j.store.paths_of(others)).values():
             if not p or not under(p):
                 continue
             if p not in listed_set:
                 removed.append(p)
-            elif p not in changed:
+            elif p not in to_read:
                 return None  # a second document for a current file (a sync killed midway): the whole sync supersedes it
     if any(os.path.lexists(p) for p in removed if p not in listed_set):
         return None  # a file still there but not read (a pattern changed): the whole sync notes it
