@@ -102,11 +102,12 @@ class Watching:
         self.calls: list[tuple[list[Path], list[Path]]] = []
         self.lines: list[str] = []
         self.apply = apply or (lambda c, r: sync_paths(self.job, c, r))
+        self.turns = threading.Lock()  # the catch-up runs beside the batches: one sync at a time
         options = {"debounce_ms": 50, "settle_ms": 300, **options}
         self.watcher = FolderWatcher(
             [docs],
             self._apply,
-            catch_up=lambda d, stop, _listed: self.job.ingest(d, prune=True, stop=stop),
+            catch_up=self._catch_up,
             loader_filter=loader_filter_for(self.job.loader, [docs]),
             log=self.lines.append,
             **options,
@@ -116,9 +117,14 @@ class Watching:
         self.thread.start()
         wait_until(lambda: self.watcher.state()["caught_up"], "the catch-up sync is done")
 
+    def _catch_up(self, dirs: list[Path], stop: threading.Event, _listed: object) -> IngestReport:
+        with self.turns:
+            return self.job.ingest(dirs, prune=True, stop=stop)
+
     def _apply(self, changed: list[Path], removed: list[Path]) -> IngestReport:
         self.calls.append((changed, removed))
-        return self.apply(changed, removed)
+        with self.turns:
+            return self.apply(changed, removed)
 
     def paths(self) -> dict[str, str]:
         return self.reader.open().store.doc_paths()
