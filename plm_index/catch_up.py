@@ -20,11 +20,10 @@ their events follow.
 from __future__ import annotations
 
 import os
-import sqlite3
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from plm_index.file_stats import FileStats, signature
+from plm_index.file_stats import remembered, signature
 from plm_index.sync import scope
 
 MAX_CHANGES = 500  # more than this: the whole sync, with its batches and progress
@@ -38,7 +37,7 @@ def folder_changes(
     `work(job)` while no sync runs (the store is read there, and only there)."""
     sigs = {p: signature(p) for p in listed}  # before the records: a later change is an event's
     index_fp = job.index_fingerprint()
-    records = _records(job.index_dir, index_fp)
+    records = remembered(job.index_dir, index_fp)
     if records is None:
         return None
 
@@ -84,25 +83,3 @@ def folder_changes(
     if len(changed) + len(removed) > MAX_CHANGES:
         return None
     return sorted(changed), removed
-
-
-def _records(index_dir: Any, index_fp: str) -> dict[str, tuple[int, int, int, int, str, str]] | None:
-    """path -> (size, mtime_ns, ctime_ns, inode, doc id, fingerprint) as the last sync
-    remembered them under `index_fp`, read on a connection of its own; None without any."""
-    path = os.path.join(index_dir, os.path.basename(FileStats(index_dir).path))
-    if not os.path.exists(path):
-        return None
-    try:
-        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    except sqlite3.Error:
-        return None
-    try:
-        row = db.execute("SELECT value FROM meta WHERE key='index_fp'").fetchone()
-        if row is None or row[0] != index_fp:
-            return None
-        rows = db.execute("SELECT path, size, mtime_ns, ctime_ns, ino, doc_id, fingerprint FROM files")
-        return {r[0]: r[1:] for r in rows}
-    except sqlite3.Error:
-        return None
-    finally:
-        db.close()

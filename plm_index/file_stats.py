@@ -183,6 +183,29 @@ class FileStats:
             self._db = None
 
 
+def remembered(index_dir: Path | str, index_fp: str) -> dict[str, tuple[int, int, int, int, str, str]] | None:
+    """Every entry written under `index_fp`, path -> (size, mtime_ns, ctime_ns, inode, doc id,
+    fingerprint) as plain tuples (a `Seen` each costs 0.2 s at 100,000), read on a read-only
+    connection of its own, so a thread may read while another syncs through a `FileStats`;
+    None without a record, or under another index fingerprint."""
+    path = Path(index_dir) / FILE_NAME
+    if not path.exists():
+        return None
+    try:
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    except sqlite3.Error:
+        return None
+    try:
+        row = db.execute("SELECT value FROM meta WHERE key='index_fp'").fetchone()
+        if row is None or row[0] != index_fp:
+            return None
+        return {r[0]: r[1:] for r in db.execute("SELECT * FROM files")}
+    except sqlite3.Error:
+        return None
+    finally:
+        db.close()
+
+
 def root_for(path: str, roots: Sequence[str]) -> str | None:
     """The outermost of `roots` that holds `path` (or is it), else None."""
     best: str | None = None
