@@ -53,6 +53,7 @@ import Stemmer  # noqa: E402
 
 from plm_core.records import Chunk, ExpandedQuery  # noqa: E402
 from plm_index.corpus import CorpusSnapshot  # noqa: E402
+from plm_plugins.retrievers.bm25_impacts import compiled  # noqa: E402
 from plm_plugins.retrievers.bm25s import BM25Retriever  # noqa: E402
 
 CONFIG: dict[str, Any] = {"tokenizer": "bm25s_stem", "method": "lucene", "k1": 1.5, "b": 0.75, "dtype": "float32"}
@@ -98,7 +99,13 @@ def build_plm(chunks: list[Chunk], folder: Path, reuse: bool = False) -> tuple[l
         built = time.perf_counter() - t0
     for r in retrievers[0 if math.isnan(built) else 1 :]:
         r.load(snapshot, folder)
-    return retrievers, built
+    numpy = BM25Retriever(BM25Retriever.Config(**CONFIG, top_k="exhaustive"))
+    numpy.load(snapshot, folder)
+    numpy._compiled_top = lambda *a: None  # type: ignore[method-assign]  # the NumPy path alone
+    numpy.numpy_only = True  # type: ignore[attr-defined]
+    if compiled() is None:
+        raise SystemExit("BM25's C kernel is not built (pip install -e . with a C compiler)")
+    return [*retrievers, numpy], built
 
 
 def build_raw(texts: list[str], stemmer: Any, folder: Path, reuse: bool = False) -> tuple[Any, float]:
@@ -167,7 +174,7 @@ def systems(
         return searcher.search(query, k, count=False).hits
 
     return {
-        **{f"plm {r.config.top_k}": plm_query(r) for r in plm},
+        **{f"plm {'numpy' if getattr(r, 'numpy_only', False) else r.config.top_k}": plm_query(r) for r in plm},
         "raw bm25s": raw_query,
         "tantivy": tantivy_query,
     }

@@ -11,7 +11,7 @@ from typing import Any
 
 from plm_core.records import CorpusVersion
 from plm_index.columns import take_ids
-from plm_index.ranking import top_n, top_n_sparse
+from plm_index.ranking import ranked_rows, top_n, top_n_sparse
 
 
 class Rows:
@@ -214,6 +214,12 @@ class State:
             return top_n_sparse(rows, values, self.n_live, n, self.ids, source, allowed, drop_zero)
         positions = self.cached("index_positions", lambda: _inverse(index, self.total))[rows]
         return top_n_sparse(positions, values, self.n_live, n, Picked(self.ids, index), source, allowed, drop_zero)
+
+    def ranked(self, rows: Any, scores: list[float], tied: bool, source: str) -> list[Any] | None:
+        """The hits of rows already in `top`'s order, with their scores; None where `top` over
+        every row must tell (equal scores in a small version, or more rows tied at the last:
+        `tied`)."""
+        return ranked_rows(self.ids, rows, scores, self.n_live, tied, source)
 
 
 def _inverse(rows: Any, total: int) -> Any:

@@ -49,17 +49,21 @@ from plm import (
     hookimpl,
 )
 from plm.indexes import Rows, State
+from plm_plugins.retrievers import bm25_impacts
 from plm_plugins.retrievers.bm25_impacts import (
     _IDF,
     _NORM,
     _TFC,
     Impacts,
+    _buffer,
+    _give_back,
     _live_tokens,
     _norms,
     _okapi_idf,
     _postings,
     _segment_arrays,
     _sum_by_row,
+    compiled,
 )
 from plm_plugins.retrievers.bm25_postings import Postings
 from plm_plugins.retrievers.bm25_topk import AUTO_FROM, candidates, worth_pruning
@@ -92,6 +96,7 @@ class BM25Retriever(Retriever, SegmentedIndex):
     parts = {"tokenizer": Tokenizer}
     tokenizer: Tokenizer | None
     _ahead: Ahead | None = None  # the texts of a sync's chunks, tokenized while it stores them
+    _impacts_key: str | None = None  # the version's cache key of this scoring's impacts
 
     class Config(ComponentConfig):
         tokenizer: str | dict[str, Any] = "bm25s_stem"
@@ -270,6 +275,14 @@ class BM25Retriever(Retriever, SegmentedIndex):
                 hits = state.top_of(found[0], found[1].astype(c.dtype), n, self.label, allowed, drop)
                 if hits is not None:
                     return hits
+        if (top := self._compiled_top(state, tokens, n, allowed)) is not None:
+            rows, values, count = top  # ranked as `top_of` ranks; fewer than n: not all scores > 0
+            if count >= n or drop:
+                scores = values.astype(self.config.dtype).tolist()
+                hits = state.ranked(rows, scores, count > n, self.label)
+                if hits is not None:
+                    return hits
+            return state.top(self._dense(*self._matches(tokens)), n, self.label, allowed, drop_zero=drop)
         rows, values, constant = self._matches(tokens)
         if constant is None:
             hits = state.top_of(rows, values.astype(self.config.dtype), n, self.label, allowed, drop)
@@ -293,25 +306,67 @@ class BM25Retriever(Retriever, SegmentedIndex):
         none = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
         if not state.n_live:
             return (*none, None)
-        words = self._word_impacts(state, tokens)
-        rows, parts, skips = [], [], []
-        for term in tokens:  # query order, a repeated word once per occurrence
-            if (hit := words.get(term)) is not None:
-                rows.append(hit[0])
-                parts.append(hit[1])
-                if hit[2] is not None:
-                    skips.append(hit[2])
-        constant = float(np.array(skips, dtype=np.float64).sum()) if skips else None
+        rows, parts, constant = self._parts(state, tokens)
         if not rows:
             return (*none, constant)
         if len(rows) == 1:
             return rows[0], parts[0], constant  # 0.0 + part: part
         return (*_sum_by_row(state, np.concatenate(rows), np.concatenate(parts)), constant)
 
+    def _parts(self, state: State, tokens: list[str]) -> tuple[list[Any], list[Any], float | None]:
+        """Each query word's live rows and parts, in query order (a repeated word once per
+        occurrence; a word no live row holds left out), and `_matches`'s constant."""
+        import numpy as np
+
+        words = self._word_impacts(state, tokens)
+        rows, parts, skips = [], [], []
+        for term in tokens:
+            if (hit := words.get(term)) is not None:
+                rows.append(hit[0])
+                parts.append(hit[1])
+                if hit[2] is not None:
+                    skips.append(hit[2])
+        return rows, parts, float(np.array(skips, dtype=np.float64).sum()) if skips else None
+
+    def _compiled_top(self, state: State, tokens: list[str], n: int, allowed: Any) -> tuple[Any, Any, int] | None:
+        """The first n of `_matches`'s rows as `top_of` ranks them, their float64 scores, and how
+        many rows score above 0 and tie or beat the n-th (`bm25_kernel`: the query's parts summed
+        per row, those rows picked and ordered in one C call): the same floats, the same
+        order. None where it does not apply: the kernel not loaded, bm25l/bm25+ (every row
+        scores), another dtype, no query word in the index."""
+        import numpy as np
+
+        dtype = self.config.dtype
+        if dtype not in ("float32", "float64") or not state.n_live or (kernel := compiled()) is None:
+            return None
+        impacts = self._kept_impacts(state)
+        rows, parts, spans = impacts.spans(tokens)
+        if len(spans) < len(set(tokens)):  # words not met since this version opened
+            impacts.add(self._impacts(state, [t for t in dict.fromkeys(tokens) if t not in spans]))
+            rows, parts, spans = impacts.spans(tokens)
+            if len(spans) < len(set(tokens)):  # evicted meanwhile (more words than MAX_WORDS)
+                return None
+        found = [span for t in tokens if (span := spans[t]) is not None]  # query order, repeats
+        if not found or found[0][2] is not None:
+            return None  # no query word in the index, or bm25l/bm25+ (every row scores)
+        mask = None if allowed is None else state.allowed_rows(allowed)
+        best, values = np.empty(max(n, 0), dtype=np.intp), np.empty(max(n, 0), dtype=np.float64)
+        buffer = _buffer(state.total)
+        order, below = state.order, bm25_impacts.SORTED_BELOW
+        count = kernel(rows, parts, found, buffer, order, max(n, 0), dtype == "float32", mask, below, best, values)
+        _give_back(buffer)  # (not reached if it raised: the buffer dropped)
+        return best[: min(n, count)], values[: min(n, count)], count
+
+    def _kept_impacts(self, state: State) -> Impacts:
+        """The version's kept impacts for this stage's scoring."""
+        if self._impacts_key is None:
+            c = self.config
+            self._impacts_key = f"bm25_impacts {c.method} {c.k1!r} {c.b!r} {c.delta!r} {c.epsilon!r}"
+        return state.cached(self._impacts_key, Impacts)  # type: ignore[no-any-return]
+
     def _word_impacts(self, state: State, tokens: Sequence[str]) -> dict[str, Any]:
         """The words' impacts (`_impacts`), kept with the version, computed for those not met since it opened."""
-        c = self.config
-        impacts = state.cached(f"bm25_impacts {c.method} {c.k1!r} {c.b!r} {c.delta!r} {c.epsilon!r}", Impacts)
+        impacts = self._kept_impacts(state)
         words = impacts.get(list(tokens))
         if len(words) < len(set(tokens)):  # words not met since this version opened
             words.update(impacts.add(self._impacts(state, [t for t in dict.fromkeys(tokens) if t not in words])))

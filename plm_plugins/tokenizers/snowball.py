@@ -88,10 +88,20 @@ def stemmer_for(language: str | None) -> Callable[[list[str]], list[str]]:
 
 
 def stem_all(docs: list[list[str]], stem_words: Callable[[list[str]], list[str]]) -> list[list[str]]:
-    """Each distinct word stemmed once (as bm25s does): most of a corpus's words repeat."""
+    """Each distinct word stemmed once (as bm25s does): most of a corpus's words repeat. One
+    text (a query) is stemmed as it is: its few words rarely repeat."""
+    if len(docs) == 1:
+        return [stem_words(docs[0])]
     unique = list(dict.fromkeys(chain.from_iterable(docs)))
     stem = dict(zip(unique, stem_words(unique), strict=True)).__getitem__
     return [list(map(stem, doc)) for doc in docs]
+
+
+@functools.lru_cache(maxsize=16)
+def _ascii_stop(stop: frozenset[str]) -> frozenset[str]:
+    """The stop words and the one-character words, which an ASCII text's split leaves in (made
+    once per stop list: a query's tokens cost less than the union)."""
+    return stop | _ONE_CHARACTER
 
 
 def stemmed_words(
@@ -100,7 +110,7 @@ def stemmed_words(
     """Each text's words (`WORD`, lowercased) less the stop words, stemmed: bm25s.tokenize's
     steps, written out. (Its progress bars and per-call vocabulary cost five times the
     tokens themselves for a query; the loops here run in C, a third of a build's time.)"""
-    words, drop, ascii_drop = WORD.findall, stop.__contains__, (stop | _ONE_CHARACTER).__contains__
+    words, drop, ascii_drop = WORD.findall, stop.__contains__, _ascii_stop(stop).__contains__
     return stem_all(
         [
             list(filterfalse(ascii_drop, text.translate(_ASCII_WORDS).split()))

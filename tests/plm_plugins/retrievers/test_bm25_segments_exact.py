@@ -150,16 +150,24 @@ def _check(ix: BM25Retriever, whole: BM25Retriever, snap: CorpusSnapshot, store:
     [(ranking.FULL_SORT_UP_TO, 0.0), (0, float("inf"))],
     ids=["small-sorted-whole", "ties-sparse"],
 )
+@pytest.mark.parametrize("path", ["numpy", "compiled"])
 def test_segments_deletions_and_merges_score_as_the_whole_build(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, full_sort_up_to: int, sorted_below: float
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, full_sort_up_to: int, sorted_below: float, path: str
 ) -> None:
     """`ties-sparse`: equal scores among the matching rows are ordered there too (as past
     FULL_SORT_UP_TO rows, a million-chunk index), by the rows' order keys, not by a full
     sort. A query's summed rows are found by scanning every row in one run, by sorting its
-    parts' rows in the other (`SORTED_BELOW`, as for a few words at a million)."""
-    from plm_plugins.retrievers import bm25_impacts
+    parts' rows in the other (`SORTED_BELOW`, as for a few words at a million). `compiled`:
+    the same through the C kernel (`_bm25_kernel.c`), which scans every row or follows
+    the rows met by the same switch (`SORTED_BELOW`'s 1/8)."""
+    from plm_plugins.retrievers import bm25_impacts, bm25s
     from plm_plugins.stores.sqlite import SQLiteStore
 
+    if path == "numpy":
+        monkeypatch.setattr(bm25s, "compiled", lambda: None)
+    else:
+        if bm25_impacts.compiled() is None:  # (.ci/run checks that it is built)
+            pytest.skip("BM25's C kernel is not built here (setup.py: no C compiler or Python headers)")
     monkeypatch.setattr(ranking, "FULL_SORT_UP_TO", full_sort_up_to)
     monkeypatch.setattr(bm25_impacts, "SORTED_BELOW", sorted_below)
     monkeypatch.setattr(segments.merge, "MERGE_FACTOR", 3)
