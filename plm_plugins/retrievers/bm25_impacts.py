@@ -34,7 +34,7 @@ class Impacts:
     def __init__(self) -> None:
         import numpy as np
 
-        self._words: OrderedDict[str, tuple[int, int, float | None] | None] = OrderedDict()  # -> span
+        self._words: OrderedDict[str, Span | None] = OrderedDict()
         self._rows = np.zeros(0, dtype=np.intp)
         self._parts = np.zeros(0, dtype=np.float64)
         self._end = 0  # arena slots used, holes included
@@ -54,11 +54,11 @@ class Impacts:
             out[term] = (*hit, span[2])
         return out
 
-    def spans(self, terms: list[str]) -> tuple[Any, Any, dict[str, tuple[int, int, float | None] | None]]:
-        """The arena's rows and parts, and each kept term's span in them: (start, end, constant),
-        or None (no live row)."""
+    def spans(self, terms: list[str]) -> tuple[Any, Any, dict[str, Span | None]]:
+        """The arena's rows and parts, and each kept term's span in them: (start, end, constant,
+        largest part: -1 where a part is negative), or None (no live row)."""
         with self._lock:
-            out: dict[str, tuple[int, int, float | None] | None] = {}
+            out: dict[str, Span | None] = {}
             for term in terms:
                 if (span := self._words.get(term, _MISSING)) is not _MISSING:
                     self._words.move_to_end(term)
@@ -79,7 +79,8 @@ class Impacts:
                     self._rearrange(n)
                 self._rows[self._end : self._end + n] = hit[0]
                 self._parts[self._end : self._end + n] = hit[1]
-                self._words[term] = (self._end, self._end + n, hit[2])
+                top = float(hit[1].max()) if n and hit[1].min() >= 0 else -1.0  # (a bound where no part is < 0)
+                self._words[term] = (self._end, self._end + n, hit[2], top)
                 self._end += n
                 self._size += n
             while (self._size > self.MAX_IMPACTS or len(self._words) > self.MAX_WORDS) and len(self._words) > 1:
@@ -102,12 +103,13 @@ class Impacts:
                 n = span[1] - span[0]
                 rows[end : end + n] = self._rows[span[0] : span[1]]
                 parts[end : end + n] = self._parts[span[0] : span[1]]
-                self._words[term] = (end, end + n, span[2])
+                self._words[term] = (end, end + n, span[2], span[3])
                 end += n
         self._rows, self._parts, self._end = rows, parts, end
 
 
 _MISSING = object()
+Span = tuple[int, int, "float | None", float]  # a word's (start, end, constant, largest part) in the arena
 
 
 def _segment_arrays(state: State) -> list[tuple[Any, ...]]:

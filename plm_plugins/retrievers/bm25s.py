@@ -152,7 +152,10 @@ class BM25Retriever(Retriever, SegmentedIndex):
         holding a word whose bound, with the smaller bounds of the words after it, can reach the
         k-th best score (faster when a query word is in many chunks, slower otherwise); auto (the
         default), maxscore for a query with a word in 20,000 chunks or more beside a word in a
-        quarter as many or fewer. bm25l and bm25+ score every chunk either way."""
+        quarter as many or fewer, and otherwise the C kernel (built at install where a C
+        compiler is found), which takes MaxScore itself where the essential words' lists are
+        short beside the others and scores every posting elsewhere. bm25l and bm25+ score every
+        chunk either way."""
 
     config: Config
 
@@ -253,10 +256,22 @@ class BM25Retriever(Retriever, SegmentedIndex):
         if state is None:
             raise StaleIndexError(f"BM25 index {self.label!r} is not loaded")
         drop = self.drops_zero_scores
-        if self.config.top_k == "maxscore" or (
-            self.config.top_k == "auto" and state.total >= AUTO_FROM and worth_pruning(state, tokens)
-        ):
-            c = self.config
+        c = self.config
+        # MaxScore in NumPy for a long list beside a short one (its threshold, from the short
+        # list's rows scored whole, prunes those best); else the C kernel, which takes MaxScore
+        # itself where its essential lists are short beside the rest.
+        numpy_maxscore = c.top_k == "maxscore" or (
+            c.top_k == "auto" and state.total >= AUTO_FROM and worth_pruning(state, tokens)
+        )
+        top = None if numpy_maxscore else self._compiled_top(state, tokens, n, allowed, c.top_k == "auto")
+        if top is not None:
+            rows, values, count = top  # ranked as `top_of` ranks; fewer than n: not all scores > 0
+            if count >= n or drop:
+                hits = state.ranked(rows, values.astype(c.dtype).tolist(), count > n, self.label)
+                if hits is not None:
+                    return hits
+            return state.top(self._dense(*self._matches(tokens)), n, self.label, allowed, drop_zero=drop)
+        if numpy_maxscore:
             found = candidates(
                 state,
                 tokens,
@@ -275,17 +290,9 @@ class BM25Retriever(Retriever, SegmentedIndex):
                 hits = state.top_of(found[0], found[1].astype(c.dtype), n, self.label, allowed, drop)
                 if hits is not None:
                     return hits
-        if (top := self._compiled_top(state, tokens, n, allowed)) is not None:
-            rows, values, count = top  # ranked as `top_of` ranks; fewer than n: not all scores > 0
-            if count >= n or drop:
-                scores = values.astype(self.config.dtype).tolist()
-                hits = state.ranked(rows, scores, count > n, self.label)
-                if hits is not None:
-                    return hits
-            return state.top(self._dense(*self._matches(tokens)), n, self.label, allowed, drop_zero=drop)
         rows, values, constant = self._matches(tokens)
         if constant is None:
-            hits = state.top_of(rows, values.astype(self.config.dtype), n, self.label, allowed, drop)
+            hits = state.top_of(rows, values.astype(c.dtype), n, self.label, allowed, drop)
             if hits is not None:
                 return hits
         return state.top(self._dense(rows, values, constant), n, self.label, allowed, drop_zero=drop)
@@ -328,12 +335,15 @@ class BM25Retriever(Retriever, SegmentedIndex):
                     skips.append(hit[2])
         return rows, parts, float(np.array(skips, dtype=np.float64).sum()) if skips else None
 
-    def _compiled_top(self, state: State, tokens: list[str], n: int, allowed: Any) -> tuple[Any, Any, int] | None:
+    def _compiled_top(
+        self, state: State, tokens: list[str], n: int, allowed: Any, prune: bool = False
+    ) -> tuple[Any, Any, int] | None:
         """The first n of `_matches`'s rows as `top_of` ranks them, their float64 scores, and how
         many rows score above 0 and tie or beat the n-th (`bm25_kernel`: the query's parts summed
         per row, those rows picked and ordered in one C call): the same floats, the same
-        order. None where it does not apply: the kernel not loaded, bm25l/bm25+ (every row
-        scores), another dtype, no query word in the index."""
+        order. `prune`: MaxScore may skip the long lists of words that cannot make a hit, where
+        that costs less. None where it does not apply: the package built without the kernel,
+        bm25l/bm25+ (every row scores), another dtype, no query word in the index."""
         import numpy as np
 
         dtype = self.config.dtype
@@ -353,7 +363,8 @@ class BM25Retriever(Retriever, SegmentedIndex):
         best, values = np.empty(max(n, 0), dtype=np.intp), np.empty(max(n, 0), dtype=np.float64)
         buffer = _buffer(state.total)
         order, below = state.order, bm25_impacts.SORTED_BELOW
-        count = kernel(rows, parts, found, buffer, order, max(n, 0), dtype == "float32", mask, below, best, values)
+        single = dtype == "float32"
+        count, _ = kernel(rows, parts, found, buffer, order, max(n, 0), single, mask, below, prune, best, values)
         _give_back(buffer)  # (not reached if it raised: the buffer dropped)
         return best[: min(n, count)], values[: min(n, count)], count
 

@@ -208,7 +208,9 @@ def test_auto_prunes_only_queries_with_many_postings_beside_few(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """`auto` takes MaxScore for a word in AUTO_FROM chunks or more beside one in a quarter as
-    many or fewer; words of similar lengths, or one word alone, are scored exhaustively."""
+    many or fewer; words of similar lengths, or one word alone, are scored exhaustively. (The
+    NumPy path's rule: with the C kernel built, `auto` leaves the choice to it, below.)"""
+    monkeypatch.setattr("plm_plugins.retrievers.bm25s.compiled", lambda: None)
     seen = _pruned_rows(monkeypatch)
     rng = random.Random(9)
     chunks = [Chunk(id=f"c{i}", doc_id=f"d{i}", text=_text(rng)) for i in range(500)]
@@ -228,6 +230,61 @@ def test_auto_prunes_only_queries_with_many_postings_beside_few(
     assert not seen  # similar lengths, one word: nothing to skip
     _same(exhaustive, auto, [f"{common} {rare}", f"{rare} {alike} {common}"])
     assert len(seen) == 8  # two queries, four k each
+
+
+@pytest.mark.parametrize("label", ["lucene", "lucene32", "okapi", "robertson", "atire", "lucene_h"])
+def test_the_c_kernel_prunes_where_it_pays_and_ranks_as_exhaustive(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, label: str
+) -> None:
+    """With `auto` (where NumPy's MaxScore does not take the query), the C kernel
+    (`_bm25_kernel.c`) skips the long lists of words whose bounds
+    cannot lift a row into the top k (a rare word beside words in most chunks), and scores
+    every posting otherwise; hits, scores and the order of equal scores are the exhaustive
+    path's either way, with and without a filter. A kernel that never pruned would pass the
+    comparison: how many queries it pruned is counted too."""
+    from plm_plugins.retrievers import bm25_impacts, bm25s
+
+    kernel = bm25_impacts.compiled()
+    if kernel is None:  # (.ci/run checks that it is built)
+        pytest.skip("BM25's C kernel is not built here (setup.py: no C compiler or Python headers)")
+    pruned: list[bool] = []
+
+    def counting(*args: Any) -> Any:
+        out = kernel(*args)
+        pruned.append(out[1])
+        return out
+
+    monkeypatch.setattr(bm25s, "compiled", lambda: counting)
+    monkeypatch.setattr(bm25s, "AUTO_FROM", 10**9)  # NumPy's MaxScore would take these queries first
+    rng = random.Random(13)
+    filler, rare, medium = [f"f{i}" for i in range(50)], [f"r{i}" for i in range(30)], [f"m{i}" for i in range(10)]
+    texts = []
+    for i in range(20_000):  # w0 in every chunk, w1 in most; an r-word in a few long chunks,
+        words = ["w0"] * rng.randint(1, 2) + ["w1"] * (rng.random() < 0.8)  # an m-word in short ones
+        if rng.random() < 0.1:
+            words += rng.sample(rare, rng.randint(1, 3)) + rng.choices(filler, k=rng.randint(15, 40))
+        elif rng.random() < 0.15:
+            words += [rng.choice(medium)] * rng.randint(1, 3)
+        else:
+            words += rng.choices(filler, k=rng.randint(0, 12))
+        if i % 500 == 0:
+            words = ["w0", "w1", "r7", "m3"]  # equal texts: equal scores, cut by k
+        rng.shuffle(words)
+        texts.append(("# " + " ".join(words[:2]) + "\n\n" if i % 7 == 0 else "") + " ".join(words))
+    chunks = [Chunk(id=f"c{i}", doc_id=f"d{i}", text=t) for i, t in enumerate(texts)]
+    settings = {"tokenizer": "whitespace_lower", **CONFIGS[label]}
+    exhaustive = BM25Retriever(label=label, top_k="exhaustive", **settings)
+    auto = BM25Retriever(label=label, **settings)
+    exhaustive.build(CorpusSnapshot.of(chunks), tmp_path)
+    auto.load(CorpusSnapshot.of(chunks), tmp_path)
+    queries = [f"w0 {m} {r}" for m, r in zip(medium, rare, strict=False)] + [f"{r} w1 w0 {r}" for r in rare[10:20]]
+    queries += [f"w0 {m} {' '.join(rng.sample(rare, 3))} w1" for m in medium]  # rows of 2-3 r-words beat an m-row
+    queries += ["r7 m3 w0 w1", "w0 w1"]
+    allowed = np.array([i % 3 != 0 for i in range(len(chunks))])
+    _same(exhaustive, auto, queries)
+    _same(exhaustive, auto, queries, allowed)
+    assert sum(pruned) >= len(queries) * 4  # most queries pruned, at each k ...
+    assert not all(pruned)  # ... and "w0 w1" (every list long) scored whole
 
 
 def _dataset_pair(chunks: list[Chunk], folder: Path, **settings: Any) -> tuple[BM25Retriever, BM25Retriever]:
