@@ -1,6 +1,7 @@
 """BM25 alone at a hybrid query's candidate counts: `top_k = "exhaustive"` against `"auto"`,
-alternating query by query in one process over one index (a `bench_write.py --recipe hybrid`
-index), fresh bench_fresh vocabulary queries of 2-3 words; asserts both return the same hits.
+and `numpy` (exhaustive without the C kernel), in turns query by query in one process over
+one index (a `bench_write.py --recipe hybrid` index), fresh bench_fresh vocabulary queries of
+2-3 words; asserts all return the same hits.
 
     HF_HUB_OFFLINE=1 PLM_DATA_DIR=/tmp/plm-write-1m-hybrid/data \
         python bench/bench_bm25_auto_ab.py --work /tmp/plm-write-1m-hybrid --out result.json
@@ -41,24 +42,32 @@ def main() -> None:
         return search(self, query, n, allowed)
 
     BM25Retriever.search = grab  # type: ignore[method-assign]
-    for mode in ("exhaustive", "auto"):
-        job = open_job(
-            args.work / "serve.toml", [f"query.retrieve.retrievers.bm25.top_k={mode}"], None, args.work / "index"
+    jobs = []  # (kept open)
+    for mode in ("numpy", "exhaustive", "auto"):
+        top_k = "exhaustive" if mode == "numpy" else mode
+        jobs.append(
+            open_job(
+                args.work / "serve.toml", [f"query.retrieve.retrievers.bm25.top_k={top_k}"], None, args.work / "index"
+            )
         )
-        job.open(create=False)
-        job.search(Query(text="warm up", k=10))
+        jobs[-1].open(create=False)
+        jobs[-1].search(Query(text="warm up", k=10))
+        if mode == "numpy":
+            found["numpy"] = found.pop("exhaustive")
+            found["numpy"]._compiled_top = lambda *a, **k: None  # the NumPy path alone
     BM25Retriever.search = search  # type: ignore[method-assign]
     rng, result = random.Random(11), {}
     for n in (100, 500, 10):
-        lat: dict[str, list[float]] = {"exhaustive": [], "auto": []}
+        lat: dict[str, list[float]] = {"exhaustive": [], "auto": [], "numpy": []}
         for i in range(args.queries):
             query = ExpandedQuery(text=" ".join(rng.choices(VOCAB, k=rng.randrange(2, 4))))
             hits = {}
-            for mode in ["exhaustive", "auto"] if i % 2 else ["auto", "exhaustive"]:
+            for mode in list(lat)[i % 3 :] + list(lat)[: i % 3]:
                 t0 = time.perf_counter()
                 hits[mode] = found[mode].search(query, n, None)
                 lat[mode].append((time.perf_counter() - t0) * 1000)
             assert [h.chunk_id for h in hits["auto"]] == [h.chunk_id for h in hits["exhaustive"]]
+            assert hits["numpy"] == hits["exhaustive"]
         for mode, values in lat.items():
             values.sort()
             result[f"n{n}_{mode}"] = {

@@ -1,7 +1,8 @@
 """BM25's query-time arithmetic over a version's segments: each query word's impacts (its
 live rows and their score parts) under the corpus-wide IDF and average length, kept per
 version (`Impacts`), bm25s's formulas (`_IDF`, `_NORM`, `_TFC`), rank_bm25's Okapi IDF, and
-the per-row sums of a query's parts (`_sum_by_row`)."""
+the per-row sums of a query's parts (`_sum_by_row`), or the C kernel that sums and ranks them
+in one call (`compiled`)."""
 
 from __future__ import annotations
 

@@ -339,7 +339,7 @@ class BM25Retriever(Retriever, SegmentedIndex):
         self, state: State, tokens: list[str], n: int, allowed: Any, prune: bool = False
     ) -> tuple[Any, Any, int] | None:
         """The first n of `_matches`'s rows as `top_of` ranks them, their float64 scores, and how
-        many rows score above 0 and tie or beat the n-th (`bm25_kernel`: the query's parts summed
+        many rows score above 0 and tie or beat the n-th (`_bm25_kernel.c`: the query's parts summed
         per row, those rows picked and ordered in one C call): the same floats, the same
         order. `prune`: MaxScore may skip the long lists of words that cannot make a hit, where
         that costs less. None where it does not apply: the package built without the kernel,
