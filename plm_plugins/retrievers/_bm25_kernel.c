@@ -1,17 +1,20 @@
 /* BM25's exhaustive top k in one compiled call: a query's kept impacts summed per row, the
  * rows that can make its top n picked and ordered (bm25_impacts.compiled, BENCHMARKS.md 40).
  *
- * top_sums(at, part, spans, sums, order, n, single, allowed, below, prune, out_rows, out_values)
- *   at, part    the kept impacts' rows (intp) and parts (float64): a query word's at each
- *               (start, end, constant, largest part) of `spans`, a list in query order (a
- *               repeated word repeated; the largest part negative where a part is);
+ * top_sums(words, sums, order, n, single, allowed, below, prune, out_rows, out_values)
+ *   words       the query words' kept impacts in query order (a repeated word repeated), each
+ *               (rows: intp ascending, parts: float64, constant, largest part: negative where
+ *               a part is, the rows' and the parts' addresses, their length): the arrays are
+ *               read at those addresses, the tuple keeping them alive (BM25Retriever._impacts);
  *   sums        a zeroed float64 buffer of at least len(order) rows, left zeroed;
  *   order       each row's order key (int64): equal scores, the later row first;
  *   n, single   how many hits; whether the answer's dtype is float32;
  *   allowed     None, or a mask (bool) over the rows;
  *   below       SORTED_BELOW: with parts for fewer than below x rows, the rows met are
  *               followed, else every row is read;
- *   prune       whether MaxScore may skip the long lists of words that cannot make a hit;
+ *   prune       0: every posting scored; else MaxScore may skip the long lists of words that
+ *               cannot make a hit where the lists it scores, times (prune x words + 2), are
+ *               fewer postings than all the query's (a binary search step against an add);
  *   out_rows, out_values   n slots each (intp, float64): the best rows, best first, and
  *               their float64 sums.
  * Returns how many rows score above 0, pass `allowed` and tie or beat the n-th best (in the
@@ -119,9 +122,9 @@ static Py_ssize_t picks_done(Picks *p, Py_ssize_t *out_rows, double *out_values)
 
 static void picks_free(Picks *p) { free(p->kept), free(p->heap); }
 
-/* Where `row` is in at[lo:hi] (ascending), or -1. */
-static Py_ssize_t find(const Py_ssize_t *at, Py_ssize_t lo, Py_ssize_t hi, Py_ssize_t row) {
-    Py_ssize_t end = hi;
+/* Where `row` is in at[:end] (ascending), or -1. */
+static Py_ssize_t find(const Py_ssize_t *at, Py_ssize_t end, Py_ssize_t row) {
+    Py_ssize_t lo = 0, hi = end;
     while (lo < hi) {
         Py_ssize_t mid = lo + (hi - lo) / 2;
         if (at[mid] < row) lo = mid + 1;
@@ -139,15 +142,15 @@ static Py_ssize_t find(const Py_ssize_t *at, Py_ssize_t lo, Py_ssize_t hi, Py_ss
  * bound of the n-th best score: the n-th best score of the rows of the word of largest bound,
  * scored whole. 1 where it ran, 0 where it does not pay or apply (the
  * caller scatters), -1 where memory ran out. */
-static int pruned(const Py_ssize_t *at, const double *part, const Py_ssize_t *bounds, const double *top,
+static int pruned(const Py_ssize_t **at, const double **part, const Py_ssize_t *len, const double *top,
                   Py_ssize_t words, Py_ssize_t m, double *sums, const long long *order, Py_ssize_t total,
-                  Py_ssize_t n, int single, const char *allowed, Picks *picks) {
+                  Py_ssize_t n, int single, const char *allowed, Py_ssize_t cost, Picks *picks) {
     if (words < 2 || n <= 0 || words > 64) return 0;
     Py_ssize_t unique[64], occurs[64], u = 0, first = -1;
     for (Py_ssize_t w = 0; w < words; w++) {
         if (top[w] < 0) return 0; /* a negative part: no bound */
         Py_ssize_t x = 0;
-        while (x < u && bounds[2 * unique[x]] != bounds[2 * w]) x++;
+        while (x < u && at[unique[x]] != at[w]) x++;
         if (x == u) unique[u] = w, occurs[u++] = 0;
         occurs[x]++;
     }
@@ -157,20 +160,23 @@ static int pruned(const Py_ssize_t *at, const double *part, const Py_ssize_t *bo
             unique[y] = unique[y - 1], occurs[y] = occurs[y - 1], unique[y - 1] = t, occurs[y - 1] = o;
         }
     first = unique[u - 1];
-    Py_ssize_t lo = bounds[2 * first], hi = bounds[2 * first + 1];
-    if ((hi - lo) * (words * 8 + 2) > m) return 0; /* the largest bound on a long list: little to skip */
+    if (len[first] * (words * cost + 2) > m) return 0; /* the largest bound on a long list: little to skip */
     Picks best; /* the n-th best score of that word's rows: each scored whole */
-    if (picks_init(&best, hi - lo, n) < 0) {
+    if (picks_init(&best, len[first], n) < 0) {
         picks_free(&best);
         return -1;
     }
-    for (Py_ssize_t i = lo; i < hi; i++) {
-        Py_ssize_t r = at[i];
+    for (Py_ssize_t i = 0; i < len[first]; i++) {
+        Py_ssize_t r = at[first][i];
+        if ((size_t)r >= (size_t)total) {
+            picks_free(&best);
+            return -2;
+        }
         if (allowed && !allowed[r]) continue;
         double v = 0.0;
         for (Py_ssize_t w = 0; w < words; w++) {
-            Py_ssize_t at_w = bounds[2 * w] == lo ? i : find(at, bounds[2 * w], bounds[2 * w + 1], r);
-            if (at_w >= 0) v += part[at_w];
+            Py_ssize_t at_w = at[w] == at[first] ? i : find(at[w], len[w], r);
+            if (at_w >= 0) v += part[w][at_w];
         }
         if (offer(&best, r, v, single ? (double)(float)v : v, 0) < 0) {
             picks_free(&best);
@@ -188,13 +194,13 @@ static int pruned(const Py_ssize_t *at, const double *part, const Py_ssize_t *bo
         rest += top[unique[cut]] * (double)occurs[cut];
     }
     Py_ssize_t essential = 0;
-    for (Py_ssize_t x = cut; x < u; x++) essential += bounds[2 * unique[x] + 1] - bounds[2 * unique[x]];
-    if (cut == 0 || essential * (words * 8 + 2) >= m) return 0; /* the scatter costs less */
+    for (Py_ssize_t x = cut; x < u; x++) essential += len[unique[x]];
+    if (cut == 0 || essential * (words * cost + 2) >= m) return 0; /* the scatter costs less */
     Py_ssize_t *met = malloc((size_t)(essential + 1) * sizeof *met), t = 0;
     if (!met) return -1;
     for (Py_ssize_t x = cut; x < u; x++) /* the candidates: each essential row once */
-        for (Py_ssize_t i = bounds[2 * unique[x]]; i < bounds[2 * unique[x] + 1]; i++) {
-            Py_ssize_t r = at[i];
+        for (Py_ssize_t i = 0; i < len[unique[x]]; i++) {
+            Py_ssize_t r = at[unique[x]][i];
             if ((size_t)r >= (size_t)total) {
                 for (Py_ssize_t j = 0; j < t; j++) sums[met[j]] = 0.0;
                 free(met);
@@ -211,8 +217,8 @@ static int pruned(const Py_ssize_t *at, const double *part, const Py_ssize_t *bo
         if (failed || (allowed && !allowed[r])) continue;
         double v = 0.0;
         for (Py_ssize_t w = 0; w < words; w++) {
-            Py_ssize_t at_w = find(at, bounds[2 * w], bounds[2 * w + 1], r);
-            if (at_w >= 0) v += part[at_w];
+            Py_ssize_t at_w = find(at[w], len[w], r);
+            if (at_w >= 0) v += part[w][at_w];
         }
         if (v != 0.0 && offer(picks, r, v, single ? (double)(float)v : v, order[r]) < 0) failed = 1;
     }
@@ -222,18 +228,18 @@ static int pruned(const Py_ssize_t *at, const double *part, const Py_ssize_t *bo
 
 /* The kernel proper, without the GIL: the number of rows at or above the n-th best; -1 where
  * memory ran out, -2 for a row outside 0..total. */
-static Py_ssize_t top(const Py_ssize_t *at, const double *part, const Py_ssize_t *bounds, const double *tops,
+static Py_ssize_t top(const Py_ssize_t **at, const double **part, const Py_ssize_t *len, const double *tops,
                       Py_ssize_t words, double *sums, const long long *order, Py_ssize_t total, Py_ssize_t n,
-                      int single, const char *allowed, double below, int prune, Py_ssize_t *out_rows,
+                      int single, const char *allowed, double below, Py_ssize_t prune, Py_ssize_t *out_rows,
                       double *out_values, int *was_pruned) {
     Py_ssize_t m = 0, t = 0;
-    for (Py_ssize_t w = 0; w < words; w++) m += bounds[2 * w + 1] - bounds[2 * w];
+    for (Py_ssize_t w = 0; w < words; w++) m += len[w];
     Picks picks;
     if (picks_init(&picks, m < total ? m : total, n) < 0) {
         picks_free(&picks);
         return -1;
     }
-    int done = prune ? pruned(at, part, bounds, tops, words, m, sums, order, total, n, single, allowed, &picks) : 0;
+    int done = prune > 0 ? pruned(at, part, len, tops, words, m, sums, order, total, n, single, allowed, prune, &picks) : 0;
     if (done < 0) {
         picks_free(&picks);
         return done;
@@ -244,12 +250,12 @@ static Py_ssize_t top(const Py_ssize_t *at, const double *part, const Py_ssize_t
         Py_ssize_t *met = NULL;
         if (scan) {
             for (Py_ssize_t w = 0; w < words; w++)
-                for (Py_ssize_t i = bounds[2 * w]; i < bounds[2 * w + 1]; i++) {
-                    if ((size_t)at[i] >= (size_t)total) {
+                for (Py_ssize_t i = 0; i < len[w]; i++) {
+                    if ((size_t)at[w][i] >= (size_t)total) {
                         picks_free(&picks);
                         return -2;
                     }
-                    sums[at[i]] += part[i];
+                    sums[at[w][i]] += part[w][i];
                 }
             t = total;
         } else {
@@ -258,15 +264,15 @@ static Py_ssize_t top(const Py_ssize_t *at, const double *part, const Py_ssize_t
                 return -1;
             }
             for (Py_ssize_t w = 0; w < words; w++)
-                for (Py_ssize_t i = bounds[2 * w]; i < bounds[2 * w + 1]; i++) {
-                    Py_ssize_t r = at[i];
+                for (Py_ssize_t i = 0; i < len[w]; i++) {
+                    Py_ssize_t r = at[w][i];
                     if ((size_t)r >= (size_t)total) {
                         free(met), picks_free(&picks);
                         return -2;
                     }
                     met[t] = r;          /* kept where the row is new, without a branch (a row */
                     t += sums[r] == 0.0; /* whose sum is back at 0 is met again: read once below) */
-                    sums[r] += part[i];
+                    sums[r] += part[w][i];
                 }
         }
         for (Py_ssize_t j = 0; j < t; j++) {
@@ -297,22 +303,25 @@ static int buffer_of(PyObject *obj, Py_buffer *view, const char *name, Py_ssize_
 }
 
 static PyObject *top_sums(PyObject *Py_UNUSED(self), PyObject *args) {
-    PyObject *at_o, *part_o, *bounds_o, *sums_o, *order_o, *allowed_o, *rows_o, *values_o;
-    Py_ssize_t n;
-    int single, prune;
+    PyObject *words_o, *sums_o, *order_o, *allowed_o, *rows_o, *values_o;
+    Py_ssize_t n, prune;
+    int single;
     double below;
-    if (!PyArg_ParseTuple(args, "OOO!OOnpOdpOO", &at_o, &part_o, &PyList_Type, &bounds_o, &sums_o, &order_o, &n,
-                          &single, &allowed_o, &below, &prune, &rows_o, &values_o))
+    if (!PyArg_ParseTuple(args, "O!OOnpOdnOO", &PyList_Type, &words_o, &sums_o, &order_o, &n, &single, &allowed_o,
+                          &below, &prune, &rows_o, &values_o))
         return NULL;
-    Py_buffer at, part, sums, order, allowed = {0}, rows, values;
-    int got = 0; /* buffers held, in this order */
+    Py_buffer sums, order, allowed = {0}, rows, values;
+    int got = 0; /* of those, held in this order */
+    Py_ssize_t words = PyList_GET_SIZE(words_o);
+    const Py_ssize_t **at = PyMem_Malloc((size_t)(words + 1) * sizeof *at);
+    const double **part = PyMem_Malloc((size_t)(words + 1) * sizeof *part);
+    Py_ssize_t *len = PyMem_Malloc((size_t)(words + 1) * sizeof *len);
+    double *tops = PyMem_Malloc((size_t)(words + 1) * sizeof *tops);
     PyObject *result = NULL;
-    Py_ssize_t words = PyList_GET_SIZE(bounds_o), *bounds = NULL;
-    double *tops = NULL;
-    if (buffer_of(at_o, &at, "at", sizeof(Py_ssize_t), 0) < 0) goto done;
-    got++;
-    if (buffer_of(part_o, &part, "part", sizeof(double), 0) < 0) goto done;
-    got++;
+    if (!at || !part || !len || !tops) {
+        PyErr_NoMemory();
+        goto done;
+    }
     if (buffer_of(sums_o, &sums, "sums", sizeof(double), 1) < 0) goto done;
     got++;
     if (buffer_of(order_o, &order, "order", sizeof(long long), 0) < 0) goto done;
@@ -325,38 +334,34 @@ static PyObject *top_sums(PyObject *Py_UNUSED(self), PyObject *args) {
         if (buffer_of(allowed_o, &allowed, "allowed", 1, 0) < 0) goto done;
         got++;
     }
-    Py_ssize_t total = order.len / (Py_ssize_t)sizeof(long long), n_at = at.len / (Py_ssize_t)sizeof(Py_ssize_t);
-    if (part.len != at.len || sums.len / (Py_ssize_t)sizeof(double) < total ||
-        rows.len / (Py_ssize_t)sizeof(Py_ssize_t) < n || values.len / (Py_ssize_t)sizeof(double) < n ||
-        (allowed_o != Py_None && allowed.len < total)) {
+    Py_ssize_t total = order.len / (Py_ssize_t)sizeof(long long);
+    if (sums.len / (Py_ssize_t)sizeof(double) < total || rows.len / (Py_ssize_t)sizeof(Py_ssize_t) < n ||
+        values.len / (Py_ssize_t)sizeof(double) < n || (allowed_o != Py_None && allowed.len < total)) {
         PyErr_SetString(PyExc_ValueError, "top_sums: arrays of mismatched lengths");
         goto done;
     }
-    bounds = PyMem_Malloc((size_t)(2 * words + 1) * sizeof *bounds);
-    tops = PyMem_Malloc((size_t)(words + 1) * sizeof *tops);
-    if (!bounds || !tops) {
-        PyErr_NoMemory();
-        goto done;
-    }
     for (Py_ssize_t w = 0; w < words; w++) {
-        PyObject *span = PyList_GET_ITEM(bounds_o, w);
-        if (!PyTuple_Check(span) || PyTuple_GET_SIZE(span) < 4) {
-            PyErr_SetString(PyExc_TypeError, "top_sums: spans are (start, end, constant, largest part) tuples");
+        PyObject *word = PyList_GET_ITEM(words_o, w);
+        if (!PyTuple_Check(word) || PyTuple_GET_SIZE(word) < 7) {
+            PyErr_SetString(PyExc_TypeError,
+                            "top_sums: words are (rows, parts, constant, largest part, rows' address, parts' "
+                            "address, length) tuples");
             goto done;
         }
-        bounds[2 * w] = PyLong_AsSsize_t(PyTuple_GET_ITEM(span, 0));
-        bounds[2 * w + 1] = PyLong_AsSsize_t(PyTuple_GET_ITEM(span, 1));
-        tops[w] = PyFloat_AsDouble(PyTuple_GET_ITEM(span, 3));
+        tops[w] = PyFloat_AsDouble(PyTuple_GET_ITEM(word, 3));
+        at[w] = PyLong_AsVoidPtr(PyTuple_GET_ITEM(word, 4));
+        part[w] = PyLong_AsVoidPtr(PyTuple_GET_ITEM(word, 5));
+        len[w] = PyLong_AsSsize_t(PyTuple_GET_ITEM(word, 6));
         if (PyErr_Occurred()) goto done;
-        if (bounds[2 * w] < 0 || bounds[2 * w] > bounds[2 * w + 1] || bounds[2 * w + 1] > n_at) {
-            PyErr_SetString(PyExc_ValueError, "top_sums: a span outside the impacts");
+        if (!at[w] || !part[w] || len[w] < 0) {
+            PyErr_SetString(PyExc_ValueError, "top_sums: a word without its arrays");
             goto done;
         }
     }
     Py_ssize_t k;
     int was_pruned = 0;
     Py_BEGIN_ALLOW_THREADS
-    k = top(at.buf, part.buf, bounds, tops, words, sums.buf, order.buf, total, n, single,
+    k = top(at, part, len, tops, words, sums.buf, order.buf, total, n, single,
             allowed_o != Py_None ? allowed.buf : NULL, below, prune, rows.buf, values.buf, &was_pruned);
     Py_END_ALLOW_THREADS
     if (k == -2)
@@ -364,10 +369,9 @@ static PyObject *top_sums(PyObject *Py_UNUSED(self), PyObject *args) {
     else
         result = k < 0 ? PyErr_NoMemory() : Py_BuildValue("(nO)", k, was_pruned ? Py_True : Py_False);
 done:
-    PyMem_Free(bounds);
-    PyMem_Free(tops);
-    Py_buffer *held[] = {&at, &part, &sums, &order, &rows, &values, &allowed};
-    for (int i = 0; i < got; i++) PyBuffer_Release(held[i]);
+    Py_buffer *mine[] = {&sums, &order, &rows, &values, &allowed};
+    for (int i = 0; i < got; i++) PyBuffer_Release(mine[i]);
+    PyMem_Free(at), PyMem_Free(part), PyMem_Free(len), PyMem_Free(tops);
     return result;
 }
 

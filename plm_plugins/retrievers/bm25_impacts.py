@@ -18,99 +18,41 @@ if TYPE_CHECKING:
 
 
 class Impacts:
-    """A version's word impacts (`BM25Retriever._impacts`: each word's live rows and their score
-    parts, and the bm25l/bm25+ constant), kept with its state as its queries meet the words,
-    most recently used first, up to MAX_IMPACTS postings: a word is scored once per version, as
-    Lucene and PISA keep impacts per segment, not once per query.
+    """A version's word impacts (`BM25Retriever._impacts`: each word's live rows, their parts,
+    the bm25l/bm25+ constant, and the largest part, -1 where a part is negative), kept with its state as its queries
+    meet the words, most recently used first, up to MAX_IMPACTS postings: a word is scored
+    once per version, as Lucene and PISA keep impacts per segment, not once per query. Its
+    arrays are read-only, shared by every query."""
 
-    The words' rows and parts lie one after another in two arrays (an arena), so a query hands
-    the compiled kernel its words' spans rather than arrays joined per query. A word evicted
-    leaves a hole; the arena is copied without its holes once they are as large as the words
-    kept. Appends write past every span given out and a larger or compacted arena is a new
-    array, so a query reading the arrays it was given never sees them change."""
-
-    MAX_IMPACTS = 1 << 22  # postings (16 bytes each: 64 MiB, twice that with the arena's room)
+    MAX_IMPACTS = 1 << 22  # postings (16 bytes each: 64 MiB)
     MAX_WORDS = 1 << 16  # words, those in no live row included
 
     def __init__(self) -> None:
-        import numpy as np
-
-        self._words: OrderedDict[str, Span | None] = OrderedDict()
-        self._rows = np.zeros(0, dtype=np.intp)
-        self._parts = np.zeros(0, dtype=np.float64)
-        self._end = 0  # arena slots used, holes included
-        self._size = 0  # postings of the words kept
+        self._words: OrderedDict[str, Any] = OrderedDict()
+        self._size = 0
         self._lock = threading.Lock()
 
     def get(self, terms: list[str]) -> dict[str, Any]:
-        """The kept terms' impacts: (rows, parts, constant) as read-only views, or None (no live row)."""
-        rows, parts, spans = self.spans(terms)
-        out: dict[str, Any] = {}
-        for term, span in spans.items():
-            if span is None:
-                out[term] = None
-                continue
-            hit = rows[span[0] : span[1]], parts[span[0] : span[1]]
-            hit[0].flags.writeable = hit[1].flags.writeable = False
-            out[term] = (*hit, span[2])
-        return out
-
-    def spans(self, terms: list[str]) -> tuple[Any, Any, dict[str, Span | None]]:
-        """The arena's rows and parts, and each kept term's span in them: (start, end, constant,
-        largest part: -1 where a part is negative), or None (no live row)."""
         with self._lock:
-            out: dict[str, Span | None] = {}
+            out = {}
             for term in terms:
-                if (span := self._words.get(term, _MISSING)) is not _MISSING:
+                if term in self._words:
                     self._words.move_to_end(term)
-                    out[term] = span  # type: ignore[assignment]
-            return self._rows, self._parts, out
+                    out[term] = self._words[term]
+            return out
 
     def add(self, words: dict[str, Any]) -> dict[str, Any]:
-        """Keep these words' impacts (term -> (rows, parts, constant) or None); returns `words`."""
         with self._lock:
             for term, hit in words.items():
-                if (old := self._words.pop(term, None)) is not None:
-                    self._size -= old[1] - old[0]
-                if hit is None:
-                    self._words[term] = None
-                    continue
-                n = len(hit[0])
-                if self._end + n > len(self._rows):
-                    self._rearrange(n)
-                self._rows[self._end : self._end + n] = hit[0]
-                self._parts[self._end : self._end + n] = hit[1]
-                top = float(hit[1].max()) if n and hit[1].min() >= 0 else -1.0  # (a bound where no part is < 0)
-                self._words[term] = (self._end, self._end + n, hit[2], top)
-                self._end += n
-                self._size += n
+                if hit is not None:
+                    hit[0].flags.writeable = hit[1].flags.writeable = False
+                    self._size += len(hit[0]) - (len(old[0]) if (old := self._words.get(term)) else 0)
+                self._words[term] = hit
+                self._words.move_to_end(term)
             while (self._size > self.MAX_IMPACTS or len(self._words) > self.MAX_WORDS) and len(self._words) > 1:
-                _, span = self._words.popitem(last=False)
-                self._size -= span[1] - span[0] if span is not None else 0
-            if self._end > 2 * self._size + 4096:
-                self._rearrange(0)
+                _, hit = self._words.popitem(last=False)
+                self._size -= len(hit[0]) if hit is not None else 0
             return words
-
-    def _rearrange(self, room: int) -> None:
-        """New arrays holding the kept words one after another, with room for `room` more
-        postings and as many again (a new array: the old stays whole for its readers)."""
-        import numpy as np
-
-        size = self._size + room
-        rows, parts = np.empty(2 * size + 1024, dtype=np.intp), np.empty(2 * size + 1024, dtype=np.float64)
-        end = 0
-        for term, span in self._words.items():
-            if span is not None:
-                n = span[1] - span[0]
-                rows[end : end + n] = self._rows[span[0] : span[1]]
-                parts[end : end + n] = self._parts[span[0] : span[1]]
-                self._words[term] = (end, end + n, span[2], span[3])
-                end += n
-        self._rows, self._parts, self._end = rows, parts, end
-
-
-_MISSING = object()
-Span = tuple[int, int, "float | None", float]  # a word's (start, end, constant, largest part) in the arena
 
 
 def _segment_arrays(state: State) -> list[tuple[Any, ...]]:
@@ -242,6 +184,11 @@ try:
 except ImportError:  # built without a C compiler (setup.py: optional)
     _TOP_SUMS = None
 
+
+# The C kernel takes MaxScore where the postings it would score, times (PRUNE_COST x the
+# query's words + 2), are fewer than all the query's postings: a binary search step costs some
+# 30 adds (at 8, SciFact's queries ran 11% slower than scoring every posting).
+PRUNE_COST = 32
 
 # `_sum_by_row` finds the rows by sorting the parts when they are fewer than this many per row.
 SORTED_BELOW = 0.125

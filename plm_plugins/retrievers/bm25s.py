@@ -349,14 +349,8 @@ class BM25Retriever(Retriever, SegmentedIndex):
         dtype = self.config.dtype
         if dtype not in ("float32", "float64") or not state.n_live or (kernel := compiled()) is None:
             return None
-        impacts = self._kept_impacts(state)
-        rows, parts, spans = impacts.spans(tokens)
-        if len(spans) < len(set(tokens)):  # words not met since this version opened
-            impacts.add(self._impacts(state, [t for t in dict.fromkeys(tokens) if t not in spans]))
-            rows, parts, spans = impacts.spans(tokens)
-            if len(spans) < len(set(tokens)):  # evicted meanwhile (more words than MAX_WORDS)
-                return None
-        found = [span for t in tokens if (span := spans[t]) is not None]  # query order, repeats
+        words = self._word_impacts(state, tokens)
+        found = [hit for t in tokens if (hit := words[t]) is not None]  # query order, repeats
         if not found or found[0][2] is not None:
             return None  # no query word in the index, or bm25l/bm25+ (every row scores)
         mask = None if allowed is None else state.allowed_rows(allowed)
@@ -364,20 +358,17 @@ class BM25Retriever(Retriever, SegmentedIndex):
         buffer = _buffer(state.total)
         order, below = state.order, bm25_impacts.SORTED_BELOW
         single = dtype == "float32"
-        count, _ = kernel(rows, parts, found, buffer, order, max(n, 0), single, mask, below, prune, best, values)
+        cost = bm25_impacts.PRUNE_COST if prune else 0
+        count, _ = kernel(found, buffer, order, max(n, 0), single, mask, below, cost, best, values)
         _give_back(buffer)  # (not reached if it raised: the buffer dropped)
         return best[: min(n, count)], values[: min(n, count)], count
 
-    def _kept_impacts(self, state: State) -> Impacts:
-        """The version's kept impacts for this stage's scoring."""
+    def _word_impacts(self, state: State, tokens: Sequence[str]) -> dict[str, Any]:
+        """The words' impacts (`_impacts`), kept with the version, computed for those not met since it opened."""
         if self._impacts_key is None:
             c = self.config
             self._impacts_key = f"bm25_impacts {c.method} {c.k1!r} {c.b!r} {c.delta!r} {c.epsilon!r}"
-        return state.cached(self._impacts_key, Impacts)  # type: ignore[no-any-return]
-
-    def _word_impacts(self, state: State, tokens: Sequence[str]) -> dict[str, Any]:
-        """The words' impacts (`_impacts`), kept with the version, computed for those not met since it opened."""
-        impacts = self._kept_impacts(state)
+        impacts = state.cached(self._impacts_key, Impacts)
         words = impacts.get(list(tokens))
         if len(words) < len(set(tokens)):  # words not met since this version opened
             words.update(impacts.add(self._impacts(state, [t for t in dict.fromkeys(tokens) if t not in words])))
@@ -385,9 +376,11 @@ class BM25Retriever(Retriever, SegmentedIndex):
 
     def _impacts(self, state: State, terms: list[str]) -> dict[str, Any]:
         """Each word's impacts under this version's statistics: (its live rows as intp, idf x
-        tfc(tf, dl) of each, the bm25l/bm25+ constant or None); None for a word no live row
-        holds. Computed for all the words at once, element for element what one word at a
-        time gives: bm25s's expressions under the corpus-wide IDF and average length."""
+        tfc(tf, dl) of each as float64, the bm25l/bm25+ constant or None, the largest of those
+        parts or -1 where one is negative: a bound for MaxScore; then the two arrays' addresses
+        and their length, for the C kernel); None for a word no live row holds.
+        Computed for all the words at once, element for element what one word at a time
+        gives: bm25s's expressions under the corpus-wide IDF and average length."""
         import numpy as np
 
         c, n_docs = self.config, state.n_live
@@ -420,7 +413,12 @@ class BM25Retriever(Retriever, SegmentedIndex):
         ends = np.cumsum(counts).tolist()
         for i, term in enumerate(found):
             lo = ends[i - 1] if i else 0
-            out[term] = (at[lo : ends[i]].copy(), part[lo : ends[i]].copy(), skips[i] if skips else None)
+            rows, parts = at[lo : ends[i]].copy(), part[lo : ends[i]].copy()
+            top = float(parts.max()) if parts.min() >= 0 else -1.0
+            # (the arrays' addresses and length: the C kernel reads them without the buffer
+            # protocol's per-array cost, the tuple keeping them alive)
+            where = rows.__array_interface__["data"][0], parts.__array_interface__["data"][0], len(rows)
+            out[term] = (rows, parts, skips[i] if skips else None, top, *where)
         return out
 
     def _dense(self, rows: Any, values: Any, constant: float | None) -> Any:

@@ -256,6 +256,7 @@ def test_the_c_kernel_prunes_where_it_pays_and_ranks_as_exhaustive(
 
     monkeypatch.setattr(bm25s, "compiled", lambda: counting)
     monkeypatch.setattr(bm25s, "AUTO_FROM", 10**9)  # NumPy's MaxScore would take these queries first
+    monkeypatch.setattr(bm25_impacts, "PRUNE_COST", 8)  # pruning pays sooner: a small corpus prunes
     rng = random.Random(13)
     filler, rare, medium = [f"f{i}" for i in range(50)], [f"r{i}" for i in range(30)], [f"m{i}" for i in range(10)]
     texts = []
