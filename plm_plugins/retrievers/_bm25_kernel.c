@@ -19,9 +19,9 @@
  *               their float64 sums.
  * Returns how many rows score above 0, pass `allowed` and tie or beat the n-th best (in the
  * answer's dtype): more than n, ties at the n-th; fewer than n, fewer positive scores; and
- * whether MaxScore pruned. The first min(n, that) slots are filled. Each row's parts are added in the order given
- * (sums[r] + part, as np.add.at adds), and ranked as top_n_sparse ranks: the same floats,
- * the same hits. The GIL is released while it runs. */
+ * whether MaxScore pruned. The first min(n, that) slots are filled. Each row's parts are
+ * added in the order given (sums[r] + part, as np.add.at adds), and ranked as top_n_sparse
+ * ranks: the same floats, the same hits. The GIL is released while it runs. */
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -76,6 +76,7 @@ typedef struct {
 
 static int picks_init(Picks *p, Py_ssize_t rows, Py_ssize_t n) {
     p->cap = rows < 4 * n + 64 ? rows : 4 * n + 64;
+    if (p->cap < 1) p->cap = 1;
     p->kept = malloc((size_t)(p->cap + 1) * sizeof *p->kept);
     p->heap = malloc((size_t)(n > 0 ? n : 1) * sizeof *p->heap);
     p->c = p->h = 0, p->n = n, p->floor = 0.0;
@@ -94,7 +95,7 @@ static int offer(Picks *p, Py_ssize_t r, double v, double key, long long order) 
         sift_down(p->heap, p->n);
         p->floor = p->heap[0];
     }
-    if (p->c == p->cap) { /* room made: the rows now below the floor dropped, or more room */
+    if (p->c >= p->cap) { /* room made: the rows now below the floor dropped, or more room */
         Py_ssize_t d = 0;
         for (Py_ssize_t x = 0; x < p->c; x++)
             if (p->kept[x].key >= p->floor) p->kept[d++] = p->kept[x];
