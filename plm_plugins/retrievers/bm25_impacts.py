@@ -19,10 +19,10 @@ if TYPE_CHECKING:
 
 class Impacts:
     """A version's word impacts (`BM25Retriever._impacts`: each word's live rows, their parts,
-    the bm25l/bm25+ constant, and the largest part, -1 where a part is negative), kept with its state as its queries
-    meet the words, most recently used first, up to MAX_IMPACTS postings: a word is scored
-    once per version, as Lucene and PISA keep impacts per segment, not once per query. Its
-    arrays are read-only, shared by every query."""
+    the bm25l/bm25+ constant, the largest part, and the arrays' addresses for the C kernel),
+    kept with its state as its queries meet the words, most recently used first, up to
+    MAX_IMPACTS postings: a word is scored once per version, as Lucene and PISA keep impacts
+    per segment, not once per query. Its arrays are read-only, shared by every query."""
 
     MAX_IMPACTS = 1 << 22  # postings (16 bytes each: 64 MiB)
     MAX_WORDS = 1 << 16  # words, those in no live row included

@@ -313,27 +313,20 @@ class BM25Retriever(Retriever, SegmentedIndex):
         none = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
         if not state.n_live:
             return (*none, None)
-        rows, parts, constant = self._parts(state, tokens)
-        if not rows:
-            return (*none, constant)
-        if len(rows) == 1:
-            return rows[0], parts[0], constant  # 0.0 + part: part
-        return (*_sum_by_row(state, np.concatenate(rows), np.concatenate(parts)), constant)
-
-    def _parts(self, state: State, tokens: list[str]) -> tuple[list[Any], list[Any], float | None]:
-        """Each query word's live rows and parts, in query order (a repeated word once per
-        occurrence; a word no live row holds left out), and `_matches`'s constant."""
-        import numpy as np
-
         words = self._word_impacts(state, tokens)
         rows, parts, skips = [], [], []
-        for term in tokens:
+        for term in tokens:  # query order, a repeated word once per occurrence
             if (hit := words.get(term)) is not None:
                 rows.append(hit[0])
                 parts.append(hit[1])
                 if hit[2] is not None:
                     skips.append(hit[2])
-        return rows, parts, float(np.array(skips, dtype=np.float64).sum()) if skips else None
+        constant = float(np.array(skips, dtype=np.float64).sum()) if skips else None
+        if not rows:
+            return (*none, constant)
+        if len(rows) == 1:
+            return rows[0], parts[0], constant  # 0.0 + part: part
+        return (*_sum_by_row(state, np.concatenate(rows), np.concatenate(parts)), constant)
 
     def _compiled_top(
         self, state: State, tokens: list[str], n: int, allowed: Any, prune: bool = False
