@@ -1,6 +1,7 @@
 """BM25 top k, one query a call, single thread: plm exhaustive (every posting of the query's
-words scored), plm maxscore (`top_k = "maxscore"`: MaxScore, the same hits), plm auto
-(`top_k = "auto"`: maxscore for a query with a word in 20,000 chunks or more), raw bm25s
+words scored), plm maxscore (`top_k = "maxscore"`: MaxScore in NumPy, the same hits), plm auto
+(`top_k = "auto"`: the C kernel, its MaxScore where it pays), plm numpy (exhaustive without
+the kernel), raw bm25s
 and Tantivy, in the same process, in turns (each round rotates the order); the ratios are
 taken within each round, the table gives the medians over rounds. A warm-up pass first meets
 every query word (plm keeps a version's impacts and each segment's word bounds).

@@ -1,11 +1,20 @@
-/* BM25's exhaustive top k in one compiled call: a query's kept impacts summed per row, the
- * rows that can make its top n picked and ordered (bm25_impacts.compiled, BENCHMARKS.md 40).
+/* BM25's exhaustive top k in one compiled call: a query's parts summed per row, the rows that
+ * can make its top n picked and ordered (bm25_impacts.compiled, BENCHMARKS.md 40-41).
  *
- * top_sums(words, sums, order, n, single, allowed, below, prune, out_rows, out_values)
- *   words       the query words' kept impacts in query order (a repeated word repeated), each
- *               (rows: intp ascending, parts: float64, constant, largest part: negative where
- *               a part is, the rows' and the parts' addresses, their length): the arrays are
- *               read at those addresses, the tuple keeping them alive (BM25Retriever._impacts);
+ * top_sums(words, sums, order, n, single, allowed, below, prune, out_rows, out_values, scoring)
+ *   words       the query words in query order (a repeated word repeated), each either
+ *               - its kept impacts (rows: intp ascending, parts: float64, constant, largest
+ *                 part: negative where a part is, the rows' and the parts' addresses, their
+ *                 length): read at those addresses, the tuple keeping them alive
+ *                 (BM25Retriever._impacts); or
+ *               - its postings, scored here (idf, live rows, slices, ...): a slice per segment holding
+ *                 the word, (rows' address: int32 local rows ascending, term frequencies'
+ *                 address, whether those are float64 (else int32), how many, the segment's
+ *                 first global row, its deleted rows' mask's address or 0, its lengths'
+ *                 address, its row count, whether those lengths are int32 (else float64));
+ *                 each live row's part is
+ *                 idf x tfc(tf, norm(length)) with bm25s's expressions (`scoring`), the floats
+ *                 BM25Retriever._impacts makes;
  *   sums        a zeroed float64 buffer of at least len(order) rows, left zeroed;
  *   order       each row's order key (int64): equal scores, the later row first;
  *   n, single   how many hits; whether the answer's dtype is float32;
@@ -15,8 +24,12 @@
  *   prune       0: every posting scored; else MaxScore may skip the long lists of words that
  *               cannot make a hit where the lists it scores, times (prune x words + 2), are
  *               fewer postings than all the query's (a binary search step against an add);
+ *               only where every word comes with its kept impacts;
  *   out_rows, out_values   n slots each (intp, float64): the best rows, best first, and
- *               their float64 sums.
+ *               their float64 sums;
+ *   scoring     None, or (formula, k1, b, average length) for words given by their postings:
+ *               formula 0 is lucene's and robertson's tf / (norm + tf), 1 atire's
+ *               (tf x (k1 + 1)) / (tf + norm), norm k1 x ((1 - b) + b x length / average).
  * Returns how many rows score above 0, pass `allowed` and tie or beat the n-th best (in the
  * answer's dtype): more than n, ties at the n-th; fewer than n, fewer positive scores; and
  * whether MaxScore pruned. The first min(n, that) slots are filled. Each row's parts are
@@ -123,6 +136,87 @@ static Py_ssize_t picks_done(Picks *p, Py_ssize_t *out_rows, double *out_values)
 
 static void picks_free(Picks *p) { free(p->kept), free(p->heap); }
 
+/* A word's postings in one segment (or its kept impacts: kind PARTS, rows global). */
+enum { PARTS, TF_INT32, TF_FLOAT64 };
+typedef struct {
+    const void *rows, *values; /* intp rows and float64 parts; or int32 local rows and tfs */
+    const char *dead;          /* the segment's deleted rows, or NULL */
+    const void *lengths;       /* the segment's row lengths (float64, or int32 token counts) */
+    Py_ssize_t len, offset, rows_in; /* postings; the segment's first global row, its rows */
+    double idf;
+    int kind, int_lengths;
+} Slice;
+
+typedef struct {
+    int formula; /* 0: tf / (norm + tf) (lucene, robertson); 1: (tf x (k1 + 1)) / (tf + norm) (atire) */
+    double k1, b, avg;
+} Scoring;
+
+/* A posting's part, the expressions of bm25_impacts._NORM and _TFC times the IDF, in their
+ * order (built without contraction: the floats NumPy's elementwise operations give). */
+static inline double part_of(const Scoring *s, double idf, double tf, double length) {
+    double norm = s->k1 * ((1.0 - s->b) + s->b * length / s->avg);
+    return idf * (s->formula ? (tf * (s->k1 + 1.0)) / (tf + norm) : tf / (norm + tf));
+}
+
+/* The postings of slice x from *cursor on whose rows are below `hi` scattered into sums
+ * (rows ascending, none below `lo`), *cursor moved past them; with `met`, each row met anew
+ * appended there (t its count). -2 for a row out of order or outside its segment. The rows
+ * AHEAD postings on are fetched into the cache meanwhile: at a million rows a posting's sum
+ * and length are rarely there. */
+#define AHEAD 16
+#ifndef BLOCK
+#define BLOCK (1 << 16) /* rows: their sums and int32 lengths, 768 KiB, fit a core's L2 */
+#endif
+static int scatter(const Slice *x, const Scoring *s, double *sums, Py_ssize_t lo, Py_ssize_t hi, Py_ssize_t *cursor,
+                   Py_ssize_t *met, Py_ssize_t *t) {
+    Py_ssize_t i = *cursor;
+    if (x->kind == PARTS) {
+        const Py_ssize_t *at = x->rows;
+        const double *part = x->values;
+        for (; i < x->len; i++) {
+            Py_ssize_t r = at[i];
+            if (r >= hi) break;
+            if (r < lo) return -2;
+            if (i + AHEAD < x->len && at[i + AHEAD] < hi) __builtin_prefetch(&sums[at[i + AHEAD]], 1);
+            if (met) met[*t] = r, *t += sums[r] == 0.0; /* kept where the row is new, without a branch */
+            sums[r] += part[i];
+        }
+        *cursor = i;
+        return 0;
+    }
+    const int *at = x->rows;
+    double *base = sums + x->offset;
+    Py_ssize_t local_lo = lo - x->offset, local_hi = hi - x->offset;
+    if (local_hi > x->rows_in) local_hi = x->rows_in;
+    for (; i < x->len; i++) {
+        Py_ssize_t local = at[i];
+        if (local >= local_hi) break;
+        if (local < local_lo || local < 0) return -2;
+        if (i + AHEAD < x->len && at[i + AHEAD] < local_hi) {
+            __builtin_prefetch(x->int_lengths ? (const void *)&((const int *)x->lengths)[at[i + AHEAD]]
+                                              : (const void *)&((const double *)x->lengths)[at[i + AHEAD]]);
+            __builtin_prefetch(&base[at[i + AHEAD]], 1);
+        }
+        if (x->dead && x->dead[local]) continue;
+        double tf = x->kind == TF_INT32 ? (double)((const int *)x->values)[i] : ((const double *)x->values)[i];
+        if (met) met[*t] = x->offset + local, *t += base[local] == 0.0;
+        double length = x->int_lengths ? (double)((const int *)x->lengths)[local] : ((const double *)x->lengths)[local];
+        base[local] += part_of(s, x->idf, tf, length);
+    }
+    *cursor = i;
+    return 0;
+}
+
+/* A query word: its slices (one for kept impacts), their postings, its largest part (negative
+ * where a part is, or for a word given by its postings: no MaxScore), and the first word of the
+ * query that is the same word. */
+typedef struct {
+    const Slice *s;
+    Py_ssize_t slices, len, same;
+    double top;
+} Word;
+
 /* Where `row` is in at[:end] (ascending), or -1. */
 static Py_ssize_t find(const Py_ssize_t *at, Py_ssize_t end, Py_ssize_t row) {
     Py_ssize_t lo = 0, hi = end;
@@ -134,6 +228,12 @@ static Py_ssize_t find(const Py_ssize_t *at, Py_ssize_t end, Py_ssize_t row) {
     return lo < end && at[lo] == row ? lo : -1;
 }
 
+/* A word of kept impacts' part in global row r, added to *v where it holds it (binary search). */
+static inline void add_part(const Word *w, Py_ssize_t r, double *v) {
+    Py_ssize_t i = find(w->s->rows, w->s->len, r);
+    if (i >= 0) *v += ((const double *)w->s->values)[i];
+}
+
 #define SLACK (1.0 + 1e-9) /* a bound's headroom over the rounding of sums in another order */
 
 /* MaxScore where it pays: the words whose bounds (their largest part, times their occurrences)
@@ -141,34 +241,37 @@ static Py_ssize_t find(const Py_ssize_t *at, Py_ssize_t end, Py_ssize_t row) {
  * their own; the rows of the other (essential) words are the candidates, each scored exactly
  * (its parts found by binary search, added in query order: the scatter's floats). The lower
  * bound of the n-th best score: the n-th best score of the rows of the word of largest bound,
- * scored whole. 1 where it ran, 0 where it does not pay or apply (the
- * caller scatters), -1 where memory ran out. */
-static int pruned(const Py_ssize_t **at, const double **part, const Py_ssize_t *len, const double *top,
-                  Py_ssize_t words, Py_ssize_t m, double *sums, const long long *order, Py_ssize_t total,
-                  Py_ssize_t n, int single, const char *allowed, Py_ssize_t cost, Picks *picks) {
+ * scored whole. Only where every word comes with its kept impacts (one slice of global rows
+ * and their parts, and the largest). 1 where it ran, 0 where it does not pay or apply (the
+ * caller scatters), -1 where memory ran out, -2 for a row outside 0..total. */
+static int pruned(const Word *wd, Py_ssize_t words, Py_ssize_t m, double *sums,
+                  const long long *order, Py_ssize_t total, Py_ssize_t n, int single, const char *allowed,
+                  Py_ssize_t cost, Picks *picks) {
     if (words < 2 || n <= 0 || words > 64) return 0;
-    Py_ssize_t unique[64], occurs[64], u = 0, first = -1;
+    Py_ssize_t unique[64], occurs[64], u = 0;
     for (Py_ssize_t w = 0; w < words; w++) {
-        if (top[w] < 0) return 0; /* a negative part: no bound */
+        if (wd[w].top < 0 || wd[w].s->kind != PARTS) return 0; /* a negative part, or no bound */
         Py_ssize_t x = 0;
-        while (x < u && at[unique[x]] != at[w]) x++;
-        if (x == u) unique[u] = w, occurs[u++] = 0;
+        while (x < u && unique[x] != wd[w].same) x++;
+        if (x == u) unique[u] = wd[w].same, occurs[u++] = 0;
         occurs[x]++;
     }
     for (Py_ssize_t x = 1; x < u; x++) /* by bound, ascending */
-        for (Py_ssize_t y = x; y > 0 && top[unique[y - 1]] > top[unique[y]]; y--) {
+        for (Py_ssize_t y = x; y > 0 && wd[unique[y - 1]].top > wd[unique[y]].top; y--) {
             Py_ssize_t t = unique[y], o = occurs[y];
             unique[y] = unique[y - 1], occurs[y] = occurs[y - 1], unique[y - 1] = t, occurs[y - 1] = o;
         }
-    first = unique[u - 1];
-    if (len[first] * (words * cost + 2) > m) return 0; /* the largest bound on a long list: little to skip */
+    const Word *first = &wd[unique[u - 1]];
+    if (first->len * (words * cost + 2) > m) return 0; /* the largest bound on a long list: little to skip */
     Picks best; /* the n-th best score of that word's rows: each scored whole */
-    if (picks_init(&best, len[first], n) < 0) {
+    if (picks_init(&best, first->len, n) < 0) {
         picks_free(&best);
         return -1;
     }
-    for (Py_ssize_t i = 0; i < len[first]; i++) {
-        Py_ssize_t r = at[first][i];
+    const Py_ssize_t *first_rows = first->s->rows;
+    const double *first_parts = first->s->values;
+    for (Py_ssize_t i = 0; i < first->len; i++) {
+        Py_ssize_t r = first_rows[i];
         if ((size_t)r >= (size_t)total) {
             picks_free(&best);
             return -2;
@@ -176,8 +279,8 @@ static int pruned(const Py_ssize_t **at, const double **part, const Py_ssize_t *
         if (allowed && !allowed[r]) continue;
         double v = 0.0;
         for (Py_ssize_t w = 0; w < words; w++) {
-            Py_ssize_t at_w = at[w] == at[first] ? i : find(at[w], len[w], r);
-            if (at_w >= 0) v += part[w][at_w];
+            if (wd[w].same == first->same) v += first_parts[i];
+            else add_part(&wd[w], r, &v);
         }
         if (offer(&best, r, v, single ? (double)(float)v : v, 0) < 0) {
             picks_free(&best);
@@ -190,18 +293,18 @@ static int pruned(const Py_ssize_t **at, const double **part, const Py_ssize_t *
     double rest = 0.0;
     Py_ssize_t cut = 0; /* unique[:cut] are not essential */
     for (; cut < u - 1; cut++) {
-        double more = (rest + top[unique[cut]] * (double)occurs[cut]) * SLACK;
+        double more = (rest + wd[unique[cut]].top * (double)occurs[cut]) * SLACK;
         if (!((single ? (double)(float)more : more) < floor)) break;
-        rest += top[unique[cut]] * (double)occurs[cut];
+        rest += wd[unique[cut]].top * (double)occurs[cut];
     }
     Py_ssize_t essential = 0;
-    for (Py_ssize_t x = cut; x < u; x++) essential += len[unique[x]];
+    for (Py_ssize_t x = cut; x < u; x++) essential += wd[unique[x]].len;
     if (cut == 0 || essential * (words * cost + 2) >= m) return 0; /* the scatter costs less */
     Py_ssize_t *met = malloc((size_t)(essential + 1) * sizeof *met), t = 0;
     if (!met) return -1;
     for (Py_ssize_t x = cut; x < u; x++) /* the candidates: each essential row once */
-        for (Py_ssize_t i = 0; i < len[unique[x]]; i++) {
-            Py_ssize_t r = at[unique[x]][i];
+        for (Py_ssize_t i = 0; i < wd[unique[x]].len; i++) {
+            Py_ssize_t r = ((const Py_ssize_t *)wd[unique[x]].s->rows)[i];
             if ((size_t)r >= (size_t)total) {
                 for (Py_ssize_t j = 0; j < t; j++) sums[met[j]] = 0.0;
                 free(met);
@@ -217,10 +320,7 @@ static int pruned(const Py_ssize_t **at, const double **part, const Py_ssize_t *
         sums[r] = 0.0;
         if (failed || (allowed && !allowed[r])) continue;
         double v = 0.0;
-        for (Py_ssize_t w = 0; w < words; w++) {
-            Py_ssize_t at_w = find(at[w], len[w], r);
-            if (at_w >= 0) v += part[w][at_w];
-        }
+        for (Py_ssize_t w = 0; w < words; w++) add_part(&wd[w], r, &v);
         if (v != 0.0 && offer(picks, r, v, single ? (double)(float)v : v, order[r]) < 0) failed = 1;
     }
     free(met);
@@ -228,19 +328,20 @@ static int pruned(const Py_ssize_t **at, const double **part, const Py_ssize_t *
 }
 
 /* The kernel proper, without the GIL: the number of rows at or above the n-th best; -1 where
- * memory ran out, -2 for a row outside 0..total. */
-static Py_ssize_t top(const Py_ssize_t **at, const double **part, const Py_ssize_t *len, const double *tops,
-                      Py_ssize_t words, double *sums, const long long *order, Py_ssize_t total, Py_ssize_t n,
-                      int single, const char *allowed, double below, Py_ssize_t prune, Py_ssize_t *out_rows,
-                      double *out_values, int *was_pruned) {
-    Py_ssize_t m = 0, t = 0;
-    for (Py_ssize_t w = 0; w < words; w++) m += len[w];
+ * memory ran out, -2 for a row outside 0..total or out of order. The words' slices, in query
+ * order, lie one after another from words[0].s. */
+static Py_ssize_t top(const Word *wd, Py_ssize_t words, const Scoring *scoring, double *sums, const long long *order,
+                      Py_ssize_t total, Py_ssize_t n, int single, const char *allowed, double below, Py_ssize_t prune,
+                      Py_ssize_t *out_rows, double *out_values, int *was_pruned) {
+    Py_ssize_t m = 0, t = 0, n_slices = 0;
+    for (Py_ssize_t w = 0; w < words; w++) m += wd[w].len, n_slices += wd[w].slices;
+    const Slice *slices = words ? wd[0].s : NULL;
     Picks picks;
     if (picks_init(&picks, m < total ? m : total, n) < 0) {
         picks_free(&picks);
         return -1;
     }
-    int done = prune > 0 ? pruned(at, part, len, tops, words, m, sums, order, total, n, single, allowed, prune, &picks) : 0;
+    int done = prune > 0 ? pruned(wd, words, m, sums, order, total, n, single, allowed, prune, &picks) : 0;
     if (done < 0) {
         picks_free(&picks);
         return done;
@@ -249,42 +350,40 @@ static Py_ssize_t top(const Py_ssize_t **at, const double **part, const Py_ssize
     if (!done) {
         int scan = !((double)m < (double)total * below); /* parts for many rows: every row read */
         Py_ssize_t *met = NULL;
-        if (scan) {
-            for (Py_ssize_t w = 0; w < words; w++)
-                for (Py_ssize_t i = 0; i < len[w]; i++) {
-                    if ((size_t)at[w][i] >= (size_t)total) {
-                        picks_free(&picks);
-                        return -2;
-                    }
-                    sums[at[w][i]] += part[w][i];
-                }
-            t = total;
-        } else {
-            if (!(met = malloc((size_t)(m + 1) * sizeof *met))) {
-                picks_free(&picks);
-                return -1;
-            }
-            for (Py_ssize_t w = 0; w < words; w++)
-                for (Py_ssize_t i = 0; i < len[w]; i++) {
-                    Py_ssize_t r = at[w][i];
-                    if ((size_t)r >= (size_t)total) {
-                        free(met), picks_free(&picks);
-                        return -2;
-                    }
-                    met[t] = r;          /* kept where the row is new, without a branch (a row */
-                    t += sums[r] == 0.0; /* whose sum is back at 0 is met again: read once below) */
-                    sums[r] += part[w][i];
-                }
+        if (!scan && !(met = malloc((size_t)(m + 1) * sizeof *met))) {
+            picks_free(&picks);
+            return -1;
         }
-        for (Py_ssize_t j = 0; j < t; j++) {
-            Py_ssize_t r = scan ? j : met[j];
-            double v = sums[r];
-            sums[r] = 0.0;
-            if (allowed && !allowed[r]) continue;
-            if (offer(&picks, r, v, single ? (double)(float)v : v, order[r]) < 0) {
-                free(met), picks_free(&picks);
-                return -1;
+        /* A block of rows at a time: each word's postings in it, then its rows ranked, so that
+         * the block's sums and lengths stay in the cache between words. */
+        Py_ssize_t *cursor = calloc((size_t)n_slices + 1, sizeof *cursor);
+        if (!cursor) {
+            free(met), picks_free(&picks);
+            return -1;
+        }
+        int failed = 0;
+        for (Py_ssize_t lo = 0; lo < total && !failed; lo += BLOCK) {
+            Py_ssize_t hi = total - lo > BLOCK ? lo + BLOCK : total, from = t;
+            for (Py_ssize_t x = 0; x < n_slices; x++)
+                if (scatter(&slices[x], scoring, sums, lo, hi, &cursor[x], met, &t) < 0) {
+                    failed = -2; /* (sums left dirty: the caller drops the buffer) */
+                    break;
+                }
+            for (Py_ssize_t j = scan ? lo : from; !failed && j < (scan ? hi : t); j++) {
+                Py_ssize_t r = scan ? j : met[j];
+                double v = sums[r];
+                sums[r] = 0.0;
+                double key = single ? (double)(float)v : v;
+                if (key < picks.floor || key <= 0.0 || (allowed && !allowed[r])) continue; /* (order read for the few kept) */
+                if (offer(&picks, r, v, key, order[r]) < 0) failed = -1;
             }
+        }
+        for (Py_ssize_t x = 0; x < n_slices && !failed; x++)
+            if (cursor[x] < slices[x].len) failed = -2; /* a row past the last */
+        free(cursor);
+        if (failed) {
+            free(met), picks_free(&picks);
+            return failed;
         }
         free(met);
     }
@@ -303,25 +402,124 @@ static int buffer_of(PyObject *obj, Py_buffer *view, const char *name, Py_ssize_
     return 0;
 }
 
+/* A word given by its postings: (idf, live rows, slices, ...), each slice (rows' address, tfs' address,
+ * tfs are float64, postings, first global row, dead mask's address or 0, lengths' address,
+ * rows) into out; -1 with an exception set. */
+static int raw_slices(PyObject *word, Slice *out, Py_ssize_t *count) {
+    double idf = PyFloat_AsDouble(PyTuple_GET_ITEM(word, 0));
+    PyObject *list = PyTuple_GET_SIZE(word) > 2 ? PyTuple_GET_ITEM(word, 2) : NULL;
+    if (PyErr_Occurred() || !list || !PyTuple_Check(list)) {
+        PyErr_SetString(PyExc_TypeError, "top_sums: a word's postings are (idf, live rows, slices tuple, ...)");
+        return -1;
+    }
+    *count = PyTuple_GET_SIZE(list);
+    for (Py_ssize_t i = 0; out && i < *count; i++) {
+        PyObject *x = PyTuple_GET_ITEM(list, i);
+        if (!PyTuple_Check(x) || PyTuple_GET_SIZE(x) < 9) {
+            PyErr_SetString(PyExc_TypeError, "top_sums: a slice is (rows, tfs, tfs are float64, postings, offset, "
+                                              "dead, lengths, rows in the segment, lengths are int32) as addresses "
+                                              "and integers");
+            return -1;
+        }
+        Slice *sl = &out[i];
+        sl->rows = PyLong_AsVoidPtr(PyTuple_GET_ITEM(x, 0));
+        sl->values = PyLong_AsVoidPtr(PyTuple_GET_ITEM(x, 1));
+        sl->kind = PyObject_IsTrue(PyTuple_GET_ITEM(x, 2)) ? TF_FLOAT64 : TF_INT32;
+        sl->len = PyLong_AsSsize_t(PyTuple_GET_ITEM(x, 3));
+        sl->offset = PyLong_AsSsize_t(PyTuple_GET_ITEM(x, 4));
+        sl->dead = PyLong_AsVoidPtr(PyTuple_GET_ITEM(x, 5));
+        sl->lengths = PyLong_AsVoidPtr(PyTuple_GET_ITEM(x, 6));
+        sl->rows_in = PyLong_AsSsize_t(PyTuple_GET_ITEM(x, 7));
+        sl->int_lengths = PyObject_IsTrue(PyTuple_GET_ITEM(x, 8));
+        sl->idf = idf;
+        if (PyErr_Occurred()) return -1;
+        if (sl->len < 0 || sl->rows_in < 0 || (sl->len && (!sl->rows || !sl->values || !sl->lengths))) {
+            PyErr_SetString(PyExc_ValueError, "top_sums: a slice without its arrays");
+            return -1;
+        }
+    }
+    return 0;
+}
+
 static PyObject *top_sums(PyObject *Py_UNUSED(self), PyObject *args) {
-    PyObject *words_o, *sums_o, *order_o, *allowed_o, *rows_o, *values_o;
+    PyObject *words_o, *sums_o, *order_o, *allowed_o, *rows_o, *values_o, *scoring_o = Py_None;
     Py_ssize_t n, prune;
     int single;
     double below;
-    if (!PyArg_ParseTuple(args, "O!OOnpOdnOO", &PyList_Type, &words_o, &sums_o, &order_o, &n, &single, &allowed_o,
-                          &below, &prune, &rows_o, &values_o))
+    if (!PyArg_ParseTuple(args, "O!OOnpOdnOO|O", &PyList_Type, &words_o, &sums_o, &order_o, &n, &single, &allowed_o,
+                          &below, &prune, &rows_o, &values_o, &scoring_o))
         return NULL;
     Py_buffer sums, order, allowed = {0}, rows, values;
     int got = 0; /* of those, held in this order */
-    Py_ssize_t words = PyList_GET_SIZE(words_o);
-    const Py_ssize_t **at = PyMem_Malloc((size_t)(words + 1) * sizeof *at);
-    const double **part = PyMem_Malloc((size_t)(words + 1) * sizeof *part);
-    Py_ssize_t *len = PyMem_Malloc((size_t)(words + 1) * sizeof *len);
-    double *tops = PyMem_Malloc((size_t)(words + 1) * sizeof *tops);
+    Py_ssize_t words = PyList_GET_SIZE(words_o), n_slices = 0;
+    Scoring scoring = {0, 0.0, 0.0, 1.0};
+    Word *wd = PyMem_Malloc((size_t)(words + 1) * sizeof *wd);
+    Py_ssize_t *first = PyMem_Malloc((size_t)(words + 1) * sizeof *first);
+    Slice *slices = NULL;
     PyObject *result = NULL;
-    if (!at || !part || !len || !tops) {
+    if (!wd || !first) {
         PyErr_NoMemory();
         goto done;
+    }
+    if (scoring_o != Py_None && !PyArg_ParseTuple(scoring_o, "iddd", &scoring.formula, &scoring.k1, &scoring.b,
+                                                  &scoring.avg))
+        goto done;
+    for (Py_ssize_t w = 0; w < words; w++) { /* each word's slices counted */
+        PyObject *word = PyList_GET_ITEM(words_o, w);
+        Py_ssize_t count = 1;
+        if (!PyTuple_Check(word) || PyTuple_GET_SIZE(word) < 2) {
+            PyErr_SetString(PyExc_TypeError, "top_sums: words are tuples (see the module's source)");
+            goto done;
+        }
+        if (PyFloat_Check(PyTuple_GET_ITEM(word, 0))) {
+            if (scoring_o == Py_None) {
+                PyErr_SetString(PyExc_ValueError, "top_sums: a word given by its postings needs `scoring`");
+                goto done;
+            }
+            if (raw_slices(word, NULL, &count) < 0) goto done;
+        } else if (PyTuple_GET_SIZE(word) < 7) {
+            PyErr_SetString(PyExc_TypeError,
+                            "top_sums: kept impacts are (rows, parts, constant, largest part, rows' address, parts' "
+                            "address, length)");
+            goto done;
+        }
+        first[w] = n_slices;
+        n_slices += count;
+    }
+    first[words] = n_slices;
+    if (!(slices = PyMem_Malloc((size_t)(n_slices + 1) * sizeof *slices))) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t w = 0; w < words; w++) {
+        PyObject *word = PyList_GET_ITEM(words_o, w);
+        Py_ssize_t count = 1;
+        Word *x = &wd[w];
+        x->s = &slices[first[w]], x->same = w, x->len = 0;
+        for (Py_ssize_t v = 0; v < w; v++)
+            if (PyList_GET_ITEM(words_o, v) == word) {
+                x->same = v;
+                break;
+            }
+        if (PyFloat_Check(PyTuple_GET_ITEM(word, 0))) { /* its postings: no bound, no MaxScore */
+            if (raw_slices(word, &slices[first[w]], &count) < 0) goto done;
+            x->top = -1.0;
+        } else {
+            Slice *sl = &slices[first[w]];
+            x->top = PyFloat_AsDouble(PyTuple_GET_ITEM(word, 3));
+            sl->rows = PyLong_AsVoidPtr(PyTuple_GET_ITEM(word, 4));
+            sl->values = PyLong_AsVoidPtr(PyTuple_GET_ITEM(word, 5));
+            sl->len = PyLong_AsSsize_t(PyTuple_GET_ITEM(word, 6));
+            sl->kind = PARTS, sl->dead = NULL, sl->lengths = NULL, sl->offset = 0, sl->rows_in = 0;
+            sl->idf = 0.0, sl->int_lengths = 0;
+            if (!PyErr_Occurred() && (!sl->rows || !sl->values || sl->len < 0)) {
+                PyErr_SetString(PyExc_ValueError, "top_sums: a word without its arrays");
+                goto done;
+            }
+        }
+        if (PyErr_Occurred()) goto done;
+        x->slices = count;
+        for (Py_ssize_t k = 0; k < count; k++) x->len += x->s[k].len;
     }
     if (buffer_of(sums_o, &sums, "sums", sizeof(double), 1) < 0) goto done;
     got++;
@@ -341,43 +539,25 @@ static PyObject *top_sums(PyObject *Py_UNUSED(self), PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "top_sums: arrays of mismatched lengths");
         goto done;
     }
-    for (Py_ssize_t w = 0; w < words; w++) {
-        PyObject *word = PyList_GET_ITEM(words_o, w);
-        if (!PyTuple_Check(word) || PyTuple_GET_SIZE(word) < 7) {
-            PyErr_SetString(PyExc_TypeError,
-                            "top_sums: words are (rows, parts, constant, largest part, rows' address, parts' "
-                            "address, length) tuples");
-            goto done;
-        }
-        tops[w] = PyFloat_AsDouble(PyTuple_GET_ITEM(word, 3));
-        at[w] = PyLong_AsVoidPtr(PyTuple_GET_ITEM(word, 4));
-        part[w] = PyLong_AsVoidPtr(PyTuple_GET_ITEM(word, 5));
-        len[w] = PyLong_AsSsize_t(PyTuple_GET_ITEM(word, 6));
-        if (PyErr_Occurred()) goto done;
-        if (!at[w] || !part[w] || len[w] < 0) {
-            PyErr_SetString(PyExc_ValueError, "top_sums: a word without its arrays");
-            goto done;
-        }
-    }
     Py_ssize_t k;
     int was_pruned = 0;
     Py_BEGIN_ALLOW_THREADS
-    k = top(at, part, len, tops, words, sums.buf, order.buf, total, n, single,
-            allowed_o != Py_None ? allowed.buf : NULL, below, prune, rows.buf, values.buf, &was_pruned);
+    k = top(wd, words, &scoring, sums.buf, order.buf, total, n, single, allowed_o != Py_None ? allowed.buf : NULL,
+            below, prune, rows.buf, values.buf, &was_pruned);
     Py_END_ALLOW_THREADS
     if (k == -2)
-        PyErr_SetString(PyExc_ValueError, "top_sums: a row outside the order keys (sums left dirty)");
+        PyErr_SetString(PyExc_ValueError, "top_sums: a row outside the order keys or out of order (sums left dirty)");
     else
         result = k < 0 ? PyErr_NoMemory() : Py_BuildValue("(nO)", k, was_pruned ? Py_True : Py_False);
 done:
     Py_buffer *mine[] = {&sums, &order, &rows, &values, &allowed};
     for (int i = 0; i < got; i++) PyBuffer_Release(mine[i]);
-    PyMem_Free(at), PyMem_Free(part), PyMem_Free(len), PyMem_Free(tops);
+    PyMem_Free(wd), PyMem_Free(first), PyMem_Free(slices);
     return result;
 }
 
 static PyMethodDef methods[] = {
-    {"top_sums", top_sums, METH_VARARGS, "A BM25 query's top n rows from its kept impacts (see the module's source)."},
+    {"top_sums", top_sums, METH_VARARGS, "A BM25 query's top n rows from its words' kept impacts or postings (see the module's source)."},
     {NULL, NULL, 0, NULL},
 };
 

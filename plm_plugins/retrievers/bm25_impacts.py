@@ -22,7 +22,9 @@ class Impacts:
     the bm25l/bm25+ constant, the largest part, and the arrays' addresses for the C kernel),
     kept with its state as its queries meet the words, most recently used first, up to
     MAX_IMPACTS postings: a word is scored once per version, as Lucene and PISA keep impacts
-    per segment, not once per query. Its arrays are read-only, shared by every query."""
+    per segment, not once per query. Its arrays are read-only, shared by every query. The C
+    kernel's words (`BM25Retriever._kernel_words`) are kept in another: impacts, or a long
+    list's postings (`_postings_of`, which count no postings here: they are the segments')."""
 
     MAX_IMPACTS = 1 << 22  # postings (16 bytes each: 64 MiB)
     MAX_WORDS = 1 << 16  # words, those in no live row included
@@ -45,14 +47,22 @@ class Impacts:
         with self._lock:
             for term, hit in words.items():
                 if hit is not None:
-                    hit[0].flags.writeable = hit[1].flags.writeable = False
-                    self._size += len(hit[0]) - (len(old[0]) if (old := self._words.get(term)) else 0)
+                    self._size += _size(hit) - _size(self._words.get(term))
                 self._words[term] = hit
                 self._words.move_to_end(term)
             while (self._size > self.MAX_IMPACTS or len(self._words) > self.MAX_WORDS) and len(self._words) > 1:
                 _, hit = self._words.popitem(last=False)
-                self._size -= len(hit[0]) if hit is not None else 0
+                self._size -= _size(hit)
             return words
+
+
+def _size(hit: Any) -> int:
+    """A kept word's postings: its impacts' (made read-only as they are kept); 0 for none, or
+    for its postings' slices (`_postings_of`)."""
+    if hit is None or isinstance(hit[0], float):
+        return 0
+    hit[0].flags.writeable = hit[1].flags.writeable = False
+    return len(hit[0])
 
 
 def _segment_arrays(state: State) -> list[tuple[Any, ...]]:
@@ -86,6 +96,53 @@ def _postings(segments: list[tuple[Any, ...]], term: str) -> tuple[Any, Any] | N
     if len(rows) < 2:
         return (rows[0], tfs[0]) if rows else None
     return np.concatenate(rows), np.concatenate(tfs)
+
+
+def _slices(state: State) -> list[tuple[Any, ...]]:
+    """Per segment what the C kernel reads of a word's postings (`_postings_of`): its
+    vocabulary and word starts, the addresses of its rows (int32) and term frequencies (int32,
+    or float64 with a heading weight), its first global row, its deleted rows' mask, its
+    lengths and row count, and the arrays themselves (kept alive with the version). The
+    lengths are the int32 token counts where there is no heading weight (half the bytes read
+    at random), else the weighted float64 ones. Empty where a segment's arrays are of other types (the kernel
+    then reads kept impacts)."""
+    import numpy as np
+
+    out = []
+    for i, seg in enumerate(state.segments):
+        p: Postings = seg.data
+        rows, tf = np.asarray(p.rows), np.asarray(p.tf)
+        if rows.dtype != np.int32 or tf.dtype not in (np.int32, np.float64) or not rows.flags.c_contiguous:
+            return []
+        lengths, dead = np.asarray(p.dl), state.dead(i)
+        if p.hl is not None or lengths.dtype != np.int32 or not lengths.flags.c_contiguous:
+            lengths = p.float_lengths()
+        address = (rows.ctypes.data, tf.ctypes.data, tf.dtype == np.float64, tf.itemsize)
+        dead_at = 0 if dead is None else dead.ctypes.data
+        where = (int(state.offsets[i]), dead_at, lengths.ctypes.data, seg.n, lengths.dtype == np.int32)
+        out.append((p.vocab, p.indptr, rows, dead, address, where, (tf, lengths)))
+    return out
+
+
+def _postings_of(state: State, term: str, idf_of: Any) -> tuple[Any, ...] | None:
+    """A word's postings as the C kernel scores them: (its IDF over the live rows, how many
+    live rows hold it, a slice per segment holding it, as `_bm25_kernel.c` reads them); None
+    where no live row holds it or the segments' arrays are of other types."""
+    import numpy as np
+
+    segments = state.cached("bm25_slices", lambda: _slices(state))
+    if not segments:
+        return None
+    slices, live = [], 0
+    for vocab, indptr, rows, dead, (rows_at, tf_at, floats, tf_size), where in (s[:6] for s in segments):
+        tid = vocab.get(term)
+        if tid is None:
+            continue
+        lo, hi = int(indptr[tid]), int(indptr[tid + 1])
+        live += hi - lo - (int(np.count_nonzero(dead[rows[lo:hi]])) if dead is not None else 0)
+        if hi > lo:
+            slices.append((rows_at + 4 * lo, tf_at + tf_size * lo, floats, hi - lo, *where))
+    return (float(idf_of(live, state.n_live)), live, tuple(slices), segments) if live else None
 
 
 def _norms(state: State, rows: list[Any], at: Any, formula: str, avgdl: float, k1: float, b: float) -> Any:
@@ -189,6 +246,10 @@ except ImportError:  # built without a C compiler (setup.py: optional)
 # query's words + 2), are fewer than all the query's postings: a binary search step costs some
 # 30 adds (at 8, SciFact's queries ran 11% slower than scoring every posting).
 PRUNE_COST = 32
+
+# The C kernel reads a word in at least this many live rows from its postings, a shorter one
+# from its kept impacts (BENCHMARKS.md 41).
+RAW_FROM = 16_384
 
 # `_sum_by_row` finds the rows by sorting the parts when they are fewer than this many per row.
 SORTED_BELOW = 0.125

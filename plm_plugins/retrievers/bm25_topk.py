@@ -78,12 +78,13 @@ def _stats_of(postings: Postings, word: str) -> tuple[int, int, float, float] | 
 
 
 def worth_pruning(state: State, tokens: Sequence[str]) -> bool:
-    """Whether `auto` takes MaxScore for these words: one of them is in AUTO_FROM chunks or
-    more (deleted rows included), beside another in at most 1/SKEW as many. The rarer words
-    then find the top k and the common word's long list is searched only where its bound can
-    still lift a row. Words of similar list lengths are all essential: MaxScore scores every
-    posting then, and its bookkeeping made a flat vocabulary's queries at a million 1.6x
-    slower at the median, 2.6x at p95 (BENCHMARKS.md 39); one word alone is the same case."""
+    """Whether `auto` takes MaxScore for these words where the C kernel is not built: one of
+    them is in AUTO_FROM chunks or more (deleted rows included), beside another in at most
+    1/SKEW as many. The rarer words then find the top k and the common word's long list is
+    searched only where its bound can still lift a row. Words of similar list lengths are all
+    essential: MaxScore scores every posting then, and its bookkeeping made a flat
+    vocabulary's queries at a million 1.6x slower at the median, 2.6x at p95 (BENCHMARKS.md
+    39); one word alone is the same case."""
     lengths = []
     for word in dict.fromkeys(tokens):
         total = 0

@@ -54,6 +54,7 @@ from plm_plugins.retrievers.bm25_impacts import (
     _IDF,
     _NORM,
     _TFC,
+    RAW_FROM,
     Impacts,
     _buffer,
     _give_back,
@@ -61,12 +62,13 @@ from plm_plugins.retrievers.bm25_impacts import (
     _norms,
     _okapi_idf,
     _postings,
+    _postings_of,
     _segment_arrays,
     _sum_by_row,
     compiled,
 )
 from plm_plugins.retrievers.bm25_postings import Postings
-from plm_plugins.retrievers.bm25_topk import AUTO_FROM, candidates, worth_pruning
+from plm_plugins.retrievers.bm25_topk import AUTO_FROM, UNBOUNDED, candidates, worth_pruning
 from plm_plugins.retrievers.token_slices import Ahead, token_slices
 
 if TYPE_CHECKING:
@@ -151,11 +153,12 @@ class BM25Retriever(Retriever, SegmentedIndex):
         exhaustive scores every chunk holding a query word; maxscore (MaxScore) only the chunks
         holding a word whose bound, with the smaller bounds of the words after it, can reach the
         k-th best score (faster when a query word is in many chunks, slower otherwise); auto (the
-        default), maxscore for a query with a word in 20,000 chunks or more beside a word in a
-        quarter as many or fewer, and otherwise the C kernel (built at install where a C
-        compiler is found), which takes MaxScore itself where the essential words' lists are
-        short beside the others and scores every posting elsewhere. bm25l and bm25+ score every
-        chunk either way."""
+        default), the C kernel (built at install where a C compiler is found): every posting of
+        the query's words scored in one pass, or MaxScore where every word's impacts are kept
+        (words in fewer than 16,384 chunks) and the essential words' lists are short beside the
+        others; without the kernel, maxscore for a query with a word in 20,000 chunks or more
+        beside a word in a quarter as many or fewer, else exhaustive. bm25l and bm25+ score
+        every chunk either way."""
 
     config: Config
 
@@ -257,11 +260,10 @@ class BM25Retriever(Retriever, SegmentedIndex):
             raise StaleIndexError(f"BM25 index {self.label!r} is not loaded")
         drop = self.drops_zero_scores
         c = self.config
-        # MaxScore in NumPy for a long list beside a short one (its threshold, from the short
-        # list's rows scored whole, prunes those best); else the C kernel, which takes MaxScore
-        # itself where its essential lists are short beside the rest.
+        # The C kernel, which takes MaxScore itself where its essential lists are short beside
+        # the rest; without it, MaxScore in NumPy for a long list beside a short one.
         numpy_maxscore = c.top_k == "maxscore" or (
-            c.top_k == "auto" and state.total >= AUTO_FROM and worth_pruning(state, tokens)
+            c.top_k == "auto" and compiled() is None and state.total >= AUTO_FROM and worth_pruning(state, tokens)
         )
         top = None if numpy_maxscore else self._compiled_top(state, tokens, n, allowed, c.top_k == "auto")
         if top is not None:
@@ -342,26 +344,54 @@ class BM25Retriever(Retriever, SegmentedIndex):
         dtype = self.config.dtype
         if dtype not in ("float32", "float64") or not state.n_live or (kernel := compiled()) is None:
             return None
-        words = self._word_impacts(state, tokens)
+        if self.config.method in UNBOUNDED:
+            return None  # bm25l/bm25+: every row scores
+        words, scoring = self._kernel_words(state, tokens)
         found = [hit for t in tokens if (hit := words[t]) is not None]  # query order, repeats
-        if not found or found[0][2] is not None:
-            return None  # no query word in the index, or bm25l/bm25+ (every row scores)
+        if not found:
+            return None  # no query word in the index
         mask = None if allowed is None else state.allowed_rows(allowed)
         best, values = np.empty(max(n, 0), dtype=np.intp), np.empty(max(n, 0), dtype=np.float64)
         buffer = _buffer(state.total)
         order, below = state.order, bm25_impacts.SORTED_BELOW
         single = dtype == "float32"
         cost = bm25_impacts.PRUNE_COST if prune else 0
-        count, _ = kernel(found, buffer, order, max(n, 0), single, mask, below, cost, best, values)
+        count, _ = kernel(found, buffer, order, max(n, 0), single, mask, below, cost, best, values, scoring)
         _give_back(buffer)  # (not reached if it raised: the buffer dropped)
         return best[: min(n, count)], values[: min(n, count)], count
 
-    def _word_impacts(self, state: State, tokens: Sequence[str]) -> dict[str, Any]:
-        """The words' impacts (`_impacts`), kept with the version, computed for those not met since it opened."""
+    def _kernel_words(self, state: State, tokens: Sequence[str]) -> tuple[dict[str, Any], tuple[Any, ...] | None]:
+        """The words as the C kernel reads them, kept with the version: a word in fewer than
+        RAW_FROM rows by its impacts (`_impacts`: made once, read at every query), a longer
+        one by its postings, scored in the kernel (`_postings_of`: making a long list's
+        impacts costs twice to five times scoring it, and a million's queries' long lists do
+        not fit the kept impacts); with the scoring's (formula, k1, b, average length)."""
+        c = self.config
+        kept = state.cached(self.impacts_key + " postings", Impacts)
+        words = kept.get(list(tokens))
+        if len(words) < len(set(tokens)):
+            idf_of = _okapi_idf(state, c.epsilon) if c.method == "rank_bm25_okapi" else _IDF[c.method]
+            for term in dict.fromkeys(tokens):
+                if term not in words:
+                    hit = _postings_of(state, term, idf_of)
+                    if hit is None or hit[1] < RAW_FROM:  # a short list, or segments the kernel cannot read
+                        hit = self._word_impacts(state, [term])[term]
+                    words.update(kept.add({term: hit}))
+        avgdl = _live_tokens(state, self.heading_weight) / state.n_live
+        formula = 0 if c.method in ("lucene", "robertson") else 1  # rank_bm25's is ATIRE's
+        return words, (formula, float(c.k1), float(c.b), float(avgdl))
+
+    @property
+    def impacts_key(self) -> str:
+        """The version's cache key of this scoring's impacts."""
         if self._impacts_key is None:
             c = self.config
             self._impacts_key = f"bm25_impacts {c.method} {c.k1!r} {c.b!r} {c.delta!r} {c.epsilon!r}"
-        impacts = state.cached(self._impacts_key, Impacts)
+        return self._impacts_key
+
+    def _word_impacts(self, state: State, tokens: Sequence[str]) -> dict[str, Any]:
+        """The words' impacts (`_impacts`), kept with the version, computed for those not met since it opened."""
+        impacts = state.cached(self.impacts_key, Impacts)
         words = impacts.get(list(tokens))
         if len(words) < len(set(tokens)):  # words not met since this version opened
             words.update(impacts.add(self._impacts(state, [t for t in dict.fromkeys(tokens) if t not in words])))

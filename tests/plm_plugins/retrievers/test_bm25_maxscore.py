@@ -236,8 +236,7 @@ def test_auto_prunes_only_queries_with_many_postings_beside_few(
 def test_the_c_kernel_prunes_where_it_pays_and_ranks_as_exhaustive(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, label: str
 ) -> None:
-    """With `auto` (where NumPy's MaxScore does not take the query), the C kernel
-    (`_bm25_kernel.c`) skips the long lists of words whose bounds
+    """With `auto`, the C kernel (`_bm25_kernel.c`) skips the long lists of words whose bounds
     cannot lift a row into the top k (a rare word beside words in most chunks), and scores
     every posting otherwise; hits, scores and the order of equal scores are the exhaustive
     path's either way, with and without a filter. A kernel that never pruned would pass the
@@ -255,8 +254,8 @@ def test_the_c_kernel_prunes_where_it_pays_and_ranks_as_exhaustive(
         return out
 
     monkeypatch.setattr(bm25s, "compiled", lambda: counting)
-    monkeypatch.setattr(bm25s, "AUTO_FROM", 10**9)  # NumPy's MaxScore would take these queries first
     monkeypatch.setattr(bm25_impacts, "PRUNE_COST", 8)  # pruning pays sooner: a small corpus prunes
+    monkeypatch.setattr(bm25s, "RAW_FROM", 10**9)  # every word by its kept impacts (MaxScore reads those alone)
     rng = random.Random(13)
     filler, rare, medium = [f"f{i}" for i in range(50)], [f"r{i}" for i in range(30)], [f"m{i}" for i in range(10)]
     texts = []

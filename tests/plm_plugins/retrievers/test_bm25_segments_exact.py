@@ -159,7 +159,10 @@ def test_segments_deletions_and_merges_score_as_the_whole_build(
     sort. A query's summed rows are found by scanning every row in one run, by sorting its
     parts' rows in the other (`SORTED_BELOW`, as for a few words at a million). `compiled`:
     the same through the C kernel (`_bm25_kernel.c`), which scans every row or follows
-    the rows met by the same switch (`SORTED_BELOW`'s 1/8)."""
+    the rows met by the same switch (`SORTED_BELOW`'s 1/8), reading words in a few rows
+    from their kept impacts and the others from their postings (`RAW_FROM`, lowered so
+    that both kinds meet in queries: each segment's term frequencies and lengths, deleted
+    rows skipped)."""
     from plm_plugins.retrievers import bm25_impacts, bm25s
     from plm_plugins.stores.sqlite import SQLiteStore
 
@@ -168,6 +171,16 @@ def test_segments_deletions_and_merges_score_as_the_whole_build(
     else:
         if bm25_impacts.compiled() is None:  # (.ci/run checks that it is built)
             pytest.skip("BM25's C kernel is not built here (setup.py: no C compiler or Python headers)")
+        monkeypatch.setattr(bm25s, "RAW_FROM", 5)
+    kinds: Counter = Counter()
+    postings_of = bm25s._postings_of
+
+    def counted_postings(*args: Any) -> Any:
+        hit = postings_of(*args)
+        kinds["postings" if hit is not None and hit[1] >= bm25s.RAW_FROM else "impacts"] += 1
+        return hit
+
+    monkeypatch.setattr(bm25s, "_postings_of", counted_postings)
     monkeypatch.setattr(ranking, "FULL_SORT_UP_TO", full_sort_up_to)
     monkeypatch.setattr(bm25_impacts, "SORTED_BELOW", sorted_below)
     monkeypatch.setattr(segments.merge, "MERGE_FACTOR", 3)
@@ -215,6 +228,7 @@ def test_segments_deletions_and_merges_score_as_the_whole_build(
                 merged += sum("-m" in s.name for s in reader.state.segments)
     assert deleted and merged and len(every["lucene"].state.segments) > 1
     assert calls["sparse"] > calls["full"] > 0  # both paths ranked, mostly the matching rows alone
+    assert path == "numpy" or kinds["postings"] > kinds["impacts"] > 0  # the kernel read both kinds
 
 
 def test_queries_at_once_on_one_index_rank_as_one_at_a_time(tmp_path: Path) -> None:
