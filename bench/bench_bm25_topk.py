@@ -1,10 +1,10 @@
 """BM25 top k, one query a call, single thread: plm exhaustive (every posting of the query's
 words scored), plm maxscore (`top_k = "maxscore"`: MaxScore in NumPy, the same hits), plm auto
 (`top_k = "auto"`: the C kernel, its MaxScore where it pays), plm numpy (exhaustive without
-the kernel), raw bm25s
-and Tantivy, in the same process, in turns (each round rotates the order); the ratios are
-taken within each round, the table gives the medians over rounds. A warm-up pass first meets
-every query word (plm keeps a version's impacts and each segment's word bounds).
+the kernel), raw bm25s and Tantivy, in the same process, in turns (each round rotates the
+order); the ratios are taken within each round, the table gives the medians over rounds. A
+warm-up pass first meets every query word (plm keeps a version's impacts and each segment's
+word bounds).
 
 Tantivy is not a plm dependency: `.venv/bin/pip install tantivy` (0.27 here). It indexes the
 text plm indexes, already tokenised by plm's tokenizer (bm25s_stem: bm25s's regex, English stop
