@@ -145,11 +145,18 @@ typedef struct {
     Py_ssize_t len, offset, rows_in; /* postings; the segment's first global row, its rows */
     double idf;
     int kind, int_lengths;
+    /* its blocks of BLOCK rows holding the word (ascending local block numbers), where each
+     * starts among the postings (nblk + 1 of them), their largest tf and shortest length */
+    const int *blk;
+    const long long *bstart;
+    const double *bmaxtf, *bminlen;
+    Py_ssize_t nblk;
 } Slice;
 
 typedef struct {
     int formula; /* 0: tf / (norm + tf) (lucene, robertson); 1: (tf x (k1 + 1)) / (tf + norm) (atire) */
     double k1, b, avg;
+    Py_ssize_t block; /* rows in a block of the words' blocks, 0 for none */
 } Scoring;
 
 /* A posting's part, the expressions of bm25_impacts._NORM and _TFC times the IDF, in their
@@ -327,6 +334,147 @@ static int pruned(const Word *wd, Py_ssize_t words, Py_ssize_t m, double *sums,
     return failed ? -1 : 1;
 }
 
+/* The postings of slice x in its block j scattered into sums (deleted rows skipped); -2 for a
+ * row outside the block. */
+static int scatter_block(const Slice *x, const Scoring *s, double *sums, Py_ssize_t j, Py_ssize_t lo, Py_ssize_t hi) {
+    const int *at = x->rows;
+    double *base = sums + x->offset;
+    for (long long i = x->bstart[j]; i < x->bstart[j + 1]; i++) {
+        int local = at[i];
+        if (local < lo || local >= hi) return -2;
+        if (x->dead && x->dead[local]) continue;
+        double tf = x->kind == TF_INT32 ? (double)((const int *)x->values)[i] : ((const double *)x->values)[i];
+        double length = x->int_lengths ? (double)((const int *)x->lengths)[local] : ((const double *)x->lengths)[local];
+        base[local] += part_of(s, x->idf, tf, length);
+    }
+    return 0;
+}
+
+/* Rows lo..hi (global) ranked from their sums, which are zeroed; -1 where memory ran out. */
+static int rank_rows(Py_ssize_t lo, Py_ssize_t hi, double *sums, const long long *order, int single,
+                     const char *allowed, Picks *picks) {
+    for (Py_ssize_t r = lo; r < hi; r++) {
+        double v = sums[r];
+        if (v == 0.0) continue;
+        sums[r] = 0.0;
+        double key = single ? (double)(float)v : v;
+        if (key < picks->floor || key <= 0.0 || (allowed && !allowed[r])) continue;
+        if (offer(picks, r, v, key, order[r]) < 0) return -1;
+    }
+    return 0;
+}
+
+#define FIRST_BLOCKS 16 /* the blocks of largest bounds scored first: a threshold to skip by */
+
+/* Block-max (as BMP does over fixed row ranges): a block's bound is the sum, over the query's
+ * words (each occurrence), of each word's part at its largest tf and shortest length in that
+ * block, raised by SLACK; a block whose bound (in the answer's dtype) is below the n-th best
+ * score so far holds no hit and no tie, and is skipped. The FIRST_BLOCKS blocks of largest
+ * bounds are scored first, then every other block in row order while the threshold rises.
+ * Each row's parts are added in query order, as the scatter adds them. Only where every word
+ * comes with its postings and their blocks; 1 where it ran, 0 where it does not apply, -1
+ * where memory ran out, -2 for a malformed block list. */
+static int blockmax(const Slice *slices, Py_ssize_t n_slices, const Scoring *sc, double *sums, const long long *order,
+                    Py_ssize_t total, Py_ssize_t n, int single, const char *allowed, Picks *picks) {
+    Py_ssize_t B = sc->block;
+    if (B <= 0 || n <= 0 || n_slices == 0) return 0;
+    for (Py_ssize_t x = 0; x < n_slices; x++)
+        if (slices[x].kind == PARTS || !slices[x].blk || slices[x].idf < 0) return 0;
+    /* the segments (distinct first rows), in row order, and where their blocks start in `ub` */
+    Py_ssize_t *group = malloc((size_t)n_slices * sizeof *group), *seg = malloc((size_t)(n_slices + 1) * sizeof *seg);
+    Py_ssize_t *base = malloc((size_t)(n_slices + 1) * sizeof *base), *cursor = calloc((size_t)n_slices, sizeof *cursor);
+    double *ub = NULL;
+    int result = -1;
+    if (!group || !seg || !base || !cursor) goto out;
+    Py_ssize_t groups = 0;
+    for (Py_ssize_t x = 0; x < n_slices; x++) {
+        Py_ssize_t g = 0;
+        while (g < groups && slices[seg[g]].offset != slices[x].offset) g++;
+        if (g == groups) seg[groups++] = x;
+        group[x] = g;
+    }
+    for (Py_ssize_t g = 1; g < groups; g++) /* by first row (insertion: a few segments) */
+        for (Py_ssize_t h = g; h > 0 && slices[seg[h - 1]].offset > slices[seg[h]].offset; h--) {
+            Py_ssize_t t = seg[h];
+            seg[h] = seg[h - 1], seg[h - 1] = t;
+        }
+    for (Py_ssize_t x = 0; x < n_slices; x++)
+        for (Py_ssize_t g = 0; g < groups; g++)
+            if (slices[seg[g]].offset == slices[x].offset) group[x] = g;
+    base[0] = 0;
+    for (Py_ssize_t g = 0; g < groups; g++) {
+        const Slice *y = &slices[seg[g]];
+        if (y->offset < 0 || y->offset + y->rows_in > total) {
+            result = -2;
+            goto out;
+        }
+        base[g + 1] = base[g] + (y->rows_in + B - 1) / B;
+    }
+    if (!(ub = calloc((size_t)base[groups] + 1, sizeof *ub))) goto out;
+    for (Py_ssize_t x = 0; x < n_slices; x++) {
+        const Slice *y = &slices[x];
+        Py_ssize_t blocks = base[group[x] + 1] - base[group[x]];
+        for (Py_ssize_t j = 0; j < y->nblk; j++) {
+            if (y->blk[j] < 0 || y->blk[j] >= blocks || (j && y->blk[j] <= y->blk[j - 1]) || y->bstart[j] < 0 ||
+                y->bstart[j + 1] < y->bstart[j] || y->bstart[j + 1] > y->len) {
+                result = -2;
+                goto out;
+            }
+            ub[base[group[x]] + y->blk[j]] += part_of(sc, y->idf, y->bmaxtf[j], y->bminlen[j]);
+        }
+        if (y->nblk && y->bstart[y->nblk] != y->len) {
+            result = -2;
+            goto out;
+        }
+    }
+    /* the blocks of largest bounds first (their numbers kept best first), then the rest */
+    Py_ssize_t firsts[FIRST_BLOCKS], f = 0;
+    for (Py_ssize_t g = 0; g < base[groups]; g++) {
+        if (ub[g] <= 0.0) continue;
+        if (f < FIRST_BLOCKS) firsts[f++] = g;
+        else if (ub[g] > ub[firsts[f - 1]]) firsts[f - 1] = g;
+        else continue;
+        for (Py_ssize_t h = f - 1; h > 0 && ub[firsts[h - 1]] < ub[firsts[h]]; h--) {
+            Py_ssize_t t = firsts[h];
+            firsts[h] = firsts[h - 1], firsts[h - 1] = t;
+        }
+    }
+    for (Py_ssize_t h = 0; h < f; h++) ub[firsts[h]] = -2.0; /* (scored in the first pass) */
+    for (Py_ssize_t pass = 0; pass < 2; pass++)
+        for (Py_ssize_t g = 0; g < groups; g++) {
+            const Slice *y = &slices[seg[g]];
+            Py_ssize_t blocks = base[g + 1] - base[g];
+            for (Py_ssize_t x = 0; x < n_slices; x++) cursor[x] = 0;
+            for (Py_ssize_t lb = 0; lb < blocks; lb++) {
+                double u = ub[base[g] + lb];
+                if (pass == 0) {
+                    if (u != -2.0) continue; /* not one of the first */
+                } else if (u <= 0.0) {
+                    continue; /* no word here, or scored in the first pass */
+                } else {
+                    double key = u * SLACK;
+                    if ((single ? (double)(float)key : key) < picks->floor) continue;
+                }
+                Py_ssize_t lo = lb * B, hi = lo + B < y->rows_in ? lo + B : y->rows_in; /* local rows */
+                for (Py_ssize_t x = 0; x < n_slices; x++) { /* query order: each word's postings in the block */
+                    if (group[x] != g) continue;
+                    const Slice *z = &slices[x];
+                    while (cursor[x] < z->nblk && z->blk[cursor[x]] < lb) cursor[x]++;
+                    if (cursor[x] < z->nblk && z->blk[cursor[x]] == lb && scatter_block(z, sc, sums, cursor[x], lo, hi) < 0) {
+                        result = -2; /* (sums left dirty: the caller drops the buffer) */
+                        goto out;
+                    }
+                }
+                if (rank_rows(y->offset + lo, y->offset + hi, sums, order, single, allowed, picks) < 0) goto out;
+                if (pass == 0) ub[base[g] + lb] = -1.0; /* done */
+            }
+        }
+    result = 1;
+out:
+    free(group), free(seg), free(base), free(cursor), free(ub);
+    return result;
+}
+
 /* The kernel proper, without the GIL: the number of rows at or above the n-th best; -1 where
  * memory ran out, -2 for a row outside 0..total or out of order. The words' slices, in query
  * order, lie one after another from words[0].s. */
@@ -345,6 +493,13 @@ static Py_ssize_t top(const Word *wd, Py_ssize_t words, const Scoring *scoring, 
     if (done < 0) {
         picks_free(&picks);
         return done;
+    }
+    if (!done && scoring->block > 0) {
+        done = blockmax(slices, n_slices, scoring, sums, order, total, n, single, allowed, &picks);
+        if (done < 0) {
+            picks_free(&picks);
+            return done;
+        }
     }
     *was_pruned = done;
     if (!done) {
@@ -432,6 +587,24 @@ static int raw_slices(PyObject *word, Slice *out, Py_ssize_t *count) {
         sl->rows_in = PyLong_AsSsize_t(PyTuple_GET_ITEM(x, 7));
         sl->int_lengths = PyObject_IsTrue(PyTuple_GET_ITEM(x, 8));
         sl->idf = idf;
+        sl->blk = NULL, sl->bstart = NULL, sl->bmaxtf = sl->bminlen = NULL, sl->nblk = 0;
+        PyObject *blocks = PyTuple_GET_SIZE(word) > 4 ? PyTuple_GET_ITEM(word, 4) : Py_None;
+        if (blocks != Py_None) { /* (blocks' address, starts', largest tfs', shortest lengths', how many) a slice */
+            PyObject *b = PyTuple_Check(blocks) && PyTuple_GET_SIZE(blocks) == *count ? PyTuple_GET_ITEM(blocks, i) : NULL;
+            if (!b || !PyTuple_Check(b) || PyTuple_GET_SIZE(b) < 5) {
+                PyErr_SetString(PyExc_TypeError, "top_sums: a word's blocks are a tuple a slice");
+                return -1;
+            }
+            sl->blk = PyLong_AsVoidPtr(PyTuple_GET_ITEM(b, 0));
+            sl->bstart = PyLong_AsVoidPtr(PyTuple_GET_ITEM(b, 1));
+            sl->bmaxtf = PyLong_AsVoidPtr(PyTuple_GET_ITEM(b, 2));
+            sl->bminlen = PyLong_AsVoidPtr(PyTuple_GET_ITEM(b, 3));
+            sl->nblk = PyLong_AsSsize_t(PyTuple_GET_ITEM(b, 4));
+            if (!PyErr_Occurred() && (sl->nblk < 0 || !sl->bstart || (sl->nblk && (!sl->blk || !sl->bmaxtf || !sl->bminlen)))) {
+                PyErr_SetString(PyExc_ValueError, "top_sums: a slice's blocks without their arrays");
+                return -1;
+            }
+        }
         if (PyErr_Occurred()) return -1;
         if (sl->len < 0 || sl->rows_in < 0 || (sl->len && (!sl->rows || !sl->values || !sl->lengths))) {
             PyErr_SetString(PyExc_ValueError, "top_sums: a slice without its arrays");
@@ -452,7 +625,7 @@ static PyObject *top_sums(PyObject *Py_UNUSED(self), PyObject *args) {
     Py_buffer sums, order, allowed = {0}, rows, values;
     int got = 0; /* of those, held in this order */
     Py_ssize_t words = PyList_GET_SIZE(words_o), n_slices = 0;
-    Scoring scoring = {0, 0.0, 0.0, 1.0};
+    Scoring scoring = {0, 0.0, 0.0, 1.0, 0};
     Word *wd = PyMem_Malloc((size_t)(words + 1) * sizeof *wd);
     Py_ssize_t *first = PyMem_Malloc((size_t)(words + 1) * sizeof *first);
     Slice *slices = NULL;
@@ -461,8 +634,8 @@ static PyObject *top_sums(PyObject *Py_UNUSED(self), PyObject *args) {
         PyErr_NoMemory();
         goto done;
     }
-    if (scoring_o != Py_None && !PyArg_ParseTuple(scoring_o, "iddd", &scoring.formula, &scoring.k1, &scoring.b,
-                                                  &scoring.avg))
+    if (scoring_o != Py_None && !PyArg_ParseTuple(scoring_o, "iddd|n", &scoring.formula, &scoring.k1, &scoring.b,
+                                                  &scoring.avg, &scoring.block))
         goto done;
     for (Py_ssize_t w = 0; w < words; w++) { /* each word's slices counted */
         PyObject *word = PyList_GET_ITEM(words_o, w);
@@ -511,7 +684,8 @@ static PyObject *top_sums(PyObject *Py_UNUSED(self), PyObject *args) {
             sl->values = PyLong_AsVoidPtr(PyTuple_GET_ITEM(word, 5));
             sl->len = PyLong_AsSsize_t(PyTuple_GET_ITEM(word, 6));
             sl->kind = PARTS, sl->dead = NULL, sl->lengths = NULL, sl->offset = 0, sl->rows_in = 0;
-            sl->idf = 0.0, sl->int_lengths = 0;
+            sl->idf = 0.0, sl->int_lengths = 0, sl->blk = NULL, sl->bstart = NULL, sl->bmaxtf = sl->bminlen = NULL;
+            sl->nblk = 0;
             if (!PyErr_Occurred() && (!sl->rows || !sl->values || sl->len < 0)) {
                 PyErr_SetString(PyExc_ValueError, "top_sums: a word without its arrays");
                 goto done;

@@ -119,7 +119,7 @@ def _slices(state: State) -> list[tuple[Any, ...]]:
             lengths = p.float_lengths()
         address = (rows.ctypes.data, tf.ctypes.data, tf.dtype == np.float64, tf.itemsize)
         dead_at = 0 if dead is None else dead.ctypes.data
-        where = (int(state.offsets[i]), dead_at, lengths.ctypes.data, seg.n, lengths.dtype == np.int32)
+        where = (int(state.offsets[i]), dead_at, lengths.ctypes.data, seg.n, lengths.dtype == np.int32, i)
         out.append((p.vocab, p.indptr, rows, dead, address, where, (tf, lengths)))
     return out
 
@@ -143,6 +143,47 @@ def _postings_of(state: State, term: str, idf_of: Any) -> tuple[Any, ...] | None
         if hi > lo:
             slices.append((rows_at + 4 * lo, tf_at + tf_size * lo, floats, hi - lo, *where))
     return (float(idf_of(live, state.n_live)), live, tuple(slices), segments) if live else None
+
+
+def _with_blocks(state: State, term: str, hit: tuple[Any, ...]) -> tuple[Any, ...]:
+    """A word's postings (`_postings_of`) with its blocks in each segment (`_blocks_of`), for
+    the C kernel's block-max."""
+    blocks, arrays = [], []
+    for x in hit[2]:
+        found = _blocks_of(state.segments[x[9]].data, term)
+        arrays.append(found)
+        blocks.append((*(a.ctypes.data for a in found), len(found[0])))
+    return (*hit[:4], tuple(blocks), arrays)
+
+
+def _blocks_of(postings: Postings, term: str) -> tuple[Any, Any, Any, Any]:
+    """The word's blocks of BLOCK_ROWS rows in one segment, kept with it (a segment never
+    changes): each block holding the word (ascending), where its postings start (and the end),
+    their largest term frequency and the shortest length of a row holding it (float64, as
+    scored)."""
+    import numpy as np
+
+    kept = postings.word_blocks
+    if (known := kept.get(term)) is not None:
+        kept.move_to_end(term)
+        return known  # type: ignore[no-any-return]
+    tid = postings.vocab[term]
+    lo, hi = int(postings.indptr[tid]), int(postings.indptr[tid + 1])
+    rows = np.asarray(postings.rows[lo:hi])
+    block = rows // BLOCK_ROWS
+    starts = np.flatnonzero(np.concatenate(([True], block[1:] != block[:-1]))) if len(rows) else np.zeros(0, np.intp)
+    tf = np.asarray(postings.tf[lo:hi], dtype=np.float64)
+    found = (
+        np.ascontiguousarray(block[starts], dtype=np.int32),
+        np.append(starts, len(rows)).astype(np.int64),
+        np.maximum.reduceat(tf, starts) if len(rows) else np.zeros(0),
+        np.minimum.reduceat(postings.float_lengths()[rows], starts) if len(rows) else np.zeros(0),
+    )
+    with _LOCK:
+        kept[term] = found
+        while len(kept) > MAX_BLOCK_WORDS:
+            kept.popitem(last=False)
+    return found
 
 
 def _norms(state: State, rows: list[Any], at: Any, formula: str, avgdl: float, k1: float, b: float) -> Any:
@@ -250,6 +291,13 @@ PRUNE_COST = 32
 # The C kernel reads a word in at least this many live rows from its postings, a shorter one
 # from its kept impacts (BENCHMARKS.md 41).
 RAW_FROM = 16_384
+
+# The C kernel's block-max (`_with_blocks`): rows a block, a query's postings from which it is
+# taken, and the words whose blocks each segment keeps (BENCHMARKS.md 41).
+BLOCK_ROWS = 64
+BLOCKS_FROM = 1 << 17
+MAX_BLOCK_WORDS = 4096
+_LOCK = threading.Lock()
 
 # `_sum_by_row` finds the rows by sorting the parts when they are fewer than this many per row.
 SORTED_BELOW = 0.125

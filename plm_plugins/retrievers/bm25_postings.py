@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from array import array as int_array
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -46,6 +47,7 @@ class Postings:
         self.hl, self.weight = hl, weight
         self._float_lengths: Any = None  # lengths(), float64, made once: a segment never changes
         self.word_bounds: dict[str, Any] = {}  # what bm25_topk keeps per word (`_stats_of`)
+        self.word_blocks: OrderedDict[str, Any] = OrderedDict()  # bm25_impacts._blocks_of's
         self.tokens = int(dl.sum())
         self.heading_tokens = 0 if hl is None else int(hl.sum())
 

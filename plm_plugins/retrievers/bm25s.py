@@ -65,6 +65,7 @@ from plm_plugins.retrievers.bm25_impacts import (
     _postings_of,
     _segment_arrays,
     _sum_by_row,
+    _with_blocks,
     compiled,
 )
 from plm_plugins.retrievers.bm25_postings import Postings
@@ -379,7 +380,22 @@ class BM25Retriever(Retriever, SegmentedIndex):
                     words.update(kept.add({term: hit}))
         avgdl = _live_tokens(state, self.heading_weight) / state.n_live
         formula = 0 if c.method in ("lucene", "robertson") else 1  # rank_bm25's is ATIRE's
-        return words, (formula, float(c.k1), float(c.b), float(avgdl))
+        scoring = (formula, float(c.k1), float(c.b), float(avgdl))
+        found = [w for t in dict.fromkeys(tokens) if (w := words[t]) is not None]
+        postings = sum(sum(x[3] for x in w[2]) if isinstance(w[0], float) else len(w[0]) for w in found)
+        if postings < bm25_impacts.BLOCKS_FROM:
+            return words, scoring
+        # Many postings: each word by its postings and its blocks, for the kernel's block-max.
+        idf_of = _okapi_idf(state, c.epsilon) if c.method == "rank_bm25_okapi" else _IDF[c.method]
+        for term in dict.fromkeys(tokens):
+            hit = words[term]
+            if hit is not None and not (isinstance(hit[0], float) and len(hit) > 4):  # not yet with its blocks
+                raw = hit if isinstance(hit[0], float) else _postings_of(state, term, idf_of)
+                if raw is None:  # segments the kernel cannot read
+                    return words, scoring
+                words[term] = hit = _with_blocks(state, term, raw)
+                kept.add({term: hit})
+        return words, (*scoring, bm25_impacts.BLOCK_ROWS)
 
     @property
     def impacts_key(self) -> str:
