@@ -1,38 +1,36 @@
-/* BM25's exhaustive top k in one compiled call: a query's parts summed per row, the rows that
- * can make its top n picked and ordered (bm25_impacts.compiled, BENCHMARKS.md 40-41).
+/* BM25's top k in one compiled call: a query's parts summed per row, the rows that can make
+ * its top n picked and ordered (bm25_impacts.compiled, BENCHMARKS.md 40-41).
  *
- * top_sums(words, sums, order, n, single, allowed, below, prune, out_rows, out_values, scoring)
+ * top_sums(words, sums, order, n, single, allowed, below, out_rows, out_values, scoring)
  *   words       the query words in query order (a repeated word repeated), each either
- *               - its kept impacts (rows: intp ascending, parts: float64, constant, largest
- *                 part: negative where a part is, the rows' and the parts' addresses, their
- *                 length): read at those addresses, the tuple keeping them alive
- *                 (BM25Retriever._impacts); or
- *               - its postings, scored here (idf, live rows, slices, ...): a slice per segment holding
- *                 the word, (rows' address: int32 local rows ascending, term frequencies'
- *                 address, whether those are float64 (else int32), how many, the segment's
- *                 first global row, its deleted rows' mask's address or 0, its lengths'
- *                 address, its row count, whether those lengths are int32 (else float64));
- *                 each live row's part is
- *                 idf x tfc(tf, norm(length)) with bm25s's expressions (`scoring`), the floats
- *                 BM25Retriever._impacts makes;
+ *               - its kept impacts (rows: intp ascending, parts: float64, constant, the rows'
+ *                 and the parts' addresses, their length): read at those addresses, the
+ *                 tuple keeping them alive (BM25Retriever._impacts); or
+ *               - its postings, scored here (idf, live rows, slices, ..., blocks or none): a
+ *                 slice per segment holding the word (rows' address: int32 local rows
+ *                 ascending, term frequencies' address, whether those are float64 (else
+ *                 int32), how many, the segment's first global row, its deleted rows' mask's
+ *                 address or 0, its lengths' address, its row count, whether those lengths
+ *                 are int32 (else float64)); each live row's part is idf x tfc(tf,
+ *                 norm(length)) with bm25s's expressions (`scoring`), the floats
+ *                 BM25Retriever._impacts makes; with its blocks, a tuple a slice (blocks'
+ *                 address: int32 ascending, their postings' starts: int64, one more, largest
+ *                 tfs and shortest lengths: float64, how many), for block-max (`blockmax`);
  *   sums        a zeroed float64 buffer of at least len(order) rows, left zeroed;
  *   order       each row's order key (int64): equal scores, the later row first;
  *   n, single   how many hits; whether the answer's dtype is float32;
  *   allowed     None, or a mask (bool) over the rows;
  *   below       SORTED_BELOW: with parts for fewer than below x rows, the rows met are
  *               followed, else every row is read;
- *   prune       0: every posting scored; else MaxScore may skip the long lists of words that
- *               cannot make a hit where the lists it scores, times (prune x words + 2), are
- *               fewer postings than all the query's (a binary search step against an add);
- *               only where every word comes with its kept impacts;
  *   out_rows, out_values   n slots each (intp, float64): the best rows, best first, and
  *               their float64 sums;
- *   scoring     None, or (formula, k1, b, average length) for words given by their postings:
- *               formula 0 is lucene's and robertson's tf / (norm + tf), 1 atire's
- *               (tf x (k1 + 1)) / (tf + norm), norm k1 x ((1 - b) + b x length / average).
+ *   scoring     None, or (formula, k1, b, average length[, rows a block]) for words given by
+ *               their postings: formula 0 is lucene's and robertson's tf / (norm + tf), 1
+ *               atire's (tf x (k1 + 1)) / (tf + norm), norm k1 x ((1 - b) + b x length /
+ *               average); with rows a block, block-max where every word has its blocks.
  * Returns how many rows score above 0, pass `allowed` and tie or beat the n-th best (in the
  * answer's dtype): more than n, ties at the n-th; fewer than n, fewer positive scores; and
- * whether MaxScore pruned. The first min(n, that) slots are filled. Each row's parts are
+ * whether block-max answered. The first min(n, that) slots are filled. Each row's parts are
  * added in the order given (sums[r] + part, as np.add.at adds), and ranked as top_n_sparse
  * ranks: the same floats, the same hits. The GIL is released while it runs. */
 
@@ -215,124 +213,13 @@ static int scatter(const Slice *x, const Scoring *s, double *sums, Py_ssize_t lo
     return 0;
 }
 
-/* A query word: its slices (one for kept impacts), their postings, its largest part (negative
- * where a part is, or for a word given by its postings: no MaxScore), and the first word of the
- * query that is the same word. */
+/* A query word: its slices (one for kept impacts) and their postings. */
 typedef struct {
     const Slice *s;
-    Py_ssize_t slices, len, same;
-    double top;
+    Py_ssize_t slices, len;
 } Word;
 
-/* Where `row` is in at[:end] (ascending), or -1. */
-static Py_ssize_t find(const Py_ssize_t *at, Py_ssize_t end, Py_ssize_t row) {
-    Py_ssize_t lo = 0, hi = end;
-    while (lo < hi) {
-        Py_ssize_t mid = lo + (hi - lo) / 2;
-        if (at[mid] < row) lo = mid + 1;
-        else hi = mid;
-    }
-    return lo < end && at[lo] == row ? lo : -1;
-}
-
-/* A word of kept impacts' part in global row r, added to *v where it holds it (binary search). */
-static inline void add_part(const Word *w, Py_ssize_t r, double *v) {
-    Py_ssize_t i = find(w->s->rows, w->s->len, r);
-    if (i >= 0) *v += ((const double *)w->s->values)[i];
-}
-
 #define SLACK (1.0 + 1e-9) /* a bound's headroom over the rounding of sums in another order */
-
-/* MaxScore where it pays: the words whose bounds (their largest part, times their occurrences)
- * add up to less than a lower bound of the n-th best score cannot make a hit, nor a tie, on
- * their own; the rows of the other (essential) words are the candidates, each scored exactly
- * (its parts found by binary search, added in query order: the scatter's floats). The lower
- * bound of the n-th best score: the n-th best score of the rows of the word of largest bound,
- * scored whole. Only where every word comes with its kept impacts (one slice of global rows
- * and their parts, and the largest). 1 where it ran, 0 where it does not pay or apply (the
- * caller scatters), -1 where memory ran out, -2 for a row outside 0..total. */
-static int pruned(const Word *wd, Py_ssize_t words, Py_ssize_t m, double *sums,
-                  const long long *order, Py_ssize_t total, Py_ssize_t n, int single, const char *allowed,
-                  Py_ssize_t cost, Picks *picks) {
-    if (words < 2 || n <= 0 || words > 64) return 0;
-    Py_ssize_t unique[64], occurs[64], u = 0;
-    for (Py_ssize_t w = 0; w < words; w++) {
-        if (wd[w].top < 0 || wd[w].s->kind != PARTS) return 0; /* a negative part, or no bound */
-        Py_ssize_t x = 0;
-        while (x < u && unique[x] != wd[w].same) x++;
-        if (x == u) unique[u] = wd[w].same, occurs[u++] = 0;
-        occurs[x]++;
-    }
-    for (Py_ssize_t x = 1; x < u; x++) /* by bound, ascending */
-        for (Py_ssize_t y = x; y > 0 && wd[unique[y - 1]].top > wd[unique[y]].top; y--) {
-            Py_ssize_t t = unique[y], o = occurs[y];
-            unique[y] = unique[y - 1], occurs[y] = occurs[y - 1], unique[y - 1] = t, occurs[y - 1] = o;
-        }
-    const Word *first = &wd[unique[u - 1]];
-    if (first->len * (words * cost + 2) > m) return 0; /* the largest bound on a long list: little to skip */
-    Picks best; /* the n-th best score of that word's rows: each scored whole */
-    if (picks_init(&best, first->len, n) < 0) {
-        picks_free(&best);
-        return -1;
-    }
-    const Py_ssize_t *first_rows = first->s->rows;
-    const double *first_parts = first->s->values;
-    for (Py_ssize_t i = 0; i < first->len; i++) {
-        Py_ssize_t r = first_rows[i];
-        if ((size_t)r >= (size_t)total) {
-            picks_free(&best);
-            return -2;
-        }
-        if (allowed && !allowed[r]) continue;
-        double v = 0.0;
-        for (Py_ssize_t w = 0; w < words; w++) {
-            if (wd[w].same == first->same) v += first_parts[i];
-            else add_part(&wd[w], r, &v);
-        }
-        if (offer(&best, r, v, single ? (double)(float)v : v, 0) < 0) {
-            picks_free(&best);
-            return -1;
-        }
-    }
-    double floor = best.h == n ? best.floor : 0.0;
-    picks_free(&best);
-    if (floor <= 0.0) return 0;
-    double rest = 0.0;
-    Py_ssize_t cut = 0; /* unique[:cut] are not essential */
-    for (; cut < u - 1; cut++) {
-        double more = (rest + wd[unique[cut]].top * (double)occurs[cut]) * SLACK;
-        if (!((single ? (double)(float)more : more) < floor)) break;
-        rest += wd[unique[cut]].top * (double)occurs[cut];
-    }
-    Py_ssize_t essential = 0;
-    for (Py_ssize_t x = cut; x < u; x++) essential += wd[unique[x]].len;
-    if (cut == 0 || essential * (words * cost + 2) >= m) return 0; /* the scatter costs less */
-    Py_ssize_t *met = malloc((size_t)(essential + 1) * sizeof *met), t = 0;
-    if (!met) return -1;
-    for (Py_ssize_t x = cut; x < u; x++) /* the candidates: each essential row once */
-        for (Py_ssize_t i = 0; i < wd[unique[x]].len; i++) {
-            Py_ssize_t r = ((const Py_ssize_t *)wd[unique[x]].s->rows)[i];
-            if ((size_t)r >= (size_t)total) {
-                for (Py_ssize_t j = 0; j < t; j++) sums[met[j]] = 0.0;
-                free(met);
-                return -2;
-            }
-            met[t] = r;
-            t += sums[r] == 0.0;
-            sums[r] = 1.0; /* (a mark, cleared below) */
-        }
-    int failed = 0;
-    for (Py_ssize_t j = 0; j < t; j++) {
-        Py_ssize_t r = met[j];
-        sums[r] = 0.0;
-        if (failed || (allowed && !allowed[r])) continue;
-        double v = 0.0;
-        for (Py_ssize_t w = 0; w < words; w++) add_part(&wd[w], r, &v);
-        if (v != 0.0 && offer(picks, r, v, single ? (double)(float)v : v, order[r]) < 0) failed = 1;
-    }
-    free(met);
-    return failed ? -1 : 1;
-}
 
 /* The postings of slice x in its block j scattered into sums (deleted rows skipped); -2 for a
  * row outside the block. */
@@ -479,8 +366,8 @@ out:
  * memory ran out, -2 for a row outside 0..total or out of order. The words' slices, in query
  * order, lie one after another from words[0].s. */
 static Py_ssize_t top(const Word *wd, Py_ssize_t words, const Scoring *scoring, double *sums, const long long *order,
-                      Py_ssize_t total, Py_ssize_t n, int single, const char *allowed, double below, Py_ssize_t prune,
-                      Py_ssize_t *out_rows, double *out_values, int *was_pruned) {
+                      Py_ssize_t total, Py_ssize_t n, int single, const char *allowed, double below,
+                      Py_ssize_t *out_rows, double *out_values, int *by_blocks) {
     Py_ssize_t m = 0, t = 0, n_slices = 0;
     for (Py_ssize_t w = 0; w < words; w++) m += wd[w].len, n_slices += wd[w].slices;
     const Slice *slices = words ? wd[0].s : NULL;
@@ -489,19 +376,12 @@ static Py_ssize_t top(const Word *wd, Py_ssize_t words, const Scoring *scoring, 
         picks_free(&picks);
         return -1;
     }
-    int done = prune > 0 ? pruned(wd, words, m, sums, order, total, n, single, allowed, prune, &picks) : 0;
+    int done = scoring->block > 0 ? blockmax(slices, n_slices, scoring, sums, order, total, n, single, allowed, &picks) : 0;
     if (done < 0) {
         picks_free(&picks);
         return done;
     }
-    if (!done && scoring->block > 0) {
-        done = blockmax(slices, n_slices, scoring, sums, order, total, n, single, allowed, &picks);
-        if (done < 0) {
-            picks_free(&picks);
-            return done;
-        }
-    }
-    *was_pruned = done;
+    *by_blocks = done;
     if (!done) {
         int scan = !((double)m < (double)total * below); /* parts for many rows: every row read */
         Py_ssize_t *met = NULL;
@@ -616,11 +496,11 @@ static int raw_slices(PyObject *word, Slice *out, Py_ssize_t *count) {
 
 static PyObject *top_sums(PyObject *Py_UNUSED(self), PyObject *args) {
     PyObject *words_o, *sums_o, *order_o, *allowed_o, *rows_o, *values_o, *scoring_o = Py_None;
-    Py_ssize_t n, prune;
+    Py_ssize_t n;
     int single;
     double below;
-    if (!PyArg_ParseTuple(args, "O!OOnpOdnOO|O", &PyList_Type, &words_o, &sums_o, &order_o, &n, &single, &allowed_o,
-                          &below, &prune, &rows_o, &values_o, &scoring_o))
+    if (!PyArg_ParseTuple(args, "O!OOnpOdOO|O", &PyList_Type, &words_o, &sums_o, &order_o, &n, &single, &allowed_o,
+                          &below, &rows_o, &values_o, &scoring_o))
         return NULL;
     Py_buffer sums, order, allowed = {0}, rows, values;
     int got = 0; /* of those, held in this order */
@@ -650,10 +530,9 @@ static PyObject *top_sums(PyObject *Py_UNUSED(self), PyObject *args) {
                 goto done;
             }
             if (raw_slices(word, NULL, &count) < 0) goto done;
-        } else if (PyTuple_GET_SIZE(word) < 7) {
+        } else if (PyTuple_GET_SIZE(word) < 6) {
             PyErr_SetString(PyExc_TypeError,
-                            "top_sums: kept impacts are (rows, parts, constant, largest part, rows' address, parts' "
-                            "address, length)");
+                            "top_sums: kept impacts are (rows, parts, constant, rows' address, parts' address, length)");
             goto done;
         }
         first[w] = n_slices;
@@ -668,21 +547,14 @@ static PyObject *top_sums(PyObject *Py_UNUSED(self), PyObject *args) {
         PyObject *word = PyList_GET_ITEM(words_o, w);
         Py_ssize_t count = 1;
         Word *x = &wd[w];
-        x->s = &slices[first[w]], x->same = w, x->len = 0;
-        for (Py_ssize_t v = 0; v < w; v++)
-            if (PyList_GET_ITEM(words_o, v) == word) {
-                x->same = v;
-                break;
-            }
-        if (PyFloat_Check(PyTuple_GET_ITEM(word, 0))) { /* its postings: no bound, no MaxScore */
+        x->s = &slices[first[w]], x->len = 0;
+        if (PyFloat_Check(PyTuple_GET_ITEM(word, 0))) { /* its postings */
             if (raw_slices(word, &slices[first[w]], &count) < 0) goto done;
-            x->top = -1.0;
         } else {
             Slice *sl = &slices[first[w]];
-            x->top = PyFloat_AsDouble(PyTuple_GET_ITEM(word, 3));
-            sl->rows = PyLong_AsVoidPtr(PyTuple_GET_ITEM(word, 4));
-            sl->values = PyLong_AsVoidPtr(PyTuple_GET_ITEM(word, 5));
-            sl->len = PyLong_AsSsize_t(PyTuple_GET_ITEM(word, 6));
+            sl->rows = PyLong_AsVoidPtr(PyTuple_GET_ITEM(word, 3));
+            sl->values = PyLong_AsVoidPtr(PyTuple_GET_ITEM(word, 4));
+            sl->len = PyLong_AsSsize_t(PyTuple_GET_ITEM(word, 5));
             sl->kind = PARTS, sl->dead = NULL, sl->lengths = NULL, sl->offset = 0, sl->rows_in = 0;
             sl->idf = 0.0, sl->int_lengths = 0, sl->blk = NULL, sl->bstart = NULL, sl->bmaxtf = sl->bminlen = NULL;
             sl->nblk = 0;
@@ -714,15 +586,15 @@ static PyObject *top_sums(PyObject *Py_UNUSED(self), PyObject *args) {
         goto done;
     }
     Py_ssize_t k;
-    int was_pruned = 0;
+    int by_blocks = 0;
     Py_BEGIN_ALLOW_THREADS
     k = top(wd, words, &scoring, sums.buf, order.buf, total, n, single, allowed_o != Py_None ? allowed.buf : NULL,
-            below, prune, rows.buf, values.buf, &was_pruned);
+            below, rows.buf, values.buf, &by_blocks);
     Py_END_ALLOW_THREADS
     if (k == -2)
         PyErr_SetString(PyExc_ValueError, "top_sums: a row outside the order keys or out of order (sums left dirty)");
     else
-        result = k < 0 ? PyErr_NoMemory() : Py_BuildValue("(nO)", k, was_pruned ? Py_True : Py_False);
+        result = k < 0 ? PyErr_NoMemory() : Py_BuildValue("(nO)", k, by_blocks ? Py_True : Py_False);
 done:
     Py_buffer *mine[] = {&sums, &order, &rows, &values, &allowed};
     for (int i = 0; i < got; i++) PyBuffer_Release(mine[i]);

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 class Impacts:
     """A version's word impacts (`BM25Retriever._impacts`: each word's live rows, their parts,
-    the bm25l/bm25+ constant, the largest part, and the arrays' addresses for the C kernel),
+    the bm25l/bm25+ constant, and the arrays' addresses for the C kernel),
     kept with its state as its queries meet the words, most recently used first, up to
     MAX_IMPACTS postings: a word is scored once per version, as Lucene and PISA keep impacts
     per segment, not once per query. Its arrays are read-only, shared by every query. The C
@@ -164,9 +164,10 @@ def _blocks_of(postings: Postings, term: str) -> tuple[Any, Any, Any, Any]:
     import numpy as np
 
     kept = postings.word_blocks
-    if (known := kept.get(term)) is not None:
-        kept.move_to_end(term)
-        return known  # type: ignore[no-any-return]
+    with _LOCK:
+        if (known := kept.get(term)) is not None:
+            kept.move_to_end(term)
+            return known  # type: ignore[no-any-return]
     tid = postings.vocab[term]
     lo, hi = int(postings.indptr[tid]), int(postings.indptr[tid + 1])
     rows = np.asarray(postings.rows[lo:hi])
@@ -180,9 +181,11 @@ def _blocks_of(postings: Postings, term: str) -> tuple[Any, Any, Any, Any]:
         np.minimum.reduceat(postings.float_lengths()[rows], starts) if len(rows) else np.zeros(0),
     )
     with _LOCK:
-        kept[term] = found
-        while len(kept) > MAX_BLOCK_WORDS:
-            kept.popitem(last=False)
+        if term not in kept:
+            kept[term] = found
+            postings.blocks_kept += len(found[0])
+        while postings.blocks_kept > MAX_BLOCKS and len(kept) > 1:
+            postings.blocks_kept -= len(kept.popitem(last=False)[1][0])
     return found
 
 
@@ -283,20 +286,16 @@ except ImportError:  # built without a C compiler (setup.py: optional)
     _TOP_SUMS = None
 
 
-# The C kernel takes MaxScore where the postings it would score, times (PRUNE_COST x the
-# query's words + 2), are fewer than all the query's postings: a binary search step costs some
-# 30 adds (at 8, SciFact's queries ran 11% slower than scoring every posting).
-PRUNE_COST = 32
-
 # The C kernel reads a word in at least this many live rows from its postings, a shorter one
 # from its kept impacts (BENCHMARKS.md 41).
 RAW_FROM = 16_384
 
 # The C kernel's block-max (`_with_blocks`): rows a block, a query's postings from which it is
-# taken, and the words whose blocks each segment keeps (BENCHMARKS.md 41).
+# taken, and the words' blocks each segment keeps, most recently used first (28 bytes each:
+# 112 MiB; a million rows hold 15,625 blocks).
 BLOCK_ROWS = 64
 BLOCKS_FROM = 1 << 17
-MAX_BLOCK_WORDS = 4096
+MAX_BLOCKS = 1 << 22
 _LOCK = threading.Lock()
 
 # `_sum_by_row` finds the rows by sorting the parts when they are fewer than this many per row.

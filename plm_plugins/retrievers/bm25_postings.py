@@ -48,6 +48,7 @@ class Postings:
         self._float_lengths: Any = None  # lengths(), float64, made once: a segment never changes
         self.word_bounds: dict[str, Any] = {}  # what bm25_topk keeps per word (`_stats_of`)
         self.word_blocks: OrderedDict[str, Any] = OrderedDict()  # bm25_impacts._blocks_of's
+        self.blocks_kept = 0  # blocks in word_blocks
         self.tokens = int(dl.sum())
         self.heading_tokens = 0 if hl is None else int(hl.sum())
 

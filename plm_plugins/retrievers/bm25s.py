@@ -151,15 +151,14 @@ class BM25Retriever(Retriever, SegmentedIndex):
         blank line: a BEIR corpus loaded with include_title = true puts the title there."""
         top_k: Literal["exhaustive", "maxscore", "auto"] = "auto"
         """How a query finds its best chunks, all three giving the same hits, scores and tie order:
-        exhaustive scores every chunk holding a query word; maxscore (MaxScore) only the chunks
-        holding a word whose bound, with the smaller bounds of the words after it, can reach the
-        k-th best score (faster when a query word is in many chunks, slower otherwise); auto (the
-        default), the C kernel (built at install where a C compiler is found): every posting of
-        the query's words scored in one pass, or MaxScore where every word's impacts are kept
-        (words in fewer than 16,384 chunks) and the essential words' lists are short beside the
-        others; without the kernel, maxscore for a query with a word in 20,000 chunks or more
-        beside a word in a quarter as many or fewer, else exhaustive. bm25l and bm25+ score
-        every chunk either way."""
+        exhaustive scores every chunk holding a query word; maxscore (MaxScore, in NumPy) only the
+        chunks holding a word whose bound, with the smaller bounds of the words after it, can
+        reach the k-th best score (faster when a query word is in many chunks, slower otherwise);
+        auto (the default), the C kernel (built at install where a C compiler is found) with
+        block-max for a query of 131,072 postings or more: blocks of 64 chunks whose bound cannot
+        reach the k-th best score are skipped; without the kernel, maxscore for a query with a
+        word in 20,000 chunks or more beside a word in a quarter as many or fewer, else
+        exhaustive. bm25l and bm25+ score every chunk either way."""
 
     config: Config
 
@@ -266,7 +265,7 @@ class BM25Retriever(Retriever, SegmentedIndex):
         numpy_maxscore = c.top_k == "maxscore" or (
             c.top_k == "auto" and compiled() is None and state.total >= AUTO_FROM and worth_pruning(state, tokens)
         )
-        top = None if numpy_maxscore else self._compiled_top(state, tokens, n, allowed, c.top_k == "auto")
+        top = None if numpy_maxscore else self._compiled_top(state, tokens, n, allowed)
         if top is not None:
             rows, values, count = top  # ranked as `top_of` ranks; fewer than n: not all scores > 0
             if count >= n or drop:
@@ -331,15 +330,13 @@ class BM25Retriever(Retriever, SegmentedIndex):
             return rows[0], parts[0], constant  # 0.0 + part: part
         return (*_sum_by_row(state, np.concatenate(rows), np.concatenate(parts)), constant)
 
-    def _compiled_top(
-        self, state: State, tokens: list[str], n: int, allowed: Any, prune: bool = False
-    ) -> tuple[Any, Any, int] | None:
+    def _compiled_top(self, state: State, tokens: list[str], n: int, allowed: Any) -> tuple[Any, Any, int] | None:
         """The first n of `_matches`'s rows as `top_of` ranks them, their float64 scores, and how
         many rows score above 0 and tie or beat the n-th (`_bm25_kernel.c`: the query's parts summed
-        per row, those rows picked and ordered in one C call): the same floats, the same
-        order. `prune`: MaxScore may skip the long lists of words that cannot make a hit, where
-        that costs less. None where it does not apply: the package built without the kernel,
-        bm25l/bm25+ (every row scores), another dtype, no query word in the index."""
+        per row, those rows picked and ordered in one C call, by block-max for many postings):
+        the same floats, the same order. None where it does not apply: the package built
+        without the kernel, bm25l/bm25+ (every row scores), another dtype, no query word in the
+        index."""
         import numpy as np
 
         dtype = self.config.dtype
@@ -347,7 +344,7 @@ class BM25Retriever(Retriever, SegmentedIndex):
             return None
         if self.config.method in UNBOUNDED:
             return None  # bm25l/bm25+: every row scores
-        words, scoring = self._kernel_words(state, tokens)
+        words, scoring = self._kernel_words(state, tokens, self.config.top_k == "auto")
         found = [hit for t in tokens if (hit := words[t]) is not None]  # query order, repeats
         if not found:
             return None  # no query word in the index
@@ -356,17 +353,20 @@ class BM25Retriever(Retriever, SegmentedIndex):
         buffer = _buffer(state.total)
         order, below = state.order, bm25_impacts.SORTED_BELOW
         single = dtype == "float32"
-        cost = bm25_impacts.PRUNE_COST if prune else 0
-        count, _ = kernel(found, buffer, order, max(n, 0), single, mask, below, cost, best, values, scoring)
+        count, _ = kernel(found, buffer, order, max(n, 0), single, mask, below, best, values, scoring)
         _give_back(buffer)  # (not reached if it raised: the buffer dropped)
         return best[: min(n, count)], values[: min(n, count)], count
 
-    def _kernel_words(self, state: State, tokens: Sequence[str]) -> tuple[dict[str, Any], tuple[Any, ...] | None]:
+    def _kernel_words(
+        self, state: State, tokens: Sequence[str], blocks: bool = False
+    ) -> tuple[dict[str, Any], tuple[Any, ...]]:
         """The words as the C kernel reads them, kept with the version: a word in fewer than
         RAW_FROM rows by its impacts (`_impacts`: made once, read at every query), a longer
         one by its postings, scored in the kernel (`_postings_of`: making a long list's
         impacts costs twice to five times scoring it, and a million's queries' long lists do
-        not fit the kept impacts); with the scoring's (formula, k1, b, average length)."""
+        not fit the kept impacts); with the scoring's (formula, k1, b, average length). With
+        `blocks`, a query of BLOCKS_FROM postings or more has every word by its postings and
+        their blocks (`_with_blocks`), and the scoring the rows a block: the kernel's block-max."""
         c = self.config
         kept = state.cached(self.impacts_key + " postings", Impacts)
         words = kept.get(list(tokens))
@@ -378,12 +378,12 @@ class BM25Retriever(Retriever, SegmentedIndex):
                     if hit is None or hit[1] < RAW_FROM:  # a short list, or segments the kernel cannot read
                         hit = self._word_impacts(state, [term])[term]
                     words.update(kept.add({term: hit}))
-        avgdl = _live_tokens(state, self.heading_weight) / state.n_live
-        formula = 0 if c.method in ("lucene", "robertson") else 1  # rank_bm25's is ATIRE's
-        scoring = (formula, float(c.k1), float(c.b), float(avgdl))
-        found = [w for t in dict.fromkeys(tokens) if (w := words[t]) is not None]
-        postings = sum(sum(x[3] for x in w[2]) if isinstance(w[0], float) else len(w[0]) for w in found)
-        if postings < bm25_impacts.BLOCKS_FROM:
+        scoring = state.cached(self.impacts_key + " scoring", lambda: self._scoring(state))
+        postings = 0
+        for hit in words.values():  # (live rows for a word by its postings: near enough)
+            if hit is not None:
+                postings += hit[1] if type(hit[0]) is float else hit[5]
+        if not blocks or postings < bm25_impacts.BLOCKS_FROM:
             return words, scoring
         # Many postings: each word by its postings and its blocks, for the kernel's block-max.
         idf_of = _okapi_idf(state, c.epsilon) if c.method == "rank_bm25_okapi" else _IDF[c.method]
@@ -396,6 +396,13 @@ class BM25Retriever(Retriever, SegmentedIndex):
                 words[term] = hit = _with_blocks(state, term, raw)
                 kept.add({term: hit})
         return words, (*scoring, bm25_impacts.BLOCK_ROWS)
+
+    def _scoring(self, state: State) -> tuple[int, float, float, float]:
+        """What the C kernel scores words by their postings with: (formula: 0 for lucene's and
+        robertson's, 1 for atire's, which rank_bm25's is; k1, b, the live rows' average length)."""
+        c = self.config
+        avgdl = _live_tokens(state, self.heading_weight) / state.n_live
+        return 0 if c.method in ("lucene", "robertson") else 1, float(c.k1), float(c.b), float(avgdl)
 
     @property
     def impacts_key(self) -> str:
@@ -415,9 +422,8 @@ class BM25Retriever(Retriever, SegmentedIndex):
 
     def _impacts(self, state: State, terms: list[str]) -> dict[str, Any]:
         """Each word's impacts under this version's statistics: (its live rows as intp, idf x
-        tfc(tf, dl) of each as float64, the bm25l/bm25+ constant or None, the largest of those
-        parts or -1 where one is negative: a bound for MaxScore; then the two arrays' addresses
-        and their length, for the C kernel); None for a word no live row holds.
+        tfc(tf, dl) of each as float64, the bm25l/bm25+ constant or None; then the two arrays'
+        addresses and their length, for the C kernel); None for a word no live row holds.
         Computed for all the words at once, element for element what one word at a time
         gives: bm25s's expressions under the corpus-wide IDF and average length."""
         import numpy as np
@@ -453,11 +459,10 @@ class BM25Retriever(Retriever, SegmentedIndex):
         for i, term in enumerate(found):
             lo = ends[i - 1] if i else 0
             rows, parts = at[lo : ends[i]].copy(), part[lo : ends[i]].copy()
-            top = float(parts.max()) if parts.min() >= 0 else -1.0
             # (the arrays' addresses and length: the C kernel reads them without the buffer
             # protocol's per-array cost, the tuple keeping them alive)
             where = rows.__array_interface__["data"][0], parts.__array_interface__["data"][0], len(rows)
-            out[term] = (rows, parts, skips[i] if skips else None, top, *where)
+            out[term] = (rows, parts, skips[i] if skips else None, *where)
         return out
 
     def _dense(self, rows: Any, values: Any, constant: float | None) -> Any:

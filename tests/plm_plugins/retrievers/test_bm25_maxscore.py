@@ -233,29 +233,29 @@ def test_auto_prunes_only_queries_with_many_postings_beside_few(
 
 
 @pytest.mark.parametrize("label", ["lucene", "lucene32", "okapi", "robertson", "atire", "lucene_h"])
-def test_the_c_kernel_prunes_where_it_pays_and_ranks_as_exhaustive(
+def test_the_c_kernels_block_max_skips_blocks_and_ranks_as_exhaustive(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, label: str
 ) -> None:
-    """With `auto`, the C kernel (`_bm25_kernel.c`) skips the long lists of words whose bounds
-    cannot lift a row into the top k (a rare word beside words in most chunks), and scores
-    every posting otherwise; hits, scores and the order of equal scores are the exhaustive
-    path's either way, with and without a filter. A kernel that never pruned would pass the
-    comparison: how many queries it pruned is counted too."""
+    """With `auto`, a query of BLOCKS_FROM postings or more goes to the C kernel's block-max
+    (`_bm25_kernel.c`): blocks of rows whose bound (each word's part at its largest tf and
+    shortest length there) cannot reach the n-th best are skipped; hits, scores and the order
+    of equal scores are the exhaustive path's, with and without a filter. A kernel that never
+    took block-max would pass the comparison: how many queries it answered is counted too."""
     from plm_plugins.retrievers import bm25_impacts, bm25s
 
     kernel = bm25_impacts.compiled()
     if kernel is None:  # (.ci/run checks that it is built)
         pytest.skip("BM25's C kernel is not built here (setup.py: no C compiler or Python headers)")
-    pruned: list[bool] = []
+    by_blocks: list[bool] = []
 
     def counting(*args: Any) -> Any:
         out = kernel(*args)
-        pruned.append(out[1])
+        by_blocks.append(out[1])
         return out
 
     monkeypatch.setattr(bm25s, "compiled", lambda: counting)
-    monkeypatch.setattr(bm25_impacts, "PRUNE_COST", 8)  # pruning pays sooner: a small corpus prunes
-    monkeypatch.setattr(bm25s, "RAW_FROM", 10**9)  # every word by its kept impacts (MaxScore reads those alone)
+    monkeypatch.setattr(bm25_impacts, "BLOCKS_FROM", 20_000)  # a query with w0 (in every chunk)
+    monkeypatch.setattr(bm25_impacts, "BLOCK_ROWS", 16)
     rng = random.Random(13)
     filler, rare, medium = [f"f{i}" for i in range(50)], [f"r{i}" for i in range(30)], [f"m{i}" for i in range(10)]
     texts = []
@@ -279,12 +279,12 @@ def test_the_c_kernel_prunes_where_it_pays_and_ranks_as_exhaustive(
     auto.load(CorpusSnapshot.of(chunks), tmp_path)
     queries = [f"w0 {m} {r}" for m, r in zip(medium, rare, strict=False)] + [f"{r} w1 w0 {r}" for r in rare[10:20]]
     queries += [f"w0 {m} {' '.join(rng.sample(rare, 3))} w1" for m in medium]  # rows of 2-3 r-words beat an m-row
-    queries += ["r7 m3 w0 w1", "w0 w1"]
+    queries += ["r7 m3 w0 w1", "w0 w1", "r7 m3"]
     allowed = np.array([i % 3 != 0 for i in range(len(chunks))])
     _same(exhaustive, auto, queries)
     _same(exhaustive, auto, queries, allowed)
-    assert sum(pruned) >= len(queries) * 4  # most queries pruned, at each k ...
-    assert not all(pruned)  # ... and "w0 w1" (every list long) scored whole
+    assert sum(by_blocks) >= (len(queries) - 1) * 4  # every query with w0, at each k ...
+    assert not all(by_blocks)  # ... and "r7 m3" (few postings) scored whole
 
 
 def _dataset_pair(chunks: list[Chunk], folder: Path, **settings: Any) -> tuple[BM25Retriever, BM25Retriever]:
