@@ -2,7 +2,8 @@
 live rows and their score parts) under the corpus-wide IDF and average length, kept per
 version (`Impacts`), bm25s's formulas (`_IDF`, `_NORM`, `_TFC`), rank_bm25's Okapi IDF, and
 the per-row sums of a query's parts (`_sum_by_row`), or the C kernel that sums and ranks them
-in one call (`compiled`)."""
+in one call (`compiled`), reading a long list's postings where its segments keep them
+(`_postings_of`) and their blocks for block-max (`_with_blocks`)."""
 
 from __future__ import annotations
 
@@ -274,9 +275,10 @@ def _give_back(buffer: Any) -> None:
 
 
 def compiled() -> Any:
-    """The C kernel's `top_sums` (`_bm25_kernel.c`: a query's impacts summed per row and its
-    top n picked and ordered in one call, without the GIL), or None where the package was
-    built without a C compiler: the NumPy path then answers, the same hits."""
+    """The C kernel's `top_sums` (`_bm25_kernel.c`: a query's parts, from kept impacts or
+    scored from postings, summed per row and its top n picked and ordered in one call, by
+    block-max for many postings, without the GIL), or None where the package was built
+    without a C compiler: the NumPy path then answers, the same hits."""
     return _TOP_SUMS
 
 
