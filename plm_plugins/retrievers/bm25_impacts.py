@@ -105,8 +105,8 @@ def _slices(state: State) -> list[tuple[Any, ...]]:
     or float64 with a heading weight), its first global row, its deleted rows' mask, its
     lengths and row count, and the arrays themselves (kept alive with the version). The
     lengths are the int32 token counts where there is no heading weight (half the bytes read
-    at random), else the weighted float64 ones. Empty where a segment's arrays are of other types (the kernel
-    then reads kept impacts)."""
+    at random), else the weighted float64 ones. Empty where a segment's arrays are of other
+    types (the kernel then reads kept impacts)."""
     import numpy as np
 
     out = []
@@ -371,6 +371,12 @@ def _okapi_idf(state: State, epsilon: float) -> Any:
         return floor if value < 0 else value
 
     return idf
+
+
+def idf_of(state: State, method: str, epsilon: float) -> Any:
+    """The method's IDF of a word in df of n live rows: bm25s's formula, or rank_bm25's Okapi
+    one with its floor over this version's words."""
+    return _okapi_idf(state, epsilon) if method == "rank_bm25_okapi" else _IDF[method]
 
 
 def _idf_robertson(df: int, n: int) -> float:

@@ -32,7 +32,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from plm_plugins.retrievers.bm25_impacts import _IDF, _NORM, _TFC, _live_tokens, _okapi_idf
+from plm_plugins.retrievers.bm25_impacts import _NORM, _TFC, _live_tokens, idf_of
 from plm_plugins.retrievers.bm25_postings import Postings
 
 if TYPE_CHECKING:
@@ -142,7 +142,7 @@ def candidates(
     if not n_docs:
         return empty
     avgdl = _live_tokens(state, weight) / n_docs
-    idf_of = _okapi_idf(state, epsilon) if method == "rank_bm25_okapi" else _IDF[method]
+    idf_for = idf_of(state, method, epsilon)
     formula = "atire" if method == "rank_bm25_okapi" else method
     tfc, norm = _TFC[formula], _NORM[formula]
     words: dict[str, tuple[float, list[tuple[int, tuple[int, int, float, float]]]]] = {}
@@ -151,7 +151,7 @@ def candidates(
         found = [(i, st) for i, seg in enumerate(state.segments) if (st := _stats_of(seg.data, word)) is not None]
         if not found or not (df := _live_df(state, word, found)):
             continue
-        idf = idf_of(df, n_docs)
+        idf = idf_for(df, n_docs)
         if idf < 0:
             return None
         words[word] = (idf, found)

@@ -51,7 +51,6 @@ from plm import (
 from plm.indexes import Rows, State
 from plm_plugins.retrievers import bm25_impacts
 from plm_plugins.retrievers.bm25_impacts import (
-    _IDF,
     _NORM,
     _TFC,
     RAW_FROM,
@@ -60,13 +59,13 @@ from plm_plugins.retrievers.bm25_impacts import (
     _give_back,
     _live_tokens,
     _norms,
-    _okapi_idf,
     _postings,
     _postings_of,
     _segment_arrays,
     _sum_by_row,
     _with_blocks,
     compiled,
+    idf_of,
 )
 from plm_plugins.retrievers.bm25_postings import Postings
 from plm_plugins.retrievers.bm25_topk import AUTO_FROM, UNBOUNDED, candidates, worth_pruning
@@ -260,8 +259,8 @@ class BM25Retriever(Retriever, SegmentedIndex):
             raise StaleIndexError(f"BM25 index {self.label!r} is not loaded")
         drop = self.drops_zero_scores
         c = self.config
-        # The C kernel, which takes MaxScore itself where its essential lists are short beside
-        # the rest; without it, MaxScore in NumPy for a long list beside a short one.
+        # The C kernel (block-max for many postings with auto); without it, MaxScore in NumPy
+        # for a long list beside a short one.
         numpy_maxscore = c.top_k == "maxscore" or (
             c.top_k == "auto" and compiled() is None and state.total >= AUTO_FROM and worth_pruning(state, tokens)
         )
@@ -371,10 +370,10 @@ class BM25Retriever(Retriever, SegmentedIndex):
         kept = state.cached(self.impacts_key + " postings", Impacts)
         words = kept.get(list(tokens))
         if len(words) < len(set(tokens)):
-            idf_of = _okapi_idf(state, c.epsilon) if c.method == "rank_bm25_okapi" else _IDF[c.method]
+            idf = idf_of(state, c.method, c.epsilon)
             for term in dict.fromkeys(tokens):
                 if term not in words:
-                    hit = _postings_of(state, term, idf_of)
+                    hit = _postings_of(state, term, idf)
                     if hit is None or hit[1] < RAW_FROM:  # a short list, or segments the kernel cannot read
                         hit = self._word_impacts(state, [term])[term]
                     words.update(kept.add({term: hit}))
@@ -382,15 +381,15 @@ class BM25Retriever(Retriever, SegmentedIndex):
         postings = 0
         for hit in words.values():  # (live rows for a word by its postings: near enough)
             if hit is not None:
-                postings += hit[1] if type(hit[0]) is float else hit[5]
+                postings += hit[1] if isinstance(hit[0], float) else hit[5]
         if not blocks or postings < bm25_impacts.BLOCKS_FROM:
             return words, scoring
         # Many postings: each word by its postings and its blocks, for the kernel's block-max.
-        idf_of = _okapi_idf(state, c.epsilon) if c.method == "rank_bm25_okapi" else _IDF[c.method]
+        idf = idf_of(state, c.method, c.epsilon)
         for term in dict.fromkeys(tokens):
             hit = words[term]
             if hit is not None and not (isinstance(hit[0], float) and len(hit) > 4):  # not yet with its blocks
-                raw = hit if isinstance(hit[0], float) else _postings_of(state, term, idf_of)
+                raw = hit if isinstance(hit[0], float) else _postings_of(state, term, idf)
                 if raw is None:  # segments the kernel cannot read
                     return words, scoring
                 words[term] = hit = _with_blocks(state, term, raw)
@@ -430,7 +429,7 @@ class BM25Retriever(Retriever, SegmentedIndex):
 
         c, n_docs = self.config, state.n_live
         avgdl = _live_tokens(state, self.heading_weight) / n_docs
-        idf_of = _okapi_idf(state, c.epsilon) if c.method == "rank_bm25_okapi" else _IDF[c.method]
+        idf = idf_of(state, c.method, c.epsilon)
         formula = "atire" if c.method == "rank_bm25_okapi" else c.method  # rank_bm25's is ATIRE's
         tfc, k1, delta = _TFC[formula], c.k1, c.delta
         segments = state.cached("bm25_segments", lambda: _segment_arrays(state))
@@ -443,7 +442,7 @@ class BM25Retriever(Retriever, SegmentedIndex):
                 found.append(term)
                 rows.append(hit[0])
                 tfs.append(hit[1])
-                idfs.append(idf_of(len(hit[0]), n_docs))
+                idfs.append(idf(len(hit[0]), n_docs))
                 if c.method in ("bm25l", "bm25+"):  # bm25s: a constant for chunks without the word
                     skips.append(idfs[-1] * tfc(0.0, _NORM[formula](avgdl, avgdl, k1, c.b), k1, delta))
         if not found:
