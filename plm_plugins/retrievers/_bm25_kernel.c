@@ -164,6 +164,24 @@ static inline double part_of(const Scoring *s, double idf, double tf, double len
     return idf * (s->formula ? (tf * (s->k1 + 1.0)) / (tf + norm) : tf / (norm + tf));
 }
 
+/* The part of posting i (row `local`) of a slice given by its postings. */
+static inline double posting_part(const Slice *x, const Scoring *s, Py_ssize_t i, Py_ssize_t local) {
+    double tf = x->kind == TF_INT32 ? (double)((const int *)x->values)[i] : ((const double *)x->values)[i];
+    double length = x->int_lengths ? (double)((const int *)x->lengths)[local] : ((const double *)x->lengths)[local];
+    return part_of(s, x->idf, tf, length);
+}
+
+/* Row r offered to the picks from its sum, which is zeroed; -1 where memory ran out. Its order
+ * key is read only for a row that can be kept. */
+static inline int rank_row(Py_ssize_t r, double *sums, const long long *order, int single, const char *allowed,
+                           Picks *picks) {
+    double v = sums[r];
+    sums[r] = 0.0;
+    double key = single ? (double)(float)v : v;
+    if (key < picks->floor || key <= 0.0 || (allowed && !allowed[r])) return 0;
+    return offer(picks, r, v, key, order[r]);
+}
+
 /* The postings of slice x from *cursor on whose rows are below `hi` scattered into sums
  * (rows ascending, none below `lo`), *cursor moved past them; with `met`, each row met anew
  * appended there (t its count). -2 for a row out of order or outside its segment. The rows
@@ -204,10 +222,8 @@ static int scatter(const Slice *x, const Scoring *s, double *sums, Py_ssize_t lo
             __builtin_prefetch(&base[at[i + AHEAD]], 1);
         }
         if (x->dead && x->dead[local]) continue;
-        double tf = x->kind == TF_INT32 ? (double)((const int *)x->values)[i] : ((const double *)x->values)[i];
         if (met) met[*t] = x->offset + local, *t += base[local] == 0.0;
-        double length = x->int_lengths ? (double)((const int *)x->lengths)[local] : ((const double *)x->lengths)[local];
-        base[local] += part_of(s, x->idf, tf, length);
+        base[local] += posting_part(x, s, i, local);
     }
     *cursor = i;
     return 0;
@@ -230,9 +246,7 @@ static int scatter_block(const Slice *x, const Scoring *s, double *sums, Py_ssiz
         int local = at[i];
         if (local < lo || local >= hi) return -2;
         if (x->dead && x->dead[local]) continue;
-        double tf = x->kind == TF_INT32 ? (double)((const int *)x->values)[i] : ((const double *)x->values)[i];
-        double length = x->int_lengths ? (double)((const int *)x->lengths)[local] : ((const double *)x->lengths)[local];
-        base[local] += part_of(s, x->idf, tf, length);
+        base[local] += posting_part(x, s, i, local);
     }
     return 0;
 }
@@ -240,14 +254,8 @@ static int scatter_block(const Slice *x, const Scoring *s, double *sums, Py_ssiz
 /* Rows lo..hi (global) ranked from their sums, which are zeroed; -1 where memory ran out. */
 static int rank_rows(Py_ssize_t lo, Py_ssize_t hi, double *sums, const long long *order, int single,
                      const char *allowed, Picks *picks) {
-    for (Py_ssize_t r = lo; r < hi; r++) {
-        double v = sums[r];
-        if (v == 0.0) continue;
-        sums[r] = 0.0;
-        double key = single ? (double)(float)v : v;
-        if (key < picks->floor || key <= 0.0 || (allowed && !allowed[r])) continue;
-        if (offer(picks, r, v, key, order[r]) < 0) return -1;
-    }
+    for (Py_ssize_t r = lo; r < hi; r++)
+        if (sums[r] != 0.0 && rank_row(r, sums, order, single, allowed, picks) < 0) return -1;
     return 0;
 }
 
@@ -404,14 +412,8 @@ static Py_ssize_t top(const Word *wd, Py_ssize_t words, const Scoring *scoring, 
                     failed = -2; /* (sums left dirty: the caller drops the buffer) */
                     break;
                 }
-            for (Py_ssize_t j = scan ? lo : from; !failed && j < (scan ? hi : t); j++) {
-                Py_ssize_t r = scan ? j : met[j];
-                double v = sums[r];
-                sums[r] = 0.0;
-                double key = single ? (double)(float)v : v;
-                if (key < picks.floor || key <= 0.0 || (allowed && !allowed[r])) continue; /* (order read for the few kept) */
-                if (offer(&picks, r, v, key, order[r]) < 0) failed = -1;
-            }
+            for (Py_ssize_t j = scan ? lo : from; !failed && j < (scan ? hi : t); j++)
+                if (rank_row(scan ? j : met[j], sums, order, single, allowed, &picks) < 0) failed = -1;
         }
         for (Py_ssize_t x = 0; x < n_slices && !failed; x++)
             if (cursor[x] < slices[x].len) failed = -2; /* a row past the last */
