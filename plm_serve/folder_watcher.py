@@ -132,7 +132,7 @@ class FolderWatcher:
 
     def _watch(self, stop: threading.Event, present: list[Path], folders: dict[Path, Any]) -> None:
         """One watch of the folders present, until `stop` or until a folder is gone or replaced."""
-        from watchfiles import watch
+        from watchfiles import Change, watch
 
         for n, changes in enumerate(
             watch(
@@ -150,10 +150,13 @@ class FolderWatcher:
                 self.watching.set()
                 self._catch_up(stop, present)
             self._pending.update((Path(path), None) for _change, path in changes)
+            # A folder's own event: it was deleted, and a folder made in its place may have its
+            # inode (Linux reuses them), so the identity below would not tell.
+            hit = {Path(path) for change, path in changes if change == Change.deleted}.intersection(present)
             self._drain(stop)
-            if (now := self._identity()) != folders:
+            if (now := self._identity()) != folders or hit:
                 for d in self.dirs:
-                    if now[d] != folders[d]:
+                    if now[d] != folders[d] or d in hit:
                         what = "is back" if folders[d] is None else "was deleted" if now[d] is None else "was replaced"
                         self.log(f"{d} {what}: {'watching it again' if now[d] else 'waiting for it to come back'}")
                 return

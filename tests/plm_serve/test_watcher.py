@@ -372,6 +372,28 @@ def test_the_root_folder_deleted_and_made_again_is_watched_again(watching: Watch
     )
 
 
+def test_the_root_folder_made_again_with_its_old_inode_is_watched_again(watching: Watching, docs: Path) -> None:
+    """Linux often gives a folder made at once in a deleted one's place its inode: the watcher
+    must not take it for the old folder, whose watch died with it."""
+    for attempt in range(8):  # until the inode is reused (a new one is the test above's case)
+        inode, calls = os.stat(docs).st_ino, len(watching.calls)
+        with watching.turns:  # the watcher waits in the removals' sync, before it looks at the folder
+            shutil.rmtree(docs)
+            docs.mkdir()
+            reused = os.stat(docs).st_ino == inode
+            wait_until(lambda: any(removed for _, removed in watching.calls[calls:]), "the removals reach apply")
+            (docs / f"reborn{attempt}.md").write_text(page("Reborn", "the folder came back with a phoenix"))
+        wait_until(lambda: f"reborn{attempt}" in watching.paths(), "a file in the folder made again is stored")
+        if reused:
+            break
+    else:
+        pytest.skip("this filesystem gave the new folder a new inode each time: the test above covers that case")
+    (docs / "later.md").write_text(page("Later", "and later edits are seen too"))
+    wait_until(lambda: "later" in watching.paths(), "a later file is stored")
+    assert sorted(watching.paths()) == ["later", f"reborn{attempt}"]
+    assert f"{docs} was replaced: watching it again" in watching.lines
+
+
 def test_an_exception_from_apply_is_logged_and_the_watcher_goes_on(tmp_path: Path, docs: Path) -> None:
     holder: list[Watching] = []
 
