@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,15 @@ POC = REPO / "configs" / "poc_parity.toml"
 SAMPLE = REPO / "examples" / "sample_corpus"
 
 pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module", autouse=True)
+def own_data_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """A content cache of this module's own: the first ingest must compute (and time) every
+    stage, the model's loading among them, whatever ran before in this process."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PLM_DATA_DIR", str(tmp_path_factory.mktemp("data")))
+        yield
 
 
 @pytest.fixture(scope="module")
