@@ -103,15 +103,53 @@ def _settings():  # type: ignore[no-untyped-def]
 PG_FIXTURES = {"pg_server", "pg_dsn", "pg_new_database"}
 
 
+# pytest-xdist (pyproject's `-n 4`) runs a file's tests on one worker, so that its module
+# fixtures are made once. One group holds more: the tests sharing the session's poc_needle
+# ingest (about 14 minutes alone; made once), then the Ray tests (one local cluster at a
+# time; slowed several times over when they share the cores with that ingest).
+GROUPS = {
+    "poc_needle_run then ray": [
+        "tests/plm_plugins/retrievers/test_poc_parity_retrieval.py",
+        "tests/test_poc_needle_e2e.py",
+        "tests/test_poc_parity_generated.py",
+        *(f"tests/plm_plugins/executors/{name}" for name in ("test_ray.py", "test_ray_cluster.py", "test_executors_contract.py")),
+    ],
+}
+# The longest groups first: a worker starts each at once while the others share the rest.
+LONGEST = ["poc_needle_run then ray", "tests/plm_index/test_crash_safety.py", "tests/plm_eval/test_adapt.py"]
+
+
+def group_of(nodeid: str) -> str:
+    path = nodeid.split("::")[0]
+    return next((group for group, files in GROUPS.items() if path in files), path)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByGroup(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return group_of(nodeid)
+
+    return ByGroup(config, log)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """A test that needs the session's real Postgres (a fixture above, or a "postgres"
     parameter, which reaches it through `store_table_for`) is marked `postgres` and `slow`:
-    starting and stopping the server alone takes seconds, so the fast subset leaves them out."""
+    starting and stopping the server alone takes seconds, so the fast subset leaves them out.
+    The longest groups of tests (above) go first."""
     for item in items:
         params = getattr(getattr(item, "callspec", None), "params", {})
-        if PG_FIXTURES & set(getattr(item, "fixturenames", ())) or "postgres" in params.values():
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if PG_FIXTURES & fixtures or "postgres" in params.values():
             item.add_marker(pytest.mark.postgres)
             item.add_marker(pytest.mark.slow)
+        if "poc_needle_run" in fixtures and group_of(item.nodeid) != LONGEST[0]:
+            raise pytest.UsageError(f"{item.nodeid} uses poc_needle_run: add its file to GROUPS in tests/conftest.py")
+    rank = {group: n for n, group in enumerate(LONGEST)}
+    files = {path: n for paths in GROUPS.values() for n, path in enumerate(paths)}
+    items.sort(key=lambda item: (rank.get(group_of(item.nodeid), len(LONGEST)), files.get(item.nodeid.split("::")[0], 0)))
 
 
 @pytest.fixture(scope="session")

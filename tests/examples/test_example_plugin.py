@@ -81,7 +81,7 @@ def test_the_package_passes_its_own_contract_tests() -> None:
     """Its tests/ (one call of plm.testing per stage), as its author would run them."""
     tests = REPO / "examples" / "plm-example-plugin" / "tests"
     res = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tests)],
+        [sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider", str(tests)],
         capture_output=True,
         text=True,
         cwd=REPO,

@@ -116,7 +116,7 @@ def test_fused_with_bm25_by_rrf_with_no_fuser_keys_then_reranked(installed: dict
 def test_the_installed_package_passes_its_own_contract_tests(installed: dict[str, Any]) -> None:
     """Its tests/ (one call of plm.testing per stage), run against the installed copy."""
     res = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(PACKAGE / "tests")],
+        [sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider", str(PACKAGE / "tests")],
         capture_output=True,
         text=True,
         env=installed["env"],
