@@ -373,6 +373,12 @@ def _okapi_idf(state: State, epsilon: float) -> Any:
     return idf
 
 
+def formula_of(method: str) -> str:
+    """The formula whose length norm and term-frequency part a method scores with (`_NORM`,
+    `_TFC`): its own, and ATIRE's for rank_bm25's Okapi."""
+    return "atire" if method == "rank_bm25_okapi" else method
+
+
 def idf_of(state: State, method: str, epsilon: float) -> Any:
     """The method's IDF of a word in df of n live rows: bm25s's formula, or rank_bm25's Okapi
     one with its floor over this version's words."""

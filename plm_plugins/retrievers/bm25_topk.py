@@ -32,7 +32,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from plm_plugins.retrievers.bm25_impacts import _NORM, _TFC, _live_tokens, idf_of
+from plm_plugins.retrievers.bm25_impacts import _NORM, _TFC, _live_tokens, formula_of, idf_of
 from plm_plugins.retrievers.bm25_postings import Postings
 
 if TYPE_CHECKING:
@@ -143,7 +143,7 @@ def candidates(
         return empty
     avgdl = _live_tokens(state, weight) / n_docs
     idf_for = idf_of(state, method, epsilon)
-    formula = "atire" if method == "rank_bm25_okapi" else method
+    formula = formula_of(method)
     tfc, norm = _TFC[formula], _NORM[formula]
     words: dict[str, tuple[float, list[tuple[int, tuple[int, int, float, float]]]]] = {}
     bounds: dict[str, float] = {}

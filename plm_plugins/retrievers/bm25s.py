@@ -65,6 +65,7 @@ from plm_plugins.retrievers.bm25_impacts import (
     _sum_by_row,
     _with_blocks,
     compiled,
+    formula_of,
     idf_of,
 )
 from plm_plugins.retrievers.bm25_postings import Postings
@@ -430,7 +431,7 @@ class BM25Retriever(Retriever, SegmentedIndex):
         c, n_docs = self.config, state.n_live
         avgdl = _live_tokens(state, self.heading_weight) / n_docs
         idf = idf_of(state, c.method, c.epsilon)
-        formula = "atire" if c.method == "rank_bm25_okapi" else c.method  # rank_bm25's is ATIRE's
+        formula = formula_of(c.method)
         tfc, k1, delta = _TFC[formula], c.k1, c.delta
         segments = state.cached("bm25_segments", lambda: _segment_arrays(state))
         out: dict[str, Any] = {}
