@@ -104,19 +104,23 @@ PG_FIXTURES = {"pg_server", "pg_dsn", "pg_new_database"}
 
 
 # pytest-xdist (pyproject's `-n 4`) runs a file's tests on one worker, so that its module
-# fixtures are made once. One group holds more: the tests sharing the session's poc_needle
-# ingest (about 14 minutes alone; made once), then the Ray tests (one local cluster at a
-# time; slowed several times over when they share the cores with that ingest).
+# fixtures are made once. Two groups hold more: the tests sharing the session's poc_needle
+# ingest (about 9 minutes alone, the suite's longest chain; made once), and the Ray tests
+# (one local cluster at a time).
 GROUPS = {
-    "poc_needle_run then ray": [
+    "poc_needle_run": [
         "tests/plm_plugins/retrievers/test_poc_parity_retrieval.py",
         "tests/test_poc_needle_e2e.py",
         "tests/test_poc_parity_generated.py",
-        *(f"tests/plm_plugins/executors/{name}" for name in ("test_ray.py", "test_ray_cluster.py", "test_executors_contract.py")),
     ],
+    "ray": [f"tests/plm_plugins/executors/{name}" for name in ("test_ray.py", "test_ray_cluster.py", "test_executors_contract.py")],
 }
-# The longest groups first: a worker starts each at once while the others share the rest.
-LONGEST = ["poc_needle_run then ray", "tests/plm_index/test_crash_safety.py", "tests/plm_eval/test_adapt.py"]
+# Workers take groups in this order (pyproject's `--no-loadscope-reorder` keeps it): the
+# longest first, each started at once while the others share the rest; the Ray tests last,
+# beside the end of the poc_needle ingest rather than all four workers (they ran 5 to 20
+# times slower in the crowd).
+LONGEST = ["poc_needle_run", "tests/plm_index/test_crash_safety.py", "tests/plm_index/test_job_e2e.py", "tests/plm_eval/test_adapt.py"]
+LAST = ["ray"]
 
 
 def group_of(nodeid: str) -> str:
@@ -138,16 +142,16 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """A test that needs the session's real Postgres (a fixture above, or a "postgres"
     parameter, which reaches it through `store_table_for`) is marked `postgres` and `slow`:
     starting and stopping the server alone takes seconds, so the fast subset leaves them out.
-    The longest groups of tests (above) go first."""
+    The longest groups of tests (above) go first, the Ray tests last."""
     for item in items:
         params = getattr(getattr(item, "callspec", None), "params", {})
         fixtures = set(getattr(item, "fixturenames", ()))
         if PG_FIXTURES & fixtures or "postgres" in params.values():
             item.add_marker(pytest.mark.postgres)
             item.add_marker(pytest.mark.slow)
-        if "poc_needle_run" in fixtures and group_of(item.nodeid) != LONGEST[0]:
+        if "poc_needle_run" in fixtures and group_of(item.nodeid) != "poc_needle_run":
             raise pytest.UsageError(f"{item.nodeid} uses poc_needle_run: add its file to GROUPS in tests/conftest.py")
-    rank = {group: n for n, group in enumerate(LONGEST)}
+    rank = {group: n for n, group in enumerate([*LONGEST, "", *LAST])}
     files = {path: n for paths in GROUPS.values() for n, path in enumerate(paths)}
     items.sort(key=lambda item: (rank.get(group_of(item.nodeid), len(LONGEST)), files.get(item.nodeid.split("::")[0], 0)))
 
