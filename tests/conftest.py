@@ -113,13 +113,21 @@ GROUPS = {
         "tests/test_poc_needle_e2e.py",
         "tests/test_poc_parity_generated.py",
     ],
-    "ray": [f"tests/plm_plugins/executors/{name}" for name in ("test_ray.py", "test_ray_cluster.py", "test_executors_contract.py")],
+    "ray": [
+        f"tests/plm_plugins/executors/{name}"
+        for name in ("test_ray.py", "test_ray_cluster.py", "test_executors_contract.py")
+    ],
 }
 # Workers take groups in this order (pyproject's `--no-loadscope-reorder` keeps it): the
 # longest first, each started at once while the others share the rest; the Ray tests last,
 # beside the end of the poc_needle ingest rather than all four workers (they ran 5 to 20
 # times slower in the crowd).
-LONGEST = ["poc_needle_run", "tests/plm_index/test_crash_safety.py", "tests/plm_index/test_job_e2e.py", "tests/plm_eval/test_adapt.py"]
+LONGEST = [
+    "poc_needle_run",
+    "tests/plm_index/test_crash_safety.py",
+    "tests/plm_index/test_job_e2e.py",
+    "tests/plm_eval/test_adapt.py",
+]
 LAST = ["ray"]
 
 
@@ -151,9 +159,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.slow)
         if "poc_needle_run" in fixtures and group_of(item.nodeid) != "poc_needle_run":
             raise pytest.UsageError(f"{item.nodeid} uses poc_needle_run: add its file to GROUPS in tests/conftest.py")
-    rank = {group: n for n, group in enumerate([*LONGEST, "", *LAST])}
+    rank = {group: n for n, group in enumerate(LONGEST)} | {group: len(LONGEST) + 1 for group in LAST}
     files = {path: n for paths in GROUPS.values() for n, path in enumerate(paths)}
-    items.sort(key=lambda item: (rank.get(group_of(item.nodeid), len(LONGEST)), files.get(item.nodeid.split("::")[0], 0)))
+    items.sort(
+        key=lambda item: (rank.get(group_of(item.nodeid), len(LONGEST)), files.get(item.nodeid.split("::")[0], 0))
+    )
 
 
 @pytest.fixture(scope="session")
