@@ -87,6 +87,7 @@ from plm import chat as chat
 from plm import documents as documents
 from plm import filters as filters
 from plm import indexes as indexes
+from plm import languages as languages
 from plm import models as models
 from plm import remote as remote
 from plm import synthetic as synthetic

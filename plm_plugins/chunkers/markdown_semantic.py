@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import Field, model_validator
 
 from plm import Chunk, Chunker, ComponentConfig, Document, hookimpl
+from plm.languages import WORD_UNIT
 from plm_plugins.commonmark import atx_headings
 from plm_plugins.setext import SetextHeading, setext_headings
 
@@ -51,6 +52,7 @@ CODE_SPAN = re.compile(r"```[\s\S]*?```|`[^`\n]+`")
 # long section is packed; the reference chunk texts only match with that quirk.
 _CODE_SPLIT = re.compile(f"({CODE_SPAN.pattern})")
 SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+")
+SCRIPT_SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+|(?<=[\u3002\uff01\uff1f])\s*(?=\S)")
 
 
 @lru_cache(maxsize=8)
@@ -61,11 +63,16 @@ def heading_pattern(max_level: int) -> re.Pattern[str]:
 
 
 @lru_cache(maxsize=64)
-def word_count(text: str) -> int:
-    """Whitespace-separated words once every code span is replaced by a space. Remembered
-    for the last texts: a one-section document is counted by three passes (a string keeps
-    its hash, so asking again costs a lookup, not a split)."""
-    return len((CODE_SPAN.sub(" ", text) if "`" in text else text).split())  # no backtick: no span
+def word_count(text: str, by_script: bool = False) -> int:
+    """Whitespace-separated words once every code span is replaced by a space; `by_script`:
+    each character of a script written without spaces (Chinese, Japanese, Korean's Hangul,
+    Thai) is a word of its own, so a Chinese chunk's size is its characters, about its
+    model tokens. Remembered for the last texts: a one-section document is counted by three
+    passes (a string keeps its hash, so asking again costs a lookup, not a split)."""
+    prose = CODE_SPAN.sub(" ", text) if "`" in text else text  # no backtick: no span
+    if by_script and not prose.isascii():
+        return len(WORD_UNIT.findall(prose))
+    return len(prose.split())
 
 
 def paragraphs(text: str) -> list[str]:
@@ -80,11 +87,13 @@ def paragraphs(text: str) -> list[str]:
     return out
 
 
-def last_sentences(paragraph: str, n: int) -> str:
-    """The last `n` sentences of a paragraph, as written; the whole paragraph if it has fewer."""
+def last_sentences(paragraph: str, n: int, by_script: bool = False) -> str:
+    """The last `n` sentences of a paragraph, as written; the whole paragraph if it has fewer.
+    `by_script`: a CJK full stop, question or exclamation mark ends a sentence too, with no
+    space after it."""
     if n <= 0:
         return ""
-    breaks = list(SENTENCE_BREAK.finditer(paragraph))
+    breaks = list((SCRIPT_SENTENCE_BREAK if by_script else SENTENCE_BREAK).finditer(paragraph))
     return paragraph[breaks[-n].end() :] if len(breaks) >= n else paragraph
 
 
@@ -106,27 +115,28 @@ _WORD = re.compile(r"\S+")
 STRICT_CHARS_PER_WORD = 12
 
 
-def word_starts(text: str) -> list[int]:
+def word_starts(text: str, by_script: bool = False) -> list[int]:
     """Where each word that `word_count` counts starts: a code span ends a word, as the
     space that replaces it does."""
+    word = WORD_UNIT if by_script else _WORD
     starts: list[int] = []
     pos = 0
     for span in CODE_SPAN.finditer(text):
-        starts.extend(w.start() for w in _WORD.finditer(text, pos, span.start()))
+        starts.extend(w.start() for w in word.finditer(text, pos, span.start()))
         pos = span.end()
-    starts.extend(w.start() for w in _WORD.finditer(text, pos))
+    starts.extend(w.start() for w in word.finditer(text, pos))
     return starts
 
 
-def split_words(text: str, limit: int) -> list[str]:
+def split_words(text: str, limit: int, by_script: bool = False) -> list[str]:
     """`text` cut before every `limit`-th word into pieces of at most `limit` words each.
 
     Cuts fall outside code spans, so each piece counts alone exactly the words it holds
     in `text`; a text that is one code span has no words and is never cut.
     """
-    if limit <= 0 or word_count(text) <= limit:
+    if limit <= 0 or word_count(text, by_script) <= limit:
         return [text]
-    cuts = [0, *word_starts(text)[limit::limit], len(text)]
+    cuts = [0, *word_starts(text, by_script)[limit::limit], len(text)]
     return [text[a:b].strip() for a, b in pairwise(cuts)]
 
 
@@ -206,6 +216,13 @@ class MarkdownSemanticChunker(Chunker):
             'matter and leaves a `{ #id }` attribute list out of the title (plm_plugins/commonmark.py); "poc" '
             "keeps the POC's rule, where a `# comment` line in a code block starts a section",
         )
+        words: Literal["spaces", "script"] = Field(
+            "spaces",
+            description='what a word is wherever sizes are counted: "spaces" (the POC) splits on whitespace; '
+            '"script" also counts each character of a script written without spaces (Chinese, Japanese, '
+            "Korean's Hangul, Thai) as a word, so chunks of such text are sized as the embedder reads them, "
+            "and a CJK full stop ends a sentence",
+        )
         strict_max_words: bool = Field(
             False,
             description="never emit a chunk over max_words: split long paragraphs at word boundaries and never "
@@ -226,6 +243,13 @@ class MarkdownSemanticChunker(Chunker):
             return self
 
     config: Config
+
+    @property
+    def _by_script(self) -> bool:
+        return self.config.words == "script"
+
+    def _count(self, text: str) -> int:
+        return word_count(text, self._by_script)
 
     @property
     def _ceiling(self) -> int:
@@ -293,7 +317,7 @@ class MarkdownSemanticChunker(Chunker):
         sections: list[_Piece] = []
         intro = text[: headings[0].start].strip()
         # The intro is kept from min_words // 2 words on (25 for the POC's 50).
-        if intro and word_count(intro) >= self.config.min_words // 2:
+        if intro and self._count(intro) >= self.config.min_words // 2:
             sections.append(_Piece(intro, 0, headings[0].start, (), 0, "Introduction"))
         stack: list[tuple[int, str]] = []
         for i, h in enumerate(headings):
@@ -316,7 +340,7 @@ class MarkdownSemanticChunker(Chunker):
         i = 0
         while i < len(sections):
             s = sections[i]
-            if i + 1 < len(sections) and word_count(s.text) < self.config.min_words:
+            if i + 1 < len(sections) and self._count(s.text) < self.config.min_words:
                 nxt = sections[i + 1]
                 merged.append(_Piece(f"{s.text}\n\n{nxt.text}", s.start, nxt.end, s.heading_path, s.level, s.title))
                 i += 2
@@ -328,7 +352,7 @@ class MarkdownSemanticChunker(Chunker):
     def _split(self, sections: list[_Piece]) -> list[_Piece]:
         out: list[_Piece] = []
         for s in sections:
-            out.extend([s] if word_count(s.text) <= self.config.max_words else self._pack(s))
+            out.extend([s] if self._count(s.text) <= self.config.max_words else self._pack(s))
         return out
 
     def _pack(self, section: _Piece) -> list[_Piece]:
@@ -342,14 +366,14 @@ class MarkdownSemanticChunker(Chunker):
         prefix = continued_heading(section.level, section.title, title_words)
         # Body sizes in words: `fit` keeps a piece and its heading within max_words, `room`
         # is the most any body holds (fit when strict).
-        fit = max(1, cfg.max_words - word_count(prefix))
-        room = max(fit, self._ceiling - word_count(prefix))
+        fit = max(1, cfg.max_words - self._count(prefix))
+        room = max(fit, self._ceiling - self._count(prefix))
         bodies: list[str] = []
         firsts: list[str] = []  # the first paragraph each body takes from the section (not carried)
         buffer: list[str] = []
         words = 0  # kept as the buffer grows, never re-counted
-        for para in (piece for p in paragraphs(section.text) for piece in split_words(p, room)):
-            para_words = word_count(para)
+        for para in (piece for p in paragraphs(section.text) for piece in split_words(p, room, self._by_script)):
+            para_words = self._count(para)
             # The POC packs up to target_words; a piece after the first also leaves room for
             # its heading (never binding in the POC's settings, only when target is near max).
             budget = cfg.target_words if not bodies else min(cfg.target_words, fit)
@@ -357,8 +381,8 @@ class MarkdownSemanticChunker(Chunker):
             # piece may end up over budget (one big paragraph, or overlap + paragraph).
             if buffer and words + para_words > budget:
                 bodies.append("\n\n".join(buffer))
-                carried = last_sentences(buffer[-1], cfg.overlap_sentences)
-                words = word_count(carried)
+                carried = last_sentences(buffer[-1], cfg.overlap_sentences, self._by_script)
+                words = self._count(carried)
                 if not self._keeps_overlap(words, para_words, fit, room):
                     carried, words = "", 0
                 buffer = [carried] if carried else []
@@ -408,7 +432,7 @@ class MarkdownSemanticChunker(Chunker):
         kept: list[_Piece] = []
         kept_words = folded_words = 0  # of kept[-1]: in all, and how many came from folds
         for p in pieces:
-            words = word_count(p.text)
+            words = self._count(p.text)
             if kept and words < self.config.min_words and self._folds(kept_words, folded_words, words):
                 prev = kept[-1]
                 prev.extra = prev.extra if prev.extra is not None else []
@@ -450,7 +474,7 @@ class MarkdownSemanticChunker(Chunker):
         out: list[_Piece] = []
         chars = self.config.max_words * STRICT_CHARS_PER_WORD if self.config.strict_max_words else 0
         for p in pieces:
-            texts = split_words(p.text, self._ceiling)
+            texts = split_words(p.text, self._ceiling, self._by_script)
             if chars and any(len(t) > chars for t in texts):
                 # Code is no words: cut at line ends by characters and raw words (a cut
                 # fence's code counts as words in its pieces), then by words as a last guard.
@@ -458,7 +482,7 @@ class MarkdownSemanticChunker(Chunker):
                     w
                     for t in texts
                     for c in split_lines(t, chars, self._ceiling)
-                    for w in split_words(c, self._ceiling)
+                    for w in split_words(c, self._ceiling, self._by_script)
                 ]
             out.extend([p] if len(texts) == 1 else (replace(p, text=t, cut=i) for i, t in enumerate(texts)))
         return out

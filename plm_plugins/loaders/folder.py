@@ -29,6 +29,7 @@ from plm import (
     default_registry,
     hookimpl,
 )
+from plm.languages import document_language
 from plm_plugins.converters.markdown import MarkdownConverter
 from plm_plugins.loaders.files import BadInput, EmptyInput, read_file, shown
 from plm_plugins.loaders.markdown_dir import _SKIP, FilesConfig, MarkdownLoader
@@ -55,6 +56,13 @@ class FolderLoader(MarkdownLoader):
             "or the file stem",
         )
         max_file_mb: float = Field(50, gt=0, description="larger files are reported and skipped, never read")
+        language: str = Field(
+            "none",
+            pattern=r"^(auto|none|[a-z]{2})$",
+            description='each document\'s `language` (filter on it: `language=zh`): "auto" detects it from '
+            'the text (py3langid; `plm[languages]`), "none" leaves it out, an ISO 639-1 code ("de") sets it; '
+            "a `language` or `lang` in the file's own metadata (front matter) wins",
+        )
         converters: dict[str, dict[str, Any]] = Field(
             default_factory=dict,
             description="settings for converters, by name: `{ pdf = { max_pages = 3000 } }`",
@@ -177,6 +185,9 @@ class FolderLoader(MarkdownLoader):
         if parts:
             metadata["folder"] = ["/".join(parts[: i + 1]) for i in range(len(parts))]
         metadata["path"] = where
+        language = document_language(converted.text, metadata, self.config.language)
+        if language is not None:
+            metadata["language"] = language
         return Document(
             id=doc_id, text=converted.text, title=converted.title or path.stem, path=where, metadata=metadata
         )

@@ -172,3 +172,24 @@ def test_poc_needle_chunks_equal_the_reference(poc_needle: Path, reference_enric
     assert ours == ref
     # The enriched text is "<prefix>\n\n<chunk text>" or the chunk text alone.
     assert all(r["enriched"].endswith(c.text) for c, r in zip(chunks, reference_enriched, strict=True))
+
+
+def test_words_by_script_size_chinese_chunks_by_their_characters() -> None:
+    from plm_plugins.chunkers.markdown_semantic import word_count
+
+    paragraph = "持久卷是集群中的一块存储。它由管理员预先配置。" * 10  # 230 characters, no space
+    text = "# 存储\n\n" + "\n\n".join([paragraph] * 8)
+    doc = Document(id="zh", text=text, title="存储", path="/zh.md", metadata={})
+    spaces = MarkdownSemanticChunker().chunk_document(doc)
+    script = MarkdownSemanticChunker(words="script").chunk_document(doc)
+    assert len(spaces) == 1  # 17 "words": the whole page in one chunk, most of it past the model's reach
+    assert len(script) > 3 and all(word_count(c.text, True) <= 800 for c in script)
+    assert word_count("持久卷 volume `code 代码`", True) == 4
+    assert word_count("持久卷 volume `code 代码`") == 2  # the default counts as the POC did
+
+
+def test_words_by_script_carry_a_sentence_ended_by_a_cjk_full_stop() -> None:
+    from plm_plugins.chunkers.markdown_semantic import last_sentences
+
+    assert last_sentences("第一句。第二句。第三句", 1, by_script=True) == "第三句"
+    assert last_sentences("第一句。第二句。第三句", 1) == "第一句。第二句。第三句"

@@ -23,7 +23,7 @@ def api() -> Iterator[FakeChatAPI]:
     yield from serve()
 
 
-@pytest.mark.parametrize("name", ["none", "dictionary"])
+@pytest.mark.parametrize("name", ["none", "dictionary", "language_route"])
 def test_a_built_in_expander_keeps_the_contract(name: str) -> None:
     plm.testing.check_expander(_expander(name))
 

@@ -22,7 +22,7 @@ pytestmark = needs("bm25s", "Stemmer", extra="bm25")
 from plm_plugins.retrievers.bm25s import BM25Retriever  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[3]
-BUILTINS = {"whitespace_lower", "bm25s_stem", "snowball", "identifiers"}
+BUILTINS = {"whitespace_lower", "bm25s_stem", "snowball", "identifiers", "multilingual"}
 
 CONFIG = """
 [job]
