@@ -311,3 +311,17 @@ def test_the_pages_run_their_own_script_and_no_other(server: str, browser: WebDr
         WebDriverWait(browser, 30).until(lambda d, ready=ready: d.find_elements(By.CSS_SELECTOR, ready))  # it ran
         browser.execute_script(inject)
         assert browser.execute_script("return window.injected") is None, path
+
+
+def test_text_without_spaces_is_marked_where_the_querys_characters_stand(server: str, browser: WebDriver) -> None:
+    record = {"id": "zh/storage", "text": "# 卷\n\nqzhvolume 持久卷是集群中的一块存储，由管理员制备。\n"}
+    res = httpx.post(server + "/documents", json={"records": [record]}, headers={"Authorization": f"Bearer {KEY}"},
+                     timeout=60)  # fmt: skip
+    assert res.status_code == 200, res.text
+    with_key(browser, server)
+    search(browser, "qzhvolume 存储")
+    wait_hits(browser, ["zh/storage"])
+    hit = browser.find_elements(By.CSS_SELECTOR, "li.hit")[0]
+    marks = [m.text for m in hit.find_elements(By.CLASS_NAME, "text")[0].find_elements(By.TAG_NAME, "mark")]
+    assert marks == ["qzhvolume", "存储"], marks  # the pair inside the run, not the whole run
+    assert hit.find_element(By.CLASS_NAME, "text").get_attribute("dir") == "auto"
