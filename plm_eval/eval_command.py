@@ -131,6 +131,7 @@ def _work_line(label: str, result: dict[str, Any]) -> str:
         f"{label}: {what}: {summary_line(ing)}; {ing['chunks']} chunks"
         + (f" ({work})" if work else "")
         + (f"; model {result['model']}" if result["model"] else "")
+        + "".join(f"\nwarning: {label}: {w}" for w in result.get("warnings", []))
     )
 
 

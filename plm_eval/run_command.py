@@ -44,6 +44,8 @@ def run(
     out.print(f"{status}: {summary_line(ing)}; {ing['chunks']} chunks{model}", highlight=False)
     for failure in ing["failed"]:
         err.print(f"failed: {failure['path']}: {failure['error']}", highlight=False, markup=False)
+    for warning in result["warnings"]:
+        err.print(f"warning: {warning}", highlight=False, markup=False)
     print_timings("ingest", ing["timings_s"])
     table = Table(
         "set", "queries", *result["sets"][0]["metrics"].keys(), title=f"{result['job']} on {result['dataset']}"

@@ -15,6 +15,7 @@ from plm_core.config import JobConfig, format_validation
 from plm_core.errors import ConfigError, PlmUserError
 from plm_core.registry import Registry
 from plm_eval.dataset import load_query_set, resolve_corpus, resolve_dataset
+from plm_eval.judged_ids import judged_coverage
 from plm_eval.settings import eval_settings
 from plm_index.job import Job
 
@@ -38,6 +39,8 @@ def run_job(
     t0 = time.perf_counter()
     ingest = job.ingest([source], force=force)
     ingest_s = time.perf_counter() - t0
+    judged = (doc for qset in qsets for docs in qset.qrels.values() for doc in docs)
+    warning = judged_coverage(judged, job.store.doc_fingerprints())
     evaluator = evaluator_for(job.config, job.registry)
     results = []
     for qset in qsets:
@@ -53,6 +56,7 @@ def run_job(
         "model_skipped": list(getattr(job.embedder, "skipped", []) or []),
         "ingest": {**ingest.as_dict(), "wall_s": round(ingest_s, 3)},
         "sets": results,
+        "warnings": [warning] if warning else [],
         "machine": {"python": platform.python_version(), "platform": platform.platform()},
         "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
     }
