@@ -32,6 +32,7 @@ from plm_core.settings import Settings, load_settings
 from plm_eval.dataset import resolve_dataset
 from plm_eval.evaluators.report_writers import rankings_differ
 from plm_eval.outputs import check_output_folder
+from plm_eval.selection import selection_suffix
 from plm_eval.settings import eval_settings
 from plm_eval.synthetic import DEFAULT_GENERATORS, LOADER_OVERRIDE, SET_NAME, GeneratorOptions, options_line
 from plm_index.cli_kit import print_table, setup_logging
@@ -54,11 +55,16 @@ def config_labels(paths: Sequence[Path]) -> list[str]:
     return unique
 
 
-def eval_index_dirs(configs: Sequence[JobConfig], data_dir: str, dataset: Path | None) -> list[Path]:
-    """One index folder per config file. `[job].name` alone could collide (two variants of
-    one recipe often keep the name), so the file stem joins it when they differ, and a
-    hash of the file's path settles two different files that still agree on both."""
-    dirs = [index_dir_for(cfg.job.name, data_dir, dataset, cfg.path.stem) for cfg in configs]
+def eval_index_dirs(
+    configs: Sequence[JobConfig], data_dir: str, dataset: Path | None, corpus: str | None = None
+) -> list[Path]:
+    """One index folder per config file and corpus selection. `[job].name` alone could
+    collide (two variants of one recipe often keep the name), so the file stem joins it when
+    they differ, and a hash of the file's path settles two different files that still agree
+    on both; a selection other than the config's own is named too (`selection_suffix`)."""
+    dirs = [
+        index_dir_for(cfg.job.name, data_dir, dataset, cfg.path.stem + selection_suffix(cfg, corpus)) for cfg in configs
+    ]
     owners: dict[Path, Path] = {}
     for i, (cfg, d) in enumerate(zip(configs, dirs, strict=True)):
         path = cfg.path.resolve()
@@ -101,7 +107,7 @@ def run_configs(
     runs = []
     # The resolved dataset, as `plm run` uses it: with --dataset left out, the raw None would
     # name the job's default index, the one `plm ingest` fills with the user's documents.
-    index_dirs = eval_index_dirs(configs, settings.data_dir, ds)
+    index_dirs = eval_index_dirs(configs, settings.data_dir, ds, corpus)
     for label, cfg, index_dir in zip(config_labels(paths), configs, index_dirs, strict=True):
         job = Job(cfg, index_dir, settings, registry)
         try:

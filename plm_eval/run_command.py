@@ -11,6 +11,7 @@ from rich.table import Table
 
 from plm_core.config import load_job
 from plm_eval.dataset import resolve_dataset
+from plm_eval.selection import selection_suffix
 from plm_eval.settings import eval_settings
 from plm_index.cli_kit import ConfigOpt, DatasetOpt, IndexOpt, SetOpt, err, open_job, out, print_table, print_timings
 from plm_index.plugins import default_registry
@@ -34,7 +35,14 @@ def run(
 
     # The dataset's own index (PLM_DATA_DIR/<job>-<dataset>), never the one `plm ingest`
     # fills with a user's documents: those must not change the evaluation.
-    dataset = resolve_dataset(load_job(config, default_registry(), set_ or []), dataset)
+    loaded = load_job(config, default_registry(), set_ or [])
+    dataset = resolve_dataset(loaded, dataset)
+    if index is None and dataset is not None and selection_suffix(loaded, corpus):  # another selection's own
+        from plm_core.settings import load_settings
+        from plm_eval.eval_command import eval_index_dirs
+        from plm_index.job import settings_for
+
+        index = eval_index_dirs([loaded], settings_for(config, load_settings()).data_dir, dataset, corpus)[0]
     job = open_job(config, set_, dataset, index)
     sets = [s.strip() for s in queries.split(",") if s.strip()] if queries else None
     result = run_job(job, dataset=dataset, corpus=corpus, query_sets=sets, force=force)

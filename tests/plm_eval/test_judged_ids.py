@@ -49,7 +49,8 @@ def test_plm_eval_stops_with_one_line_when_no_judged_id_is_indexed(tmp_path: Pat
     config = tmp_path / "html.toml"
     config.write_text(
         '[job]\nname = "html"\ncorpus = ["pages"]\nqueries = ["test"]\n[store]\nuse = "sqlite"\n'
-        '[index.load]\nuse = "folder"\n[index.chunk]\nuse = "markdown_semantic"\n[query.retrieve]\nuse = "bm25s"\ntokenizer = "bm25s_stem"\n'
+        '[index.load]\nuse = "folder"\n[index.chunk]\nuse = "markdown_semantic"\n'
+        '[query.retrieve]\nuse = "bm25s"\ntokenizer = "bm25s_stem"\n'
     )
     env = {**os.environ, "PLM_DATA_DIR": str(tmp_path / "data"), "PLM_PROGRESS": "0"}
     cmd = [sys.executable, "-m", "plm_index.cli", "eval", "-c", str(config), "--dataset", str(data), "--no-chart"]
@@ -63,3 +64,34 @@ def test_plm_eval_stops_with_one_line_when_no_judged_id_is_indexed(tmp_path: Pat
     )  # fmt: skip
     assert fixed.returncode == 0, fixed.stdout + fixed.stderr
     assert "only" not in fixed.stdout + fixed.stderr
+
+
+def test_two_corpus_selections_of_one_dataset_never_share_an_index(tmp_path: Path) -> None:
+    data = tmp_path / "ds"
+    for sub, ext, body in (("md", "md", "# Page {i}\n\nzebra{i} facts\n"), ("html", "html", "<p>zebra{i} facts</p>")):
+        (data / sub).mkdir(parents=True)
+        for i in (1, 2, 3):
+            (data / sub / f"{i}.{ext}").write_text(body.format(i=i))
+    (data / "qrels").mkdir()
+    (data / "queries.jsonl").write_text(
+        "".join(json.dumps({"_id": f"q{i}", "text": f"zebra{i}"}) + "\n" for i in (1, 2))
+    )
+    (data / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\t1\t1\nq2\t2\t1\n")
+    config = tmp_path / "sel.toml"
+    config.write_text(
+        '[job]\nname = "sel"\ncorpus = ["md"]\nqueries = ["test"]\n[store]\nuse = "sqlite"\n'
+        '[index.load]\nuse = "folder"\nids = "stem"\n[index.chunk]\nuse = "markdown_semantic"\n'
+        '[query.retrieve]\nuse = "bm25s"\ntokenizer = "bm25s_stem"\n'
+    )
+    env = {**os.environ, "PLM_DATA_DIR": str(tmp_path / "data"), "PLM_PROGRESS": "0"}
+    counts = []
+    for n, corpus in enumerate(["md", "html", "md"]):
+        cmd = [sys.executable, "-m", "plm_index.cli", "eval", "-c", str(config), "--dataset", str(data), "--no-chart"]
+        cmd += ["--corpus", corpus, "--out", str(tmp_path / f"r{n}")]
+        res = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=REPO)
+        assert res.returncode == 0, res.stdout + res.stderr
+        summary = json.loads((tmp_path / f"r{n}" / "summary.json").read_text())
+        counts.append((summary["configs"][0]["ingest"]["chunks"], summary["configs"][0]["index_dir"]))
+    assert [c for c, _ in counts] == [3, 3, 3]  # each selection alone, never 6
+    assert counts[0][1] != counts[1][1] and counts[0][1] == counts[2][1]
+    assert counts[0][1].endswith("sel-ds")  # the config's own selection keeps the plain name
