@@ -33,6 +33,7 @@ class LanguageRouteExpander(QueryExpander):
         default_language: str = Field("en", pattern=r"^[a-z]{2}$")
         """A query's language when detection is not sure (a two-word query)."""
         min_confidence: float = Field(0.5, ge=0, le=1)
+        """How sure detection must be (0..1) before a query counts as another language."""
 
     config: Config
 
