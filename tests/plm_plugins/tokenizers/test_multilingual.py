@@ -99,3 +99,31 @@ def test_bm25_over_chinese_prose_finds_a_two_character_query(tmp_path: Path) -> 
     assert _ranked(tmp_path, "multilingual", "存储") == ["storage"]
     assert _ranked(tmp_path, "multilingual", "拓扑在哪里") == ["topology"]
     assert _ranked(tmp_path, "bm25s_stem", "存储") == []  # a clause was one token: nothing met it
+
+
+def test_hostile_text_is_tokenized_in_linear_time_without_error() -> None:
+    import time
+
+    tokenizer = MultilingualTokenizer()
+    tokenizer.tokenize(["warm"])
+    for text in ("存" * 1_000_000, "a" * 1_000_000, "\u0301" * 200_000, "ﬁ" * 200_000, "\U00020000ab" * 100_000):
+        start = time.thread_time()
+        tokens = tokenizer.tokenize([text])[0]
+        assert time.thread_time() - start < 10, text[:3]
+        assert isinstance(tokens, list)
+    assert len(tokenizer.tokenize(["存" * 1_000])[0]) == 999  # one pair a character after the first
+
+
+def test_any_unicode_is_tokens_of_the_text() -> None:
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    tokenizer = MultilingualTokenizer()
+
+    @settings(max_examples=200, deadline=None)
+    @given(st.text(max_size=200))
+    def same_shape(text: str) -> None:
+        tokens = tokenizer.tokenize([text])[0]
+        assert all(isinstance(t, str) and t and not t.isspace() for t in tokens)
+
+    same_shape()
