@@ -34,6 +34,7 @@ CREATE TABLE IF NOT EXISTS files (
 );
 CREATE INDEX IF NOT EXISTS files_doc ON files(doc_id);
 CREATE TABLE IF NOT EXISTS roots (path TEXT PRIMARY KEY);
+CREATE TABLE IF NOT EXISTS real_roots (path TEXT PRIMARY KEY);
 """
 
 
@@ -174,8 +175,25 @@ class FileStats:
         try:
             with db:
                 db.execute("INSERT OR IGNORE INTO roots VALUES (?)", (folder,))
+                real = os.path.realpath(folder)
+                if storable(real):
+                    db.execute("INSERT OR IGNORE INTO real_roots VALUES (?)", (real,))
         except sqlite3.Error:
             self._reset()
+
+    def real_roots(self) -> list[str]:
+        """Where the folders given to ingest were on disk when they were given, every symlink
+        resolved then: the boundary of the files a server may hand out, which a folder swapped
+        for a link afterwards cannot move. An index made before they were kept: its roots as
+        written, never resolved now."""
+        db = self._open(create=False)
+        if db is None:
+            return []
+        try:
+            found = [r[0] for r in db.execute("SELECT path FROM real_roots")]
+        except sqlite3.Error:  # an older file: no such table until the next ingest makes it
+            found = []
+        return found or [os.path.abspath(r) for r in self.roots()]
 
     def close(self) -> None:
         if self._db is not None:

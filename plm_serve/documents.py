@@ -20,7 +20,6 @@ from urllib.parse import quote, unquote
 
 from plm_core.records import Chunk, Document
 from plm_index.documents import front_matter_lines
-from plm_index.sources import inside
 
 _NOT_WORD = re.compile(r"[^\w]+")
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")  # `https:`, `mailto:`, `C:` alike: not relative
@@ -169,14 +168,15 @@ def render_document(document: Document, chunk: Chunk | None = None, stored: Path
 
 
 def original_file(document: Document, roots: Sequence[str]) -> str | None:
-    """The file a document was read from, when it is a regular file inside one of the
-    folders the index was given (`roots`), every symlink resolved; else None. Only such a
-    file is ever served: a document posted over HTTP names no file, and a path of the
-    store never leads outside the folders a user chose to index."""
+    """The file a document was read from, when it is a regular file whose real path (every
+    symlink resolved now) lies inside one of `roots`, the folders' real paths as they were
+    when indexed (not resolved again: a folder replaced by a link to another one afterwards
+    leads nowhere); else None. Only such a file is ever served: a document posted over HTTP
+    names no file, and a path of the store never leads outside the folders a user chose."""
     if not document.path or not os.path.isabs(document.path):
         return None
     real = os.path.realpath(document.path)
-    if os.path.isfile(real) and any(inside(real, root) for root in roots):
+    if os.path.isfile(real) and any(real.startswith(root.rstrip(os.sep) + os.sep) for root in roots):
         return real
     return None
 

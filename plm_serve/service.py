@@ -186,7 +186,7 @@ class Service:
         this index (`plm_serve.documents.original_file`), else None."""
 
         def read(job: Job) -> list[str]:
-            return job.file_stats.roots()
+            return job.file_stats.real_roots()
 
         roots = self.read(lambda generation, deadline: generation.read(read, deadline))[1]
         return original_file(document, roots)
