@@ -4,6 +4,7 @@ all of them in one index.
 
     HF_HUB_OFFLINE=1 python bench/bench_languages.py --split test [--languages en,zh] \
         [--recipes bm25_stem,bm25_multilingual] [--mixed] [--json out.json] [--work DIR]
+    python bench/bench_languages.py --speed      # tokenization MB/s per language, beside bm25s_stem and jieba
 
 Each language becomes a BEIR dataset folder under --work (its corpus, its questions, the
 shared qrels); `--mixed` adds one folder holding every language's pages (ids `<lang>/<path>`)
@@ -124,9 +125,10 @@ def write_dataset(folder: Path, languages: list[str], split: str, mixed: bool, k
     (folder / "qrels").mkdir(parents=True, exist_ok=True)
     judged = qrels(split)
     pages_kept = sorted({d for _, d in judged})
-    with (folder / "corpus.jsonl").open("w", encoding="utf-8") as corpus, (folder / "queries.jsonl").open(
-        "w", encoding="utf-8"
-    ) as queries:
+    with (
+        (folder / "corpus.jsonl").open("w", encoding="utf-8") as corpus,
+        (folder / "queries.jsonl").open("w", encoding="utf-8") as queries,
+    ):
         for language in languages:
             rows = read_corpus(language)
             if keep < 1:  # the judged pages and a share of the rest
@@ -148,7 +150,9 @@ def write_dataset(folder: Path, languages: list[str], split: str, mixed: bool, k
 def write_config(folder: Path, name: str) -> Path:
     table, tokenizer, words, expand = RECIPES[name]
     path = folder / f"{name}.toml"
-    path.write_text(_COMMON.format(name=name, words=words, expand=expand) + table.format(tokenizer=tokenizer) + _COLLAPSE)
+    path.write_text(
+        _COMMON.format(name=name, words=words, expand=expand) + table.format(tokenizer=tokenizer) + _COLLAPSE
+    )
     return path
 
 
@@ -170,6 +174,52 @@ def ndcg_by_config(summary: dict[str, Any]) -> dict[str, float]:
     return {row["config"]: float(row["values"]["nDCG@10"]) for row in summary["sets"][0]["rows"]}
 
 
+def speed(languages: list[str], reps: int = 3) -> dict[str, dict[str, float]]:
+    """MB/s of tokenizing each language's pages in pieces of about 2,000 characters (a chunk's
+    size): `multilingual` beside `bm25s_stem`, and beside jieba's search mode on Chinese (when
+    installed), best of `reps`, in one process."""
+
+    from plm_plugins.tokenizers.bm25s_stem import BM25sStemTokenizer
+    from plm_plugins.tokenizers.multilingual import MultilingualTokenizer
+
+    def pieces(language: str) -> list[str]:
+        text = "\n\n".join(str(r["text"]) for r in read_corpus(language))
+        return [text[i : i + 2000] for i in range(0, len(text), 2000)]
+
+    sides: dict[str, Any] = {
+        "multilingual": MultilingualTokenizer().tokenize,
+        "bm25s_stem": BM25sStemTokenizer().tokenize,
+    }
+    try:
+        import jieba
+
+        jieba.setLogLevel(60)
+        sides["jieba"] = lambda texts: [list(jieba.cut_for_search(t)) for t in texts]
+    except ImportError:
+        pass
+    out: dict[str, dict[str, float]] = {}
+    for language in languages:
+        texts = pieces(language)
+        size = sum(len(t.encode()) for t in texts) / 1e6
+        out[language] = {}
+        for name, tokenize in sides.items():
+            if name == "jieba" and language != "zh":
+                continue
+            tokenize(texts[:2])  # warm: models and stemmers loaded
+            best = min(_timed(tokenize, texts) for _ in range(reps))
+            out[language][name] = round(size / best, 2)
+        print(language, out[language], flush=True)
+    return out
+
+
+def _timed(tokenize: Any, texts: list[str]) -> float:
+    import time
+
+    start = time.perf_counter()
+    tokenize(texts)
+    return time.perf_counter() - start
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--split", default="test")
@@ -179,7 +229,13 @@ def main() -> None:
     ap.add_argument("--work", type=Path, help="folder for the datasets and reports (default: a temporary one)")
     ap.add_argument("--json", type=Path)
     ap.add_argument("--tiny", action="store_true")
+    ap.add_argument("--speed", action="store_true", help="tokenization MB/s per language instead")
     args = ap.parse_args()
+    if args.speed:
+        result = speed(args.languages.split(","))
+        if args.json:
+            args.json.write_text(json.dumps({"MB/s": result}, indent=1))
+        return
     languages = args.languages.split(",")[:2] if args.tiny else args.languages.split(",")
     recipes = ["bm25_multilingual"] if args.tiny else args.recipes.split(",")
     keep = 0.1 if args.tiny else 1.0
