@@ -20,6 +20,7 @@ from __future__ import annotations
 import errno
 import hashlib
 import json
+import math
 import os
 import shutil
 import threading
@@ -107,11 +108,25 @@ def read_meta(path: Path, meta_file: str = META_FILE) -> dict[str, Any] | None:
         return None
 
 
-def verify(path: Path, files: Any, meta_file: str = META_FILE, trust_this_process: bool = True) -> None:
+Stamp = tuple[tuple[str, int, int, int], ...]  # (file name, size, mtime_ns, inode) of each file
+
+
+def stamp(path: Path, names: Any) -> Stamp:
+    """Each named file's size, mtime and inode: a stat each, no byte read (FileNotFoundError
+    for a file that is gone)."""
+    out = []
+    for name in sorted(names):
+        st = (path / name).stat()
+        out.append((name, st.st_size, st.st_mtime_ns, st.st_ino))
+    return tuple(out)
+
+
+def verify(path: Path, files: Any, meta_file: str = META_FILE, trust_this_process: bool = True) -> Stamp:
     """Every file the build wrote is there with its size and checksum, else StoreError;
     StaleIndexError when the build was moved away meanwhile (a newer one replaced it).
     With `trust_this_process`, a build this process already checksummed (and whose files'
-    size, mtime and inode are unchanged) is not read again."""
+    size, mtime and inode are unchanged) is not read again. Returns the files' stamp as
+    checked: a reader compares it with `stamp` to learn that a file changed since."""
     valid = isinstance(files, dict) and all(
         isinstance(n, str) and "/" not in n and isinstance(v, list) and len(v) == 2 and all(type(x) is int for x in v)
         for n, v in files.items()
@@ -119,7 +134,7 @@ def verify(path: Path, files: Any, meta_file: str = META_FILE, trust_this_proces
     if not valid:
         raise StoreError(f"index build {path} is corrupt: {meta_file} has no valid file list; run `plm index rebuild`")
     try:
-        stamp = []
+        seen = []
         for name, (size, _) in sorted(files.items()):
             st = (path / name).stat()
             if st.st_size != size:
@@ -127,14 +142,15 @@ def verify(path: Path, files: Any, meta_file: str = META_FILE, trust_this_proces
                     f"index build {path} is corrupt: {name} has {st.st_size} bytes, {size} were written "
                     "(truncated?); run `plm index rebuild`"
                 )
-            stamp.append((name, st.st_size, st.st_mtime_ns, st.st_ino))
-        key = (str(path), tuple(stamp))
+            seen.append((name, st.st_size, st.st_mtime_ns, st.st_ino))
+        key = (str(path), tuple(seen))
         if trust_this_process and key in _VERIFIED:
-            return  # checksummed by this process, and no file was written or replaced since
+            return key[1]  # checksummed by this process, and no file was written or replaced since
         for name, (_, crc) in files.items():
             if crc32(path / name) != crc:
                 raise StoreError(f"index build {path} is corrupt: {name} fails its checksum; run `plm index rebuild`")
         _VERIFIED.add(key)
+        return key[1]
     except FileNotFoundError as err:
         # Builds are only ever removed by renaming the whole folder first, so a folder that
         # is still in place with a file missing was damaged; one that is gone was replaced.
@@ -149,7 +165,7 @@ def verify(path: Path, files: Any, meta_file: str = META_FILE, trust_this_proces
 # `plm eval` over several configs, open the same build again without reading it again.
 # Measured at 100k chunks (bench/bench_build_open.py, BENCHMARKS.md section 13): 19 ms for
 # the BM25 build (31 MB), 74 ms for the vectors (154 MB, which a dense query reads anyway).
-_VERIFIED: set[tuple[str, tuple[tuple[str, int, int, int], ...]]] = set()
+_VERIFIED: set[tuple[str, Stamp]] = set()
 
 
 def swap_in(tmp: Path, target: Path, meta_file: str = META_FILE) -> None:
@@ -296,11 +312,33 @@ _NPY_LOCK = threading.Lock()
 
 
 def load_npy(path: Path, mmap: bool = True) -> Any:
-    """`np.load` of a .npy file (memory-mapped read-only by default, never a pickle), one
-    thread at a time: numpy parses the header with `ast`, whose state CPython 3.11 shares
-    between threads (gh-106905), so a merge thread and a query opening segments at once
-    could fail with "SystemError: AST constructor recursion depth mismatch"."""
+    """`np.load` of a .npy file (memory-mapped read-only by default, never a pickle; with
+    `mmap` false read whole into memory with read(2), so a file truncated under a reader is a
+    short read, never a SIGBUS on a page that is gone, and a file changed in place later
+    changes nothing already read). Headers are parsed one thread at a time: numpy parses
+    them with `ast`, whose state CPython 3.11 shares between threads (gh-106905), so a merge
+    thread and a query opening segments at once could fail with "SystemError: AST
+    constructor recursion depth mismatch"."""
     import numpy as np
 
-    with _NPY_LOCK:
-        return np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
+    if mmap:
+        with _NPY_LOCK:
+            return np.load(path, mmap_mode="r", allow_pickle=False)
+    fmt = np.lib.format
+    with path.open("rb") as fh:
+        with _NPY_LOCK:  # the header only: a large file is read while other threads open theirs
+            try:
+                version = fmt.read_magic(fh)
+            except ValueError:
+                raise ValueError(f"{path.name} is not a .npy array (its header is gone)") from None
+            read_header = fmt.read_array_header_1_0 if version == (1, 0) else fmt.read_array_header_2_0
+            shape, fortran, dtype = read_header(fh)
+        if dtype.hasobject:
+            raise ValueError(f"{path.name} holds Python objects, which are never loaded")
+        count = math.prod(shape)
+        array = np.fromfile(fh, dtype=dtype, count=count)
+    if len(array) != count:
+        raise ValueError(f"{path.name} holds {len(array)} of its {count} values (truncated?)")
+    array = array.reshape(shape, order="F" if fortran else "C")
+    array.flags.writeable = False  # read once, shared by every reader of the build
+    return array

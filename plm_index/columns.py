@@ -56,11 +56,12 @@ def take_ids(ids: Sequence[str], rows: Any) -> list[str]:
     return take(rows) if take is not None else [ids[r] for r in rows.tolist()]
 
 
-def load_ids(path: Path, n_rows: int) -> IdColumn:
-
+def load_ids(path: Path, n_rows: int, mmap: bool = True) -> IdColumn:
+    """The ids of a `save_ids` file, memory-mapped, or with `mmap` false read into memory
+    (`load_npy`: no page of it can go missing under a reader)."""
     from plm_index.builds import load_npy
 
-    array = load_npy(path)
+    array = load_npy(path, mmap)
     if array.ndim != 1 or len(array) != n_rows or array.dtype.kind != "S":
         raise ValueError(f"{path.name} holds {array.shape} {array.dtype}, not {n_rows} ids")
     return IdColumn(array)

@@ -304,6 +304,9 @@ class Searcher:
                 self._load()
             if self.empty:
                 raise StoreError(f"the index at {self.index_dir} is empty: run `plm ingest` or `plm run` first")
+            for ix in self.indexes:
+                if isinstance(ix, SegmentedIndex):
+                    ix.check_files()  # a stat per file: one changed under this reader is refused
             try:
                 result = self.pipeline.run(query)
             except PipelineError as err:

@@ -58,7 +58,7 @@ def _read_deletes(base: Path, name: str | None, n_rows: int, cached: bool = True
         raise StaleIndexError(f"deletions {path} were removed while loading") from None
     except (OSError, ValueError) as err:
         # numpy's own words for random bytes advise loading them with pickle: not ours to repeat
-        why = "not an array of row numbers" if "pickle" in str(err) else str(err)
+        why = "not an array of row numbers" if "pickle" in str(err) or "not a .npy" in str(err) else str(err)
         raise StoreError(f"index deletions {path} are corrupt ({why}): run `plm index rebuild`") from None
     digest = hashlib.sha1(np.ascontiguousarray(rows, dtype=np.int64).tobytes()).hexdigest()[:16]
     if (

@@ -43,7 +43,9 @@ def _write_segment(base: Path, name: str, rows: Rows, data: Any, save: Any) -> N
         save_ids(tmp / "ids.npy", rows.ids)
         save(data, tmp)
         files = {p.name: [p.stat().st_size, builds.crc32(p)] for p in sorted(tmp.iterdir())}
-        meta = {"format": FORMAT, "rows": len(rows), "files": files}
+        # Its own name too: a folder renamed into another's place (two swapped) is whole, yet
+        # not the segment the manifest names, and its deletions would apply to other rows.
+        meta = {"format": FORMAT, "name": name, "rows": len(rows), "files": files}
         (tmp / SEGMENT_META).write_text(json.dumps(meta, indent=1))
         _fsync_dir(tmp)
         tmp.rename(folder)
@@ -84,7 +86,6 @@ def _fsync_file(path: Path) -> None:
 
 def _open_segment(base: Path, name: str, open_data: Any) -> Segment:
     """The segment `name`, from this process's open ones or read (checked) from disk."""
-    import numpy as np
 
     from plm_index.columns import load_ids
 
@@ -95,36 +96,77 @@ def _open_segment(base: Path, name: str, open_data: Any) -> Segment:
     if seg is not None:
         # Open here already: its files' size, mtime and inode are checked again (a stat
         # each), their content only if one of them changed.
-        builds.verify(folder, _part(seg.files, seg.data_loaded), SEGMENT_META)
+        seg.stamp = builds.verify(folder, _part(seg.files, seg.data_loaded), SEGMENT_META)
         return seg
     meta = builds.read_meta(folder, SEGMENT_META)
-    if meta is None:
-        if not folder.exists():
+    problem = meta_problem(folder, meta)
+    if problem is not None:
+        if meta is None and not folder.exists():
             raise StaleIndexError(f"segment {folder} is gone (no manifest names it any more?)")
-        raise StoreError(f"index segment {folder} is corrupt: {SEGMENT_META} is unreadable; run `plm index rebuild`")
-    files = meta.get("files")
-    if not isinstance(files, dict):
-        raise StoreError(
-            f"index segment {folder} is corrupt: {SEGMENT_META} has no valid file list; run `plm index rebuild`"
-        )
-    builds.verify(folder, _part(files, False), SEGMENT_META)
+        raise StoreError(problem)
+    assert meta is not None
+    files = meta["files"]
+    stamp = builds.verify(folder, _part(files, False), SEGMENT_META)
     n = int(meta.get("rows", -1))
 
     def load_data() -> Any:
         with _reading(folder):
-            builds.verify(folder, files, SEGMENT_META)
+            opened.stamp = builds.verify(folder, files, SEGMENT_META)
             return open_data(folder, n)
 
-    with _reading(folder):
-        seqs = builds.load_npy(folder / "seqs.npy").view(np.ndarray)
-        order = builds.load_npy(folder / "order.npy").view(np.ndarray)
-        ids = load_ids(folder / "ids.npy", n)
+    with _reading(folder):  # read, not mapped: see `check_segment`
+        seqs = builds.load_npy(folder / "seqs.npy", mmap=False)
+        order = builds.load_npy(folder / "order.npy", mmap=False)
+        ids = load_ids(folder / "ids.npy", n, mmap=False)
         if len(seqs) != n or len(order) != n:
             raise ValueError(f"{len(seqs)} seqs and {len(order)} order keys for {n} rows")
-    seg = Segment(name, seqs, order, ids, None, load_data)
-    seg.files = files
+    opened = Segment(name, seqs, order, ids, None, load_data)
+    opened.files, opened.folder, opened.stamp = files, folder, stamp
     with _OPEN_LOCK:
-        return _OPEN.setdefault(key, seg)
+        return _OPEN.setdefault(key, opened)
+
+
+def meta_problem(folder: Path, meta: dict[str, Any] | None) -> str | None:
+    """What is wrong with a segment folder's metadata, as the one line a reader and
+    `plm index stats` give; None when it is sound."""
+    if meta is None:
+        return f"index segment {folder} is corrupt: {SEGMENT_META} is unreadable; run `plm index rebuild`"
+    if not isinstance(meta.get("files"), dict):
+        return f"index segment {folder} is corrupt: {SEGMENT_META} has no valid file list; run `plm index rebuild`"
+    if meta.get("name", folder.name) != folder.name:  # segments written before names were kept have none
+        return (
+            f"index segment {folder} holds the files of segment {meta.get('name')!r} (folders swapped or copied "
+            "over?); run `plm index rebuild`"
+        )
+    return None
+
+
+def check_segment(seg: Segment) -> None:
+    """A segment open in this process is still the files it was read from: each file's size,
+    mtime and inode, a stat each and no byte read (a query calls this for every segment), and
+    the content checked again (size, checksum) only when one of them changed: StoreError
+    naming the segment when it no longer is. Its data were read into memory, never mapped, so
+    a file truncated meanwhile costs no SIGBUS, and nothing changed on disk is ever scored; yet
+    the index on disk is damaged and the next process would meet it: a reader says so at once.
+    A folder that is gone was retired by garbage collection (its version superseded), which
+    renames a whole folder away: what this reader holds of it stays sound."""
+    folder = seg.folder
+    if folder is None or seg.stamp is None:
+        return  # in memory only
+    names = [name for name, *_ in seg.stamp]
+    try:
+        if builds.stamp(folder, names) == seg.stamp:
+            return
+    except FileNotFoundError:
+        if not folder.exists():
+            return
+    try:
+        with _reading(folder):
+            seg.stamp = builds.verify(folder, _part(seg.files, seg.data_loaded), SEGMENT_META)
+    except StaleIndexError:
+        if folder.exists():
+            raise
+        # retired between the stat and the check: as above
 
 
 def _part(files: Any, everything: bool) -> Any:

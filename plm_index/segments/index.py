@@ -14,7 +14,7 @@ from plm_core.interfaces import Index, Snapshot
 from plm_core.records import CorpusVersion
 from plm_index import builds
 from plm_index.segments.deletions import _none, _read_deletes, _write_deletes
-from plm_index.segments.files import FORMAT, _open_segment, _write_segment
+from plm_index.segments.files import FORMAT, _open_segment, _write_segment, check_segment
 from plm_index.segments.gc import collect_garbage
 from plm_index.segments.integrity import _discard_damaged_manifests, _missing, _still_names
 from plm_index.segments.manifest import _locked, _manifests, _read_manifest, _warn_once, _write_manifest, manifest_name
@@ -254,6 +254,14 @@ class SegmentedIndex(Index):
         log.info("%s: version %s applied in memory from %s", self._what(base), version, start.version)
         self._set(state, base)
         self._check(snapshot, base)
+
+    def check_files(self) -> None:
+        """The open version's saved segments are still the files they were read from (a stat
+        of each file, their content read again only when one changed); StoreError naming a
+        segment changed on disk since. The runtime calls it before every query."""
+        if self.state is not None and self._state_base is not None:
+            for seg in self.state.segments:
+                check_segment(seg)
 
     def _check(self, snapshot: Snapshot, base: Path) -> None:
         assert self.state is not None

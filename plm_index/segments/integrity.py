@@ -10,7 +10,7 @@ from typing import Any
 from plm_core.errors import StaleIndexError, StoreError
 from plm_index import builds
 from plm_index.segments.deletions import _read_deletes
-from plm_index.segments.files import SEGMENT_META
+from plm_index.segments.files import SEGMENT_META, meta_problem
 from plm_index.segments.manifest import _manifest_path, parse_manifest
 
 log = logging.getLogger(__name__)
@@ -69,12 +69,11 @@ def damage(base: Path) -> list[str]:
 def _segment_damage(base: Path, manifest: dict[str, Any], entry: dict[str, Any]) -> str | None:
     folder = base / "segments" / entry["name"]
     meta = builds.read_meta(folder, SEGMENT_META)
-    if meta is None:
-        if not folder.is_dir():
-            return _missing(base, manifest, entry)
-        return f"index segment {folder} is corrupt: {SEGMENT_META} is unreadable; run `plm index rebuild`"
-    if not isinstance(meta.get("files"), dict):  # worded as a reader words it (one line each in stats)
-        return f"index segment {folder} is corrupt: {SEGMENT_META} has no valid file list; run `plm index rebuild`"
+    if meta is None and not folder.is_dir():
+        return _missing(base, manifest, entry)
+    problem = meta_problem(folder, meta)  # worded as a reader words it (one line each in stats)
+    if problem is not None or meta is None:
+        return problem
     if meta.get("rows") != entry["rows"]:
         rows = f"{meta.get('rows')} rows, its manifest says {entry['rows']}"
         return f"index segment {folder} holds {rows}: run `plm index rebuild`"

@@ -7,6 +7,7 @@ from __future__ import annotations
 import bisect
 import threading
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 from plm_core.records import CorpusVersion
@@ -45,6 +46,8 @@ class Segment:
         self._data, self._loader = data, loader
         self._lock = threading.Lock()
         self.files: Any = None  # the saved files' sizes and checksums (None: in memory only)
+        self.folder: Path | None = None  # where they are
+        self.stamp: Any = None  # those checked so far as they were then (`builds.stamp`)
 
     @property
     def data(self) -> Any:

@@ -133,10 +133,13 @@ class Postings:
         import numpy as np
 
         words = json.loads((folder / "vocab.json").read_text())
-        # Memory-mapped, as plain array views of the maps: slicing an np.memmap costs a few
-        # microseconds more per slice, paid for every query word in every segment.
-        indptr, rows, tf, dl, first = (load_npy(folder / name).view(np.ndarray) for name in cls.FILES)
-        hl = None if weight == 1.0 else load_npy(folder / cls.HEADING_FILE).view(np.ndarray)
+        # Read into memory, not memory-mapped: a file truncated in place under a server (`cp`
+        # or `rsync --inplace` over a live index) took it down with SIGBUS at the next query
+        # that touched a page gone from the map, and bytes overwritten in place were scored as
+        # they came. What is read is what was checked; the runtime stats the files at every
+        # query and refuses the segment once one changed (`plm_index.segments.files`).
+        indptr, rows, tf, dl, first = (load_npy(folder / name, mmap=False) for name in cls.FILES)
+        hl = None if weight == 1.0 else load_npy(folder / cls.HEADING_FILE, mmap=False)
         if (
             len(indptr) != len(words) + 1
             or len(rows) != len(tf)

@@ -207,3 +207,39 @@ def test_status_lists_the_damage_with_the_repair(synced: Path, tmp_path: Path, m
         assert len(service.status()["problems"]) == 2
     finally:
         job.close()
+
+
+def test_two_segment_folders_swapped_are_damage_not_other_answers(tmp_path: Path) -> None:
+    """Two segments of as many rows, their folders swapped: each folder is whole, but it is not
+    the segment its manifest entry names, so its deletions would apply to another segment's
+    rows (a deleted text found again, a live one lost). A query refuses it in one line, stats
+    names it, rebuild repairs it."""
+    root, cfg, data = tmp_path, tmp_path / "job.toml", tmp_path / "data"
+    (root / "docs").mkdir()
+    cfg.write_text(CONFIG)
+    first_docs = {k: FIRST[k] for k in ("alpha", "beta", "delta")}
+    for docs in (first_docs, {**SECOND, "epsilon": FIRST["epsilon"]}):  # 3 rows, then 3 more
+        write_docs(root / "docs", docs)
+        assert plm("ingest", str(root / "docs"), "--config", str(cfg), data=data).returncode == 0
+    base = stage(root)
+    first, second = (base / "segments" / named(base, i)["name"] for i in (0, 1))
+    assert named(base, 0)["rows"] == named(base, 1)["rows"] == 3 and named(base, 0)["deleted"]
+    first.rename(base / "segments" / "swap")
+    second.rename(first)
+    (base / "segments" / "swap").rename(second)
+
+    res = plm("query", "beta tokens one hour", "--config", str(cfg), "--json", data=data)
+    assert res.returncode == 2 and "plm index rebuild" in res.stderr and "Traceback" not in res.stderr, (
+        res.stdout + res.stderr
+    )
+    assert str(first) in res.stderr or str(second) in res.stderr, res.stderr
+    stats = plm("index", "stats", "--config", str(cfg), data=data)
+    assert stats.returncode == 1 and "problems: none" not in stats.stdout, stats.stdout + stats.stderr
+    assert str(first) in stats.stdout and str(second) in stats.stdout, stats.stdout
+
+    assert plm("index", "rebuild", "--config", str(cfg), data=data).returncode == 0
+    assert plm("index", "stats", "--config", str(cfg), data=data).returncode == 0
+    res = plm("query", "beta tokens hours", "--config", str(cfg), "--json", data=data)
+    hits = json.loads(res.stdout)["hits"]
+    assert [h["doc_id"] for h in hits if "beta" in h["doc_id"]] == ["beta"]
+    assert all("one hour" not in h["text"] for h in hits), hits
