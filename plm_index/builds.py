@@ -111,22 +111,12 @@ def read_meta(path: Path, meta_file: str = META_FILE) -> dict[str, Any] | None:
 Stamp = tuple[tuple[str, int, int, int], ...]  # (file name, size, mtime_ns, inode) of each file
 
 
-def stamp(path: Path, names: Any) -> Stamp:
-    """Each named file's size, mtime and inode: a stat each, no byte read (FileNotFoundError
-    for a file that is gone)."""
-    out = []
-    for name in sorted(names):
-        st = (path / name).stat()
-        out.append((name, st.st_size, st.st_mtime_ns, st.st_ino))
-    return tuple(out)
-
-
 def verify(path: Path, files: Any, meta_file: str = META_FILE, trust_this_process: bool = True) -> Stamp:
     """Every file the build wrote is there with its size and checksum, else StoreError;
     StaleIndexError when the build was moved away meanwhile (a newer one replaced it).
     With `trust_this_process`, a build this process already checksummed (and whose files'
     size, mtime and inode are unchanged) is not read again. Returns the files' stamp as
-    checked: a reader compares it with `stamp` to learn that a file changed since."""
+    checked: a reader stats the files again to learn that one changed since."""
     valid = isinstance(files, dict) and all(
         isinstance(n, str) and "/" not in n and isinstance(v, list) and len(v) == 2 and all(type(x) is int for x in v)
         for n, v in files.items()

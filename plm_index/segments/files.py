@@ -150,12 +150,14 @@ def check_segment(seg: Segment) -> None:
     the index on disk is damaged and the next process would meet it: a reader says so at once.
     A folder that is gone was retired by garbage collection (its version superseded), which
     renames a whole folder away: what this reader holds of it stays sound."""
-    folder = seg.folder
-    if folder is None or seg.stamp is None:
+    folder, stamp = seg.folder, seg.stamp
+    if folder is None or stamp is None:
         return  # in memory only
-    names = [name for name, *_ in seg.stamp]
+    watch = seg.watch
+    if watch is None or watch[0] is not stamp:  # paths joined once: Path's `/` cost more than a stat
+        watch = seg.watch = (stamp, [os.path.join(folder, n) for n, *_ in stamp], [tuple(s[1:]) for s in stamp])
     try:
-        if builds.stamp(folder, names) == seg.stamp:
+        if [(st.st_size, st.st_mtime_ns, st.st_ino) for st in map(os.stat, watch[1])] == watch[2]:
             return
     except FileNotFoundError:
         if not folder.exists():

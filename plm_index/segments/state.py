@@ -47,7 +47,8 @@ class Segment:
         self._lock = threading.Lock()
         self.files: Any = None  # the saved files' sizes and checksums (None: in memory only)
         self.folder: Path | None = None  # where they are
-        self.stamp: Any = None  # those checked so far as they were then (`builds.stamp`)
+        self.stamp: Any = None  # those checked so far as they were then (`builds.verify`)
+        self.watch: Any = None  # (stamp, its files' paths, their size, mtime, inode): `check_segment`
 
     @property
     def data(self) -> Any:
