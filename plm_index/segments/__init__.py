@@ -17,7 +17,9 @@ This package does the rest:
   rows, marks the removed ones deleted, and writes the new version's manifest: cost in
   proportion to the change. With no usable manifest it builds one segment of everything.
 - **Readers** open a version's manifest; segments already open in this process are
-  reused (memory-mapped, immutable), so a reload costs the new segments and deletions.
+  reused (immutable), so a reload costs the new segments and deletions. A segment's files
+  are checked (size, checksum) and read into memory where it is opened, never mapped, and
+  stat'd again at every query: one changed on disk since is refused in one line.
   A reader whose version has no manifest yet applies the change in memory.
 - **Merges** (`merge_plan`): adjacent segments of the same size tier are merged, at most
   MERGE_FACTOR per tier, and a segment with half its rows deleted is rewritten; in a
