@@ -141,9 +141,9 @@ def write_dataset(folder: Path, languages: list[str], split: str, mixed: bool, k
                 qid = f"{language}-{q['_id']}" if mixed else q["_id"]
                 queries.write(json.dumps({**q, "_id": qid}, ensure_ascii=False) + "\n")
     rows_out = ["query-id\tcorpus-id\tscore"]
-    for language in languages if mixed else [""]:
-        for q, d in judged:
-            rows_out.append(f"{language}-{q}\t{language}/{d}\t1" if mixed else f"{q}\t{d}\t1")
+    for prefix in languages if mixed else [""]:
+        for qid, doc in judged:
+            rows_out.append(f"{prefix}-{qid}\t{prefix}/{doc}\t1" if mixed else f"{qid}\t{doc}\t1")
     (folder / "qrels" / f"{split}.tsv").write_text("\n".join(rows_out) + "\n")
 
 
@@ -220,6 +220,26 @@ def _timed(tokenize: Any, texts: list[str]) -> float:
     return time.perf_counter() - start
 
 
+def mixed_breakdown(per_query: Path) -> dict[str, dict[str, dict[str, float]]]:
+    """From the mixed index's per_query.json: by recipe and question language, the mean
+    nDCG@10 and the share of questions whose first hit is a page in another language."""
+    rows = json.loads(per_query.read_text())
+    out: dict[str, dict[str, dict[str, float]]] = {}
+    for row in next(iter(rows.values())):
+        language = str(row["query_id"]).split("-")[0]
+        for name, result in row["configs"].items():
+            cell = out.setdefault(name, {}).setdefault(language, {"nDCG@10": 0.0, "other_first": 0.0, "n": 0.0})
+            first = (result.get("docs") or [""])[0]
+            cell["nDCG@10"] += float(result["nDCG@10"])
+            cell["other_first"] += float(bool(first) and not str(first).startswith(language + "/"))
+            cell["n"] += 1
+    for cells in out.values():
+        for cell in cells.values():
+            n = cell.pop("n")
+            cell["nDCG@10"], cell["other_first"] = round(cell["nDCG@10"] / n, 3), round(cell["other_first"] / n, 3)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--split", default="test")
@@ -232,9 +252,9 @@ def main() -> None:
     ap.add_argument("--speed", action="store_true", help="tokenization MB/s per language instead")
     args = ap.parse_args()
     if args.speed:
-        result = speed(args.languages.split(","))
+        rates = speed(args.languages.split(","))
         if args.json:
-            args.json.write_text(json.dumps({"MB/s": result}, indent=1))
+            args.json.write_text(json.dumps({"MB/s": rates}, indent=1))
         return
     languages = args.languages.split(",")[:2] if args.tiny else args.languages.split(",")
     recipes = ["bm25_multilingual"] if args.tiny else args.recipes.split(",")
@@ -252,8 +272,13 @@ def main() -> None:
     print("\n| recipe | " + " | ".join(table) + " |\n|---|" + "---|" * len(table))
     for name in recipes:
         print(f"| {name} | " + " | ".join(f"{table[lang].get(name, float('nan')):.3f}" for lang in table) + " |")
+    result: dict[str, Any] = {"split": args.split, "ndcg@10": table}
+    if args.mixed:
+        result["mixed_by_language"] = mixed_breakdown(work / "reports" / "mixed" / "per_query.json")
+        for name, cells in result["mixed_by_language"].items():
+            print(f"mixed, {name}:", {lang: (c["nDCG@10"], c["other_first"]) for lang, c in cells.items()})
     if args.json:
-        args.json.write_text(json.dumps({"split": args.split, "ndcg@10": table}, indent=1))
+        args.json.write_text(json.dumps(result, indent=1))
 
 
 if __name__ == "__main__":
