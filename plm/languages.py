@@ -26,9 +26,13 @@ HAN_KANA = (
 )
 KANA = "\u3040-\u309f\u30a0-\u30ff\u31f0-\u31ff\uff66-\uff9f"
 HANGUL = "\u1100-\u11ff\u3130-\u318f\uac00-\ud7af"
-# Scripts written without spaces between words (Thai, Lao, Khmer, Myanmar too): each of
-# their characters counts as a word where sizes are counted in words.
-NO_SPACE = f"{HAN_KANA}{HANGUL}\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff"
+# Scripts written without spaces between words, one character class each: Han with kana,
+# Hangul, Thai and Lao, Myanmar, Khmer. Each of their characters counts as a word where
+# sizes are counted in words; a run of one of them is one stretch to pair up.
+NO_SPACE_SCRIPTS = (HAN_KANA, HANGUL, "\u0e00-\u0eff", "\u1000-\u109f", "\u1780-\u17ff")
+NO_SPACE = "".join(NO_SPACE_SCRIPTS)
+# A run of one script without spaces: never Han and Hangul (or Thai) in one run.
+NO_SPACE_RUN = re.compile("|".join(f"[{chars}]+" for chars in NO_SPACE_SCRIPTS))
 NO_SPACE_CHAR = re.compile(f"[{NO_SPACE}]")
 # A word: a character of a script without spaces, or a run of other non-space characters.
 WORD_UNIT = re.compile(f"[{NO_SPACE}]|(?:(?![{NO_SPACE}])\\S)+")

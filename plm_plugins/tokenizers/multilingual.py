@@ -15,7 +15,6 @@ exactly the tokens of `bm25s_stem` (tests compare).
 
 from __future__ import annotations
 
-import re
 import unicodedata
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -23,12 +22,9 @@ from typing import Any
 from pydantic import Field
 
 import plm
-from plm.languages import HAN_KANA, HANGUL, SNOWBALL, detect, detector_version
+from plm.languages import NO_SPACE_RUN, SNOWBALL, detect, detector_version
 from plm_plugins.tokenizers.snowball import WORD, stem_all, stemmed_words, stemmer_for, stopwords_for
 
-# One run per script written without spaces: a bigram never pairs a Han character with a
-# Hangul or a Thai one.
-_RUNS = re.compile(f"[{HAN_KANA}]+|[{HANGUL}]+|[\u0e00-\u0eff]+|[\u1000-\u109f]+|[\u1780-\u17ff]+")
 # Snowball languages written in another script than Latin: their Latin words are the default's.
 _OTHER_SCRIPT = frozenset({"arabic", "armenian", "greek", "hindi", "nepali", "persian", "russian", "tamil", "yiddish"})
 _LATIN_END = "\u0370"  # below it: Latin letters (with diacritics), digits, "_"
@@ -95,13 +91,13 @@ class MultilingualTokenizer(plm.Tokenizer):
         cfg = self.config
         if not text.isascii():
             text = unicodedata.normalize("NFKC", text)
-        language = detect(text, cfg.default_language, cfg.min_confidence) or cfg.default_language
+        language = detect(text, cfg.default_language, cfg.min_confidence) or cfg.default_language  # never None
         default = SNOWBALL[cfg.default_language]
         algorithm = SNOWBALL.get(language, default)
-        runs = _RUNS.findall(text) if not text.isascii() else []
+        runs = NO_SPACE_RUN.findall(text) if not text.isascii() else []
         if not runs and algorithm not in _OTHER_SCRIPT and text.isascii():  # snowball's own path
             return stemmed_words([text], self._stop(algorithm), self._stemmer(algorithm))[0]
-        words = WORD.findall((_RUNS.sub(" ", text) if runs else text).lower())
+        words = WORD.findall((NO_SPACE_RUN.sub(" ", text) if runs else text).lower())
         latin = [w for w in words if w[0] < _LATIN_END]
         tokens = self._analysed(latin, default if algorithm in _OTHER_SCRIPT else algorithm)
         if len(latin) < len(words):  # each other script's words by its language
